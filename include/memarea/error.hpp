@@ -1,0 +1,72 @@
+// memarea — errors: one enumeration for every backend, a std::error_category and an exception.
+#pragma once
+
+#include <memarea/memarea.h>
+
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace memarea {
+
+/// Every status memarea reports; values equal the C API's memarea_status.
+enum class errc : int {
+  success = MEMAREA_SUCCESS,
+  invalid_value = MEMAREA_ERROR_INVALID_VALUE,
+  invalid_device = MEMAREA_ERROR_INVALID_DEVICE,
+  out_of_memory = MEMAREA_ERROR_OUT_OF_MEMORY,
+  not_supported = MEMAREA_ERROR_NOT_SUPPORTED,
+  no_device = MEMAREA_ERROR_NO_DEVICE,
+  not_found = MEMAREA_ERROR_NOT_FOUND,
+  busy = MEMAREA_ERROR_BUSY,
+  peer_access_unsupported = MEMAREA_ERROR_PEER_ACCESS_UNSUPPORTED,
+  peer_access_already_enabled = MEMAREA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+  peer_access_not_enabled = MEMAREA_ERROR_PEER_ACCESS_NOT_ENABLED,
+  too_many_peers = MEMAREA_ERROR_TOO_MANY_PEERS,
+  invalid_handle = MEMAREA_ERROR_INVALID_HANDLE,
+  invalid_context = MEMAREA_ERROR_INVALID_CONTEXT,
+  not_permitted = MEMAREA_ERROR_NOT_PERMITTED,
+  initialization = MEMAREA_ERROR_INITIALIZATION,
+  unknown = MEMAREA_ERROR_UNKNOWN,
+};
+
+/// The category of memarea::errc; its message() is the status name.
+const std::error_category& memarea_category() noexcept;
+
+/// Makes a std::error_code from a memarea::errc.
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), memarea_category()};
+}
+
+/// The exception every C++ entry point throws: a code, the driver's own error name
+/// (e.g. "CUDA_ERROR_OUT_OF_MEMORY", empty when memarea itself refused) and a message.
+class error : public std::system_error {
+ public:
+  error(errc code, std::string message, std::string driver_error = {})
+      : std::system_error(make_error_code(code), message),
+        code_(code),
+        driver_error_(std::move(driver_error)),
+        message_(std::move(message)) {}
+
+  /// The memarea status.
+  errc status() const noexcept { return code_; }
+  /// The vendor's name of the error that caused this one, or "" when memarea refused itself.
+  const std::string& driver_error() const noexcept { return driver_error_; }
+  /// The message without the status prefix.
+  const std::string& message() const noexcept { return message_; }
+
+ private:
+  errc code_;
+  std::string driver_error_;
+  std::string message_;
+};
+
+/// The status name, e.g. "MEMAREA_ERROR_INVALID_VALUE".
+inline const char* to_string(errc e) noexcept {
+  return memarea_status_name(static_cast<memarea_status>(e));
+}
+
+}  // namespace memarea
+
+template <>
+struct std::is_error_code_enum<memarea::errc> : std::true_type {};

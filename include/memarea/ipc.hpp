@@ -1,0 +1,139 @@
+// memarea — inter-process sharing (seed 001): legacy IPC handles with a cache and lifetimes,
+// and shareable memory passed as a POSIX file descriptor over a Unix socket.
+//
+// Lifetime rules (docs/ipc.md has the long version):
+//  - export_handle works on any pointer inside a memarea device allocation; open returns the
+//    same interior pointer in the importing process.
+//  - A handle names one allocation, not an address: after free and a new allocation at the same
+//    address the old handle is stale and open fails with invalid_handle.
+//  - Freeing exported memory while another process has it open is deferred until the last of
+//    them closes (or dies), unless the free policy is `refuse`, which throws busy instead.
+//  - Closed mappings stay cached (LRU, set_cache_limit) so re-opening costs a hash lookup.
+#pragma once
+
+#include <memarea/error.hpp>
+#include <memarea/memarea.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace memarea::ipc {
+
+/// Flag of open(): the importing device may differ from the memory's; peer access is enabled
+/// as needed (cudaIpcMemLazyEnablePeerAccess).
+inline constexpr unsigned lazy_enable_peer_access = MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS;
+
+/// The 128 bytes that name exported memory. Plain bytes: send them over any channel.
+struct handle {
+  std::array<unsigned char, 128> bytes{};
+
+  handle() = default;
+  /// From the C API's handle.
+  explicit handle(const memarea_ipc_handle_t& h) noexcept;
+  /// As the C API's handle.
+  memarea_ipc_handle_t c() const noexcept;
+  /// 256 lowercase hex digits (for argv, files, environment variables).
+  std::string to_hex() const;
+  /// Parses to_hex()'s output; throws invalid_value for anything else (no other checks: a
+  /// well-formed but garbage handle fails later, in open, with invalid_handle).
+  static handle from_hex(std::string_view hex);
+  bool operator==(const handle&) const = default;
+};
+
+/// A handle for ptr, any pointer inside a memarea device allocation. Repeated exports of one
+/// allocation are served from a cache (no driver call). Throws not_supported for memarea
+/// memory that legacy IPC cannot share (host, managed, imported, shareable) and invalid_value
+/// for a pointer memarea did not allocate.
+handle export_handle(const void* ptr);
+
+/// Maps the memory of h in this process and returns the pointer h was exported from, offset
+/// included. device < 0: the calling thread's current device. flags: 0 or
+/// lazy_enable_peer_access (anything else: invalid_value). In the exporting process it returns
+/// the original pointer. Opening one handle twice returns the same pointer (reference counted).
+/// Throws invalid_handle for garbage, stale (freed) handles and handles of exited processes.
+[[nodiscard]] void* open(const handle& h, int device = -1, unsigned flags = 0);
+
+/// Releases one open() of ptr (the pointer open returned). The mapping stays cached after the
+/// last close; throws invalid_value when ptr is not open.
+void close(void* ptr);
+
+/// An open mapping, closed on destruction. Move-only.
+class mapping {
+ public:
+  mapping() = default;
+  /// open(h, device, flags).
+  explicit mapping(const handle& h, int device = -1, unsigned flags = 0);
+  ~mapping() { reset(); }
+  mapping(mapping&& o) noexcept : ptr_(o.ptr_) { o.ptr_ = nullptr; }
+  mapping& operator=(mapping&& o) noexcept;
+  mapping(const mapping&) = delete;
+  mapping& operator=(const mapping&) = delete;
+
+  void* get() const noexcept { return ptr_; }
+  explicit operator bool() const noexcept { return ptr_ != nullptr; }
+  /// Closes now (no-op when empty; close errors are swallowed in a destructor path).
+  void reset() noexcept;
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+/// What freeing exported memory does while another process has it open.
+enum class free_policy {
+  defer,   ///< the free succeeds; the driver free waits for the last importer's close or death
+  refuse,  ///< the free throws busy (MEMAREA_ERROR_BUSY) and changes nothing
+};
+/// The process-wide policy (default: defer).
+void set_free_policy(free_policy p);
+free_policy get_free_policy();
+/// A policy for one allocation (ptr: any pointer inside it), overriding the process-wide one
+/// until the allocation is freed. invalid_value when ptr is not a memarea allocation.
+void set_free_policy(const void* ptr, free_policy p);
+
+/// How many closed mappings stay cached (LRU; default 64, or MEMAREA_IPC_CACHE_LIMIT).
+/// Lowering it evicts at once; 0 closes every mapping at its last close.
+void set_cache_limit(std::size_t n);
+std::size_t cache_limit();
+/// Number of closed mappings held in the cache now.
+std::size_t cached_mappings();
+
+/// Number of other processes that have the allocation containing ptr open now (dead
+/// processes are purged first); 0 for memory never exported.
+int importers(const void* ptr);
+/// Number of frees waiting for importers (memory freed by the user but not yet by the driver).
+std::size_t deferred_frees();
+/// Finishes the deferred frees whose importers closed or died, and drops cached mappings whose
+/// owner freed the memory or exited. memarea does this on every IPC call and every free too;
+/// returns the number of deferred frees finished.
+std::size_t collect();
+
+// --- shareable memory and file descriptors -----------------------------------------------------
+
+/// Memory that can be exported as a POSIX file descriptor (CUDA VMM; memfd on sim).
+struct shareable {
+  void* ptr = nullptr;    ///< the mapping in this process
+  std::size_t size = 0;   ///< its size (rounded up to the driver's granularity)
+  int device = 0;         ///< the device it is mapped and accessible on
+};
+/// Allocates at least size bytes of shareable memory on device (< 0: current). not_supported
+/// where the device cannot (no VMM or POSIX-fd handles).
+shareable create_shareable(std::size_t size, int device = -1);
+/// A new file descriptor naming the shareable memory at ptr (its base); the caller closes it.
+int export_fd(const void* ptr);
+/// Maps the memory fd names (size as exported) on device (< 0: current); fd stays the caller's.
+shareable import_fd(int fd, std::size_t size, int device = -1);
+/// Unmaps and releases shareable memory (created or imported) at ptr.
+void release_shareable(void* ptr);
+
+/// Sends fd and payload bytes (at most 65536) over a connected Unix socket (SCM_RIGHTS).
+void send_fd(int socket, int fd, const void* payload = nullptr, std::size_t size = 0);
+/// Receives what send_fd sent: returns the new descriptor (close-on-exec; the caller closes it)
+/// and copies the payload into payload (capacity bytes; a larger payload is invalid_value and
+/// the descriptor is closed). *size, when not null, gets the payload's size.
+int receive_fd(int socket, void* payload = nullptr, std::size_t capacity = 0,
+               std::size_t* size = nullptr);
+
+}  // namespace memarea::ipc

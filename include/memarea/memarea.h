@@ -1,0 +1,265 @@
+/* memarea — C API. Places, shares and moves memory across GPUs, the host and processes.
+ *
+ * Every function returns a memarea_status; on failure memarea_last_error_message() gives a
+ * thread-local message that names the driver's own error where one caused it, and the call
+ * changed nothing. Usable from C99 and C++. */
+#ifndef MEMAREA_MEMAREA_H
+#define MEMAREA_MEMAREA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MEMAREA_API __attribute__((visibility("default")))
+#else
+#define MEMAREA_API
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Errors                                                                                   */
+
+/** Status of every call. Values are stable. */
+typedef enum memarea_status {
+  MEMAREA_SUCCESS = 0,
+  MEMAREA_ERROR_INVALID_VALUE,             /**< a bad argument (pointer, size, flags) */
+  MEMAREA_ERROR_INVALID_DEVICE,            /**< a device ordinal that does not exist or fits not */
+  MEMAREA_ERROR_OUT_OF_MEMORY,             /**< the allocation did not fit */
+  MEMAREA_ERROR_NOT_SUPPORTED,             /**< the backend or device cannot do this */
+  MEMAREA_ERROR_NO_DEVICE,                 /**< no GPU backend has devices */
+  MEMAREA_ERROR_NOT_FOUND,                 /**< the pointer or object is not known */
+  MEMAREA_ERROR_BUSY,                      /**< the memory is still in use (e.g. imported) */
+  MEMAREA_ERROR_PEER_ACCESS_UNSUPPORTED,   /**< the device cannot reach that peer */
+  MEMAREA_ERROR_PEER_ACCESS_ALREADY_ENABLED, /**< enable was called twice */
+  MEMAREA_ERROR_PEER_ACCESS_NOT_ENABLED,   /**< disable without enable */
+  MEMAREA_ERROR_TOO_MANY_PEERS,            /**< the peer-connection budget is spent */
+  MEMAREA_ERROR_INVALID_HANDLE,            /**< an IPC handle that is stale or garbage */
+  MEMAREA_ERROR_INVALID_CONTEXT,           /**< the driver has no valid context for this */
+  MEMAREA_ERROR_NOT_PERMITTED,             /**< the operation is not permitted */
+  MEMAREA_ERROR_INITIALIZATION,            /**< the backend failed to initialise */
+  MEMAREA_ERROR_UNKNOWN                    /**< a driver error memarea does not know */
+} memarea_status;
+
+/** The status's name, e.g. "MEMAREA_ERROR_INVALID_VALUE"; "MEMAREA_ERROR_UNKNOWN" for others. */
+MEMAREA_API const char *memarea_status_name(memarea_status s);
+/** The calling thread's message for its last failed call ("" when none failed). */
+MEMAREA_API const char *memarea_last_error_message(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Backends, devices and streams                                                            */
+
+/** The device id of the host, as hipCpuDeviceId / cudaCpuDeviceId. */
+#define MEMAREA_CPU_DEVICE_ID (-1)
+/** No device, as hipInvalidDeviceId / cudaInvalidDeviceId. */
+#define MEMAREA_INVALID_DEVICE_ID (-2)
+
+/** Number of devices of the active GPU backend (0 when there is none). */
+MEMAREA_API memarea_status memarea_get_device_count(int *count);
+/** Sets the calling thread's current device. */
+MEMAREA_API memarea_status memarea_set_device(int device);
+/** The calling thread's current device (0 until set). */
+MEMAREA_API memarea_status memarea_get_device(int *device);
+/** The active GPU backend: "cuda", "hip", "sim", or "none" when no backend has devices. */
+MEMAREA_API memarea_status memarea_backend_name(const char **name);
+
+/** Properties of one device. */
+typedef struct memarea_device_properties {
+  char name[256];                  /**< the vendor's device name */
+  char backend[16];                /**< "cuda", "hip" or "sim" */
+  int ordinal;                     /**< the backend's ordinal */
+  char pci_bus_id[32];             /**< "0000:17:00.0", or "" when unknown */
+  size_t total_memory;             /**< bytes */
+  size_t free_memory;              /**< bytes, at the time of the call */
+  int unified_addressing;          /**< 1 when host and device share one address space */
+  int managed_memory;              /**< 1 when managed memory can be allocated */
+  int concurrent_managed_access;   /**< 1 when host and device may touch managed memory at once */
+  int pageable_memory_access;      /**< 1 when the device can read pageable host memory */
+  int can_map_host_memory;         /**< 1 when pinned host memory can be mapped */
+  int virtual_memory_management;   /**< 1 when VMM (cuMemCreate/cuMemMap) is supported */
+  int ipc;                         /**< 1 when legacy IPC handles are supported */
+  int compute_major, compute_minor;/**< compute capability (sim: 0.0) */
+} memarea_device_properties;
+
+/** Fills *props for device. */
+MEMAREA_API memarea_status memarea_get_device_properties(memarea_device_properties *props,
+                                                         int device);
+
+/** An in-order queue of work on one device; NULL is the device's default stream. */
+typedef struct memarea_stream *memarea_stream_t;
+/** Creates a stream on the calling thread's current device. */
+MEMAREA_API memarea_status memarea_stream_create(memarea_stream_t *stream);
+/** Destroys a stream after its work completes. */
+MEMAREA_API memarea_status memarea_stream_destroy(memarea_stream_t stream);
+/** Waits for all work queued on stream (NULL: the current device's default stream). */
+MEMAREA_API memarea_status memarea_stream_synchronize(memarea_stream_t stream);
+/** Waits for all work on the current device. */
+MEMAREA_API memarea_status memarea_device_synchronize(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Areas (seed 004, AML's HIP area)                                                         */
+
+/** Where memory lives and who sees it. */
+typedef struct memarea_area *memarea_area_t;
+enum {
+  MEMAREA_AREA_DEFAULT = 0,       /**< device memory, one device */
+  MEMAREA_AREA_HOST = 1u << 0,    /**< pinned host memory */
+  MEMAREA_AREA_UNIFIED = 1u << 1, /**< managed memory (HOST and MAPPED are ignored) */
+  MEMAREA_AREA_MAPPED = 1u << 2,  /**< host memory mapped on the device */
+  MEMAREA_AREA_GLOBAL = 1u << 3   /**< visible to all devices (portable / attach global) */
+};
+/** Per-call options of memarea_area_mmap. */
+typedef struct memarea_mmap_options {
+  int device; /**< < 0: the area's device; any valid ordinal, 0 included, overrides it */
+  void *ptr;  /**< MAPPED without HOST: the existing host range to register */
+} memarea_mmap_options;
+#define MEMAREA_MMAP_OPTIONS_INIT {-1, NULL}
+
+/** Creates an area on device (< 0: the calling thread's current device at each mmap). */
+MEMAREA_API memarea_status memarea_area_create(memarea_area_t *area, int device, unsigned flags);
+/** Destroys an area; its live allocations stay valid and are freed by munmap or memarea_free. */
+MEMAREA_API memarea_status memarea_area_destroy(memarea_area_t area);
+/** Allocates size bytes from area. options may be NULL. The thread's device is unchanged. */
+MEMAREA_API memarea_status memarea_area_mmap(memarea_area_t area, void **ptr, size_t size,
+                                             const memarea_mmap_options *options);
+/** Frees what memarea_area_mmap returned; ptr and size must match it exactly. */
+MEMAREA_API memarea_status memarea_area_munmap(memarea_area_t area, void *ptr, size_t size);
+/** The device pointer of mapped host memory. */
+MEMAREA_API memarea_status memarea_host_get_device_pointer(void **device_ptr, void *host_ptr);
+/** Base and size of the allocation that contains ptr. */
+MEMAREA_API memarea_status memarea_mem_get_address_range(void **base, size_t *size,
+                                                         const void *ptr);
+/** Copies size bytes between any two memarea pointers (like hipMemcpyDefault); synchronous. */
+MEMAREA_API memarea_status memarea_memcpy(void *dst, const void *src, size_t size);
+
+/** What a pointer is. */
+typedef enum memarea_memory_kind {
+  MEMAREA_MEMORY_UNKNOWN = 0,     /**< not memarea's, and the driver does not know it */
+  MEMAREA_MEMORY_DEVICE = 1,      /**< device memory */
+  MEMAREA_MEMORY_HOST_PINNED = 2, /**< pinned host memory */
+  MEMAREA_MEMORY_MANAGED = 3,     /**< managed (unified) memory */
+  MEMAREA_MEMORY_MAPPED = 4,      /**< pinned host memory mapped on devices */
+  MEMAREA_MEMORY_REGISTERED = 5,  /**< an existing host range registered (and mapped) */
+  MEMAREA_MEMORY_IPC_IMPORTED = 6,/**< memory of another process, opened through IPC */
+  MEMAREA_MEMORY_HOST = 7         /**< pageable host memory of memarea's host area */
+} memarea_memory_kind;
+
+/** The allocation that contains a pointer. */
+typedef struct memarea_allocation_info {
+  void *base;                 /**< start of the allocation */
+  size_t size;                /**< its size in bytes */
+  memarea_memory_kind kind;   /**< what it is */
+  int device;                 /**< its device, or MEMAREA_CPU_DEVICE_ID for host memory */
+} memarea_allocation_info;
+/** Looks up any pointer inside an allocation (memarea's own first, then the driver's). */
+MEMAREA_API memarea_status memarea_pointer_get_info(memarea_allocation_info *info,
+                                                    const void *ptr);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Peer-to-peer (seeds 000 and 003)                                                         */
+
+MEMAREA_API memarea_status memarea_device_can_access_peer(int *can_access, int device,
+                                                          int peer_device);
+/** Enables access from the calling thread's current device to peer_device's memory. */
+MEMAREA_API memarea_status memarea_device_enable_peer_access(int peer_device, unsigned flags);
+/** Disables access from the calling thread's current device to peer_device's memory. */
+MEMAREA_API memarea_status memarea_device_disable_peer_access(int peer_device);
+typedef enum memarea_p2p_attribute {
+  MEMAREA_P2P_ATTR_PERFORMANCE_RANK = 1,
+  MEMAREA_P2P_ATTR_ACCESS_SUPPORTED,
+  MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED,
+  MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED
+} memarea_p2p_attribute;
+MEMAREA_API memarea_status memarea_device_get_p2p_attribute(int *value,
+                                                            memarea_p2p_attribute attr,
+                                                            int src_device, int dst_device);
+MEMAREA_API memarea_status memarea_memcpy_peer(void *dst, int dst_device, const void *src,
+                                               int src_device, size_t size);
+MEMAREA_API memarea_status memarea_memcpy_peer_async(void *dst, int dst_device, const void *src,
+                                                     int src_device, size_t size,
+                                                     memarea_stream_t stream);
+MEMAREA_API memarea_status memarea_memcpy_async(void *dst, const void *src, size_t size,
+                                                memarea_stream_t stream);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Managed memory (seed 002)                                                                */
+
+#define MEMAREA_MEM_ATTACH_GLOBAL 0x1
+#define MEMAREA_MEM_ATTACH_HOST 0x2
+#define MEMAREA_MEM_ATTACH_SINGLE 0x4
+typedef enum memarea_mem_advice {
+  MEMAREA_MEM_ADVISE_SET_READ_MOSTLY = 1,
+  MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY = 2,
+  MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION = 3,
+  MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4,
+  MEMAREA_MEM_ADVISE_SET_ACCESSED_BY = 5,
+  MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY = 6
+} memarea_mem_advice;
+typedef enum memarea_mem_range_attribute {
+  MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY = 1,
+  MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION = 2,
+  MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY = 3,
+  MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION = 4
+} memarea_mem_range_attribute;
+/** Allocates managed memory on the current device; flags GLOBAL or HOST. A size that is not a
+ *  multiple of 4 KiB is rounded up internally. */
+MEMAREA_API memarea_status memarea_malloc_managed(void **ptr, size_t size, unsigned flags);
+/** Frees what memarea_malloc_managed (or any memarea allocation) returned. */
+MEMAREA_API memarea_status memarea_free(void *ptr);
+MEMAREA_API memarea_status memarea_mem_prefetch_async(const void *ptr, size_t count, int device,
+                                                      memarea_stream_t stream);
+MEMAREA_API memarea_status memarea_mem_advise(const void *ptr, size_t count,
+                                              memarea_mem_advice advice, int device);
+MEMAREA_API memarea_status memarea_mem_range_get_attribute(void *data, size_t data_size,
+                                                           memarea_mem_range_attribute attribute,
+                                                           const void *ptr, size_t count);
+MEMAREA_API memarea_status memarea_mem_range_get_attributes(
+    void **data, size_t *data_sizes, memarea_mem_range_attribute *attributes,
+    size_t num_attributes, const void *ptr, size_t count);
+MEMAREA_API memarea_status memarea_stream_attach_mem_async(memarea_stream_t stream, void *ptr,
+                                                           size_t length, unsigned flags);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Inter-process sharing (seed 001)                                                         */
+
+/** Plain bytes that can travel over any channel. */
+typedef struct memarea_ipc_handle {
+  unsigned char bytes[128];
+} memarea_ipc_handle_t;
+#define MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS 0x1
+MEMAREA_API memarea_status memarea_ipc_get_mem_handle(memarea_ipc_handle_t *handle, void *ptr);
+MEMAREA_API memarea_status memarea_ipc_open_mem_handle(void **ptr, memarea_ipc_handle_t handle,
+                                                       unsigned flags);
+MEMAREA_API memarea_status memarea_ipc_close_mem_handle(void *ptr);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Shareable memory and file descriptors (seed 001: what legacy IPC cannot share)           */
+
+/** Allocates at least size bytes that can be exported as a POSIX file descriptor (CUDA VMM;
+ *  memfd on sim) on device (< 0: the current device); *allocated (may be NULL) gets the rounded
+ *  size. MEMAREA_ERROR_NOT_SUPPORTED where the device cannot. */
+MEMAREA_API memarea_status memarea_shareable_create(void **ptr, size_t *allocated, size_t size,
+                                                    int device);
+/** A new file descriptor naming the shareable memory at ptr (its start); the caller closes it. */
+MEMAREA_API memarea_status memarea_shareable_export_fd(int *fd, void *ptr);
+/** Maps the memory fd names (size as exported) on device (< 0: current); fd stays the caller's. */
+MEMAREA_API memarea_status memarea_shareable_import_fd(void **ptr, int fd, size_t size,
+                                                       int device);
+/** Unmaps and releases shareable memory, created or imported. */
+MEMAREA_API memarea_status memarea_shareable_release(void *ptr);
+/** Sends fd and size payload bytes (at most 65536; payload may be NULL when size is 0) over a
+ *  connected Unix socket (SCM_RIGHTS). */
+MEMAREA_API memarea_status memarea_ipc_send_fd(int socket, int fd, const void *payload,
+                                               size_t size);
+/** Receives what memarea_ipc_send_fd sent: *fd (close-on-exec, the caller's to close), the
+ *  payload into payload (capacity bytes; larger is MEMAREA_ERROR_INVALID_VALUE) and its size
+ *  into *received (may be NULL). */
+MEMAREA_API memarea_status memarea_ipc_recv_fd(int socket, int *fd, void *payload,
+                                               size_t capacity, size_t *received);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MEMAREA_MEMAREA_H */

@@ -1,0 +1,14 @@
+// memarea — the whole C++ API.
+#pragma once
+
+#include <memarea/area.hpp>
+#include <memarea/copy.hpp>
+#include <memarea/device.hpp>
+#include <memarea/error.hpp>
+#include <memarea/host.hpp>
+#include <memarea/ipc.hpp>
+#include <memarea/managed.hpp>
+#include <memarea/peer.hpp>
+#include <memarea/pointer.hpp>
+#include <memarea/sim.hpp>
+#include <memarea/stream.hpp>

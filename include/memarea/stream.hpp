@@ -1,0 +1,31 @@
+// memarea — streams: in-order queues of work on one device.
+#pragma once
+
+#include <memarea/error.hpp>
+#include <memarea/memarea.h>
+
+namespace memarea {
+
+/// An owning, move-only stream on one device (the C type memarea_stream_t underneath).
+class stream {
+ public:
+  /// Creates a stream on `device` (< 0: the calling thread's current device).
+  explicit stream(int device = -1);
+  ~stream();
+  stream(stream&& other) noexcept;
+  stream& operator=(stream&& other) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+
+  /// Waits until all work queued so far has completed.
+  void synchronize() const;
+  /// The device the stream belongs to.
+  int device() const noexcept;
+  /// The C handle (valid while this object lives).
+  memarea_stream_t get() const noexcept { return handle_; }
+
+ private:
+  memarea_stream_t handle_ = nullptr;
+};
+
+}  // namespace memarea

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs every GPU test and benchmark in one call on the lent GPU machine and writes one results
+# file. Usage (on the GPU machine, from the repository root):
+#   scripts/gpu-suite.sh [BIN_DIR] [RESULTS_DIR]
+# BIN_DIR holds binaries built on the developer machine (scripts/gpu-build.sh puts them in
+# out/gpu-bin, which the device tool carries); when it has none, the suite builds here with
+# cmake (needs fmt, gtest, CLI11 and nlohmann-json headers, which the GPU image lacks).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-out/gpu-bin}
+RES=${2:-${OUT:-out/gpu-results}}
+mkdir -p "$RES"
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these shared hosts
+export MEMAREA_TEST_HELPER_PATH="$PWD/$BIN/memarea_test_helper"
+# The API tests were built elsewhere and know the helper by its build path: put it there.
+if [ -f "$BIN/HELPER_PATH" ] && [ -f "$BIN/memarea_test_helper" ]; then
+  mkdir -p "$(dirname "$(cat "$BIN/HELPER_PATH")")"
+  cp "$BIN/memarea_test_helper" "$(cat "$BIN/HELPER_PATH")"
+fi
+LOG="$RES/gpu-results.txt"
+: >"$LOG"
+status=0
+section() { printf '\n## %s\n\n' "$*" | tee -a "$LOG"; }
+run() {  # run a command, keep its output and exit status in the log
+  printf '$ %s\n' "$*" | tee -a "$LOG"
+  "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  printf '[exit %d]\n' "$rc" | tee -a "$LOG"
+  [ "$rc" -eq 0 ] || status=1
+}
+
+section "machine"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(cat "$BIN/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "host: $(uname -srm)"
+} | tee -a "$LOG"
+run nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total,memory.free,driver_version --format=csv
+run nvidia-smi topo -m
+
+section "memarea info"
+run "$BIN/memarea" info
+run "$BIN/memarea" info --json
+
+section "unit tests"
+run "$BIN/memarea_unit_tests"
+section "API tests on CUDA"
+run "$BIN/memarea_api_tests"
+section "API tests on sim (4 devices, peer groups) on the same machine"
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 MEMAREA_SIM_PEER_GROUPS="0,1;2,3" \
+  run "$BIN/memarea_api_tests"
+
+if "$BIN/memarea" --help 2>&1 | grep -q topo; then
+  section "memarea topo"
+  run "$BIN/memarea" topo --json --svg "$RES/topo.svg"
+  cp "$RES/topo.svg" "$RES/topo.svg" 2>/dev/null || true
+fi
+
+section "benchmarks (memarea vs raw driver, same run)"
+run "$BIN/memarea" bench --reps 30 --json "$RES/bench.json"
+
+section "summary"
+echo "suite status: $([ $status -eq 0 ] && echo PASS || echo FAIL)" | tee -a "$LOG"
+exit $status

@@ -1,0 +1,70 @@
+// The C API of inter-process sharing (memarea.h): thin wrappers over memarea::ipc.
+#include "capi/c_call.hpp"
+
+#include <memarea/ipc.hpp>
+#include <memarea/memarea.h>
+
+using memarea::detail::c_call;
+using memarea::detail::require;
+
+extern "C" {
+
+memarea_status memarea_ipc_get_mem_handle(memarea_ipc_handle_t* handle, void* ptr) {
+  return c_call(__func__, [&] {
+    require(handle, "handle");
+    *handle = memarea::ipc::export_handle(ptr).c();
+  });
+}
+
+memarea_status memarea_ipc_open_mem_handle(void** ptr, memarea_ipc_handle_t handle,
+                                           unsigned flags) {
+  return c_call(__func__, [&] {
+    require(ptr, "ptr");
+    *ptr = memarea::ipc::open(memarea::ipc::handle(handle), -1, flags);
+  });
+}
+
+memarea_status memarea_ipc_close_mem_handle(void* ptr) {
+  return c_call(__func__, [&] { memarea::ipc::close(ptr); });
+}
+
+memarea_status memarea_shareable_create(void** ptr, size_t* allocated, size_t size, int device) {
+  return c_call(__func__, [&] {
+    require(ptr, "ptr");
+    auto s = memarea::ipc::create_shareable(size, device);
+    *ptr = s.ptr;
+    if (allocated) *allocated = s.size;
+  });
+}
+
+memarea_status memarea_shareable_export_fd(int* fd, void* ptr) {
+  return c_call(__func__, [&] {
+    require(fd, "fd");
+    *fd = memarea::ipc::export_fd(ptr);
+  });
+}
+
+memarea_status memarea_shareable_import_fd(void** ptr, int fd, size_t size, int device) {
+  return c_call(__func__, [&] {
+    require(ptr, "ptr");
+    *ptr = memarea::ipc::import_fd(fd, size, device).ptr;
+  });
+}
+
+memarea_status memarea_shareable_release(void* ptr) {
+  return c_call(__func__, [&] { memarea::ipc::release_shareable(ptr); });
+}
+
+memarea_status memarea_ipc_send_fd(int socket, int fd, const void* payload, size_t size) {
+  return c_call(__func__, [&] { memarea::ipc::send_fd(socket, fd, payload, size); });
+}
+
+memarea_status memarea_ipc_recv_fd(int socket, int* fd, void* payload, size_t capacity,
+                                   size_t* received) {
+  return c_call(__func__, [&] {
+    require(fd, "fd");
+    *fd = memarea::ipc::receive_fd(socket, payload, capacity, received);
+  });
+}
+
+}  // extern "C"

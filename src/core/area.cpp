@@ -1,0 +1,279 @@
+// Areas: allocation by flag combination, the registry, lookup and synchronous copies.
+#include "core/area_impl.hpp"
+#include "core/registry.hpp"
+#include "core/system.hpp"
+
+#include <memarea/area.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace memarea {
+using detail::check;
+using detail::record;
+using detail::system;
+
+namespace detail {
+
+memarea_memory_kind kind_of_flags(unsigned flags) noexcept {
+  if (flags & MEMAREA_AREA_UNIFIED) return MEMAREA_MEMORY_MANAGED;
+  if (flags & MEMAREA_AREA_MAPPED)
+    return (flags & MEMAREA_AREA_HOST) ? MEMAREA_MEMORY_MAPPED : MEMAREA_MEMORY_REGISTERED;
+  if (flags & MEMAREA_AREA_HOST) return MEMAREA_MEMORY_HOST_PINNED;
+  return MEMAREA_MEMORY_DEVICE;
+}
+
+void validate_area(int device, unsigned flags, const char* what) {
+  if (flags & ~area_flags::all) {
+    throw error(errc::invalid_value,
+                fmt::format("{}: unknown flag bits {:#x} (known: HOST 0x1, UNIFIED 0x2, MAPPED "
+                            "0x4, GLOBAL 0x8)",
+                            what, flags & ~area_flags::all));
+  }
+  auto& sys = system::get();
+  if (device >= 0) sys.check_device(device, what);
+  if (device < -1) {
+    throw error(errc::invalid_device,
+                fmt::format("{}: device {} is neither an ordinal nor -1 (the current device)",
+                            what, device));
+  }
+}
+
+void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_device,
+                void* option_ptr) {
+  validate_area(area_device, flags, "area mmap");
+  auto& sys = system::get();
+  if (size == 0) throw error(errc::invalid_value, "area mmap: size is 0");
+  int device = option_device >= 0 ? option_device : area_device;
+  if (option_device >= 0) sys.check_device(option_device, "area mmap (options.device)");
+  if (device < 0) device = current_device();
+  sys.check_device(device, "area mmap");
+
+  const memarea_memory_kind kind = kind_of_flags(flags);
+  const bool global = (flags & MEMAREA_AREA_GLOBAL) != 0;
+  auto& gpu = sys.gpu();
+  void* ptr = nullptr;
+  std::size_t span = size;
+  const std::string what = fmt::format("area mmap of {} bytes ({}) on device {}", size,
+                                       to_string(static_cast<memory_kind>(kind)), device);
+  switch (kind) {
+    case MEMAREA_MEMORY_DEVICE:
+      check(gpu.malloc_device(device, size, &ptr), what.c_str());
+      break;
+    case MEMAREA_MEMORY_HOST_PINNED:
+      check(gpu.malloc_host(device, size, global ? host_portable : host_default, &ptr),
+            what.c_str());
+      break;
+    case MEMAREA_MEMORY_MAPPED:
+      check(gpu.malloc_host(device, size, host_mapped | (global ? host_portable : 0u), &ptr),
+            what.c_str());
+      break;
+    case MEMAREA_MEMORY_REGISTERED:
+      if (!option_ptr)
+        throw error(errc::invalid_value,
+                    "area mmap: MAPPED without HOST registers options.ptr, which is NULL");
+      if (allocations().find(option_ptr) ||
+          allocations().find(static_cast<char*>(option_ptr) + size - 1))
+        throw error(errc::invalid_value,
+                    "area mmap: options.ptr overlaps memory memarea already manages");
+      check(gpu.host_register(device, option_ptr, size,
+                              host_mapped | (global ? host_portable : 0u)),
+            what.c_str());
+      ptr = option_ptr;
+      break;
+    case MEMAREA_MEMORY_MANAGED: {
+      // Managed memory is handed out in whole pages; the tail is the caller's to use too.
+      if (size > SIZE_MAX - managed_granularity)
+        throw error(errc::out_of_memory, what + ": larger than any address space");
+      span = round_up_managed(size);
+      check(gpu.malloc_managed(device, span,
+                               global ? MEMAREA_MEM_ATTACH_GLOBAL : MEMAREA_MEM_ATTACH_HOST, &ptr),
+            what.c_str());
+      break;
+    }
+    default:
+      throw error(errc::unknown, "area mmap: unreachable kind");
+  }
+  record r;
+  r.base = ptr;
+  r.size = span;
+  r.requested = size;
+  r.kind = kind;
+  r.device = (kind == MEMAREA_MEMORY_DEVICE || kind == MEMAREA_MEMORY_MANAGED)
+                 ? device
+                 : MEMAREA_CPU_DEVICE_ID;
+  r.context_device = device;
+  r.made_by = origin::area;
+  r.area_flags = flags;
+  r.area_device = area_device;
+  r.id = allocations().next_id();
+  try {
+    allocations().insert(r);
+  } catch (...) {
+    (void)release(r);
+    throw;
+  }
+  return ptr;
+}
+
+dstatus release(const record& r) {
+  auto& gpu = system::get().gpu();
+  switch (r.kind) {
+    case MEMAREA_MEMORY_DEVICE:
+      return gpu.free_device(r.base);
+    case MEMAREA_MEMORY_HOST_PINNED:
+    case MEMAREA_MEMORY_MAPPED:
+      return gpu.free_host(r.base);
+    case MEMAREA_MEMORY_REGISTERED:
+      return gpu.host_unregister(r.base);
+    case MEMAREA_MEMORY_MANAGED:
+      return gpu.free_managed(r.base);
+    default:
+      return dstatus{errc::unknown, 0, "", "release: unknown kind"};
+  }
+}
+
+void free_record(void* ptr, const std::function<void(const record&)>& validate,
+                 const char* what) {
+  if (!ptr) throw error(errc::invalid_value, fmt::format("{}: pointer is NULL", what));
+  std::optional<record> found;
+  bool deferred = false;  // IPC frees it once the last importer closes
+  // validate throws to refuse; the exception leaves erase_if with the record still in place.
+  auto removed = allocations().erase_if(
+      ptr,
+      [&](const record& r) {
+        validate(r);
+        deferred = ipc_on_free(r);
+        return true;
+      },
+      &found);
+  if (!found) {
+    auto inside = allocations().find(ptr);
+    if (inside)
+      throw error(errc::invalid_value,
+                  fmt::format("{}: {} is inside the allocation at {} ({} bytes), not its start",
+                              what, ptr, inside->base, inside->size));
+    throw error(errc::invalid_value,
+                fmt::format("{}: {} is not a live memarea allocation", what, ptr));
+  }
+  if (!removed) throw error(errc::invalid_value, fmt::format("{}: refused", what));
+  if (deferred) return;
+  dstatus s = release(*removed);
+  if (!s.ok()) {
+    // Still ours: put it back so the caller can retry and nothing leaks silently.
+    allocations().insert(*removed);
+    throw_status(s, fmt::format("{}: freeing {}", what, ptr));
+  }
+}
+
+void area_munmap(int area_device, unsigned flags, void* ptr, std::size_t size) {
+  free_record(
+      ptr,
+      [&](const record& r) {
+        if (r.made_by != origin::area || r.area_flags != flags || r.area_device != area_device)
+          throw error(errc::invalid_value,
+                      fmt::format("area munmap: {} was not allocated by this area (flags {:#x}, "
+                                  "device {}), but by flags {:#x}, device {}",
+                                  ptr, flags, area_device, r.area_flags, r.area_device));
+        if (r.requested != size)
+          throw error(errc::invalid_value,
+                      fmt::format("area munmap: size {} does not match the allocation's {}",
+                                  size, r.requested));
+      },
+      "area munmap");
+}
+
+}  // namespace detail
+
+// --- C++ API ----------------------------------------------------------------------------------
+
+const char* to_string(memory_kind k) noexcept {
+  switch (k) {
+    case memory_kind::device: return "device";
+    case memory_kind::host_pinned: return "host_pinned";
+    case memory_kind::managed: return "managed";
+    case memory_kind::mapped: return "mapped";
+    case memory_kind::registered: return "registered";
+    case memory_kind::ipc_imported: return "ipc_imported";
+    case memory_kind::host: return "host";
+    case memory_kind::unknown: break;
+  }
+  return "unknown";
+}
+
+area::area(int device, unsigned flags) : device_(device), flags_(flags) {
+  detail::validate_area(device, flags, "area");
+}
+
+memory_kind area::kind() const noexcept {
+  return static_cast<memory_kind>(detail::kind_of_flags(flags_));
+}
+
+void* area::mmap(std::size_t size, const mmap_options& options) const {
+  return detail::area_mmap(device_, flags_, size, options.device, options.ptr);
+}
+
+void area::munmap(void* ptr, std::size_t size) const {
+  detail::area_munmap(device_, flags_, ptr, size);
+}
+
+buffer area::allocate(std::size_t size, const mmap_options& options) const {
+  return buffer(*this, mmap(size, options), size);
+}
+
+buffer& buffer::operator=(buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    area_ = o.area_;
+    ptr_ = o.ptr_;
+    size_ = o.size_;
+    o.ptr_ = nullptr;
+  }
+  return *this;
+}
+
+int buffer::device() const { return lookup(ptr_).device; }
+
+void buffer::reset() noexcept {
+  if (!ptr_) return;
+  try {
+    area_.munmap(ptr_, size_);
+  } catch (...) {
+    // A buffer only holds what its area gave it; freeing cannot be refused.
+  }
+  ptr_ = nullptr;
+}
+
+std::optional<allocation_info> find(const void* ptr) {
+  if (auto r = detail::allocations().find(ptr))
+    return allocation_info{r->base, r->size, static_cast<memory_kind>(r->kind), r->device};
+  auto& sys = system::get();
+  detail::pointer_info pi;
+  if (ptr && sys.gpu().pointer_query(ptr, &pi).ok())
+    return allocation_info{pi.base, pi.size, static_cast<memory_kind>(pi.kind), pi.device};
+  return std::nullopt;
+}
+
+allocation_info lookup(const void* ptr) {
+  if (auto r = find(ptr)) return *r;
+  throw error(errc::not_found,
+              fmt::format("lookup: {} is in no memarea allocation and the {} driver does not "
+                          "know it",
+                          ptr, system::get().gpu().name()));
+}
+
+void* host_get_device_pointer(void* host_ptr) {
+  if (!host_ptr) throw error(errc::invalid_value, "host_get_device_pointer: pointer is NULL");
+  auto r = detail::allocations().find(host_ptr);
+  if (r && r->kind != MEMAREA_MEMORY_MAPPED && r->kind != MEMAREA_MEMORY_REGISTERED)
+    throw error(errc::invalid_value,
+                fmt::format("host_get_device_pointer: {} is {} memory, not mapped host memory",
+                            host_ptr, to_string(static_cast<memory_kind>(r->kind))));
+  void* d = nullptr;
+  check(system::get().gpu().host_get_device_pointer(&d, host_ptr), "host_get_device_pointer");
+  return d;
+}
+
+}  // namespace memarea

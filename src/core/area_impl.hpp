@@ -1,0 +1,37 @@
+// Internals shared by the area, the C APIs and managed memory.
+#pragma once
+
+#include "core/registry.hpp"
+#include "driver/driver.hpp"
+
+#include <cstddef>
+#include <functional>
+
+namespace memarea::detail {
+
+/// The kind of memory an area with these flags hands out.
+memarea_memory_kind kind_of_flags(unsigned flags) noexcept;
+/// Throws invalid_value for unknown bits, invalid_device for a bad device (-1 is allowed).
+void validate_area(int device, unsigned flags, const char* what);
+/// Allocates through an area's value; option_device < 0: the area's device.
+void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_device,
+                void* option_ptr);
+/// Frees through an area's value; invalid_value (changing nothing) for a bad pointer or size.
+void area_munmap(int area_device, unsigned flags, void* ptr, std::size_t size);
+/// Frees a registered allocation after validate(record) accepted it (validate throws to
+/// refuse); invalid_value when ptr is not the start of a live allocation.
+void free_record(void* ptr, const std::function<void(const record&)>& validate, const char* what);
+/// Gives an allocation back to the driver.
+dstatus release(const record& r);
+/// IPC's say on freeing r (src/core/ipc.cpp), called by free_record under the registry's lock
+/// once validate accepted r: throws to refuse (busy while importers hold it and the policy is
+/// refuse; invalid_value for IPC mappings and shareable memory, which have their own close);
+/// true when IPC took the driver free over (deferred until the last importer closes).
+bool ipc_on_free(const record& r);
+/// Managed sizes are rounded up to whole 4 KiB pages.
+constexpr std::size_t managed_granularity = 4096;
+constexpr std::size_t round_up_managed(std::size_t n) {
+  return (n + managed_granularity - 1) / managed_granularity * managed_granularity;
+}
+
+}  // namespace memarea::detail

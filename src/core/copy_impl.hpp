@@ -1,0 +1,68 @@
+// Internals of copies: validation, path choice and the pipelined staging path.
+#pragma once
+
+#include "core/registry.hpp"
+#include "core/stream_impl.hpp"
+
+#include <cstddef>
+#include <optional>
+
+namespace memarea::detail {
+
+/// Validates that [p, p+n) lies inside its allocation when memarea knows it; returns the record.
+std::optional<record> check_range(const void* p, std::size_t n, const char* role,
+                                  const char* what);
+/// The device whose context should run a copy between these allocations (-1: none known).
+int copy_device(const std::optional<record>& dst, const std::optional<record>& src);
+
+/// What memarea knows of one end of a copy: from its registry, else from the driver, else it is
+/// pageable host memory nobody manages (kind UNKNOWN, device CPU).
+struct endpoint {
+  memarea_memory_kind kind = MEMAREA_MEMORY_UNKNOWN;
+  int device = MEMAREA_CPU_DEVICE_ID;  ///< where the memory lives (CPU id for host memory)
+  int context = -1;                    ///< the device whose context made it (-1: none known)
+  /// Device memory of one device (plain or opened through IPC): what peer paths are for.
+  bool on_device() const noexcept {
+    return (kind == MEMAREA_MEMORY_DEVICE || kind == MEMAREA_MEMORY_IPC_IMPORTED) && device >= 0;
+  }
+};
+/// Locates p and checks that [p, p+n) stays inside its allocation (invalid_value otherwise,
+/// naming `role` and `what`); NULL is invalid_value.
+endpoint locate(const void* p, std::size_t n, const char* role, const char* what);
+
+/// How a copy was carried out (for tests and benches: the last copy of the calling thread).
+enum class copy_path {
+  none,         ///< nothing was copied (n == 0)
+  host,         ///< std::memmove: no GPU backend
+  driver,       ///< the driver's copy (same device, host <-> device, managed)
+  driver_peer,  ///< the driver's peer copy (peer access on in either direction)
+  driver_staged,///< the driver's peer copy with access off (<= 2 chunks: it stages)
+  staged,       ///< memarea's pipelined copy through pinned host buffers
+};
+/// The path of the calling thread's last copy.
+copy_path last_copy_path() noexcept;
+/// "none", "host", "driver", "driver_peer", "driver_staged" or "staged".
+const char* to_string(copy_path p) noexcept;
+
+/// Settings of the staged path: bytes per chunk and pinned buffers in flight per pair. Copies
+/// of up to two chunks go to the driver's own staging instead (too little to overlap).
+/// Defaults can be tuned with MEMAREA_STAGING_CHUNK and MEMAREA_STAGING_BUFFERS.
+struct staging_settings {
+  std::size_t chunk = std::size_t{8} << 20;  ///< best of 2..16 MiB on two H200s (1 GiB copies)
+  int buffers = 2;
+};
+/// The current staging settings.
+staging_settings staging() noexcept;
+/// Changes them (tests use small chunks; benches tune). Pooled buffers of other settings are
+/// freed once idle. invalid_value for chunk 0 or buffers outside 2..16.
+void set_staging(const staging_settings& s);
+
+/// Copies n bytes of device memory of src_device to device memory of dst_device through pinned
+/// host buffers: chunk i+1 goes device->host on a stream of src_device while chunk i goes
+/// host->device on a stream of dst_device. Ordered after the work queued on `on` so far; work
+/// queued on `on` later waits for the whole copy. Returns once everything is queued: the pool
+/// hands the buffers to the next copy only behind events that order it after this one.
+void staged_copy(void* dst, int dst_device, const void* src, int src_device, std::size_t n,
+                 stream_ref on);
+
+}  // namespace memarea::detail

@@ -1,0 +1,152 @@
+// Devices, the current device, streams and the sim settings: the C++ API over the system.
+#include "core/stream_impl.hpp"
+#include "core/system.hpp"
+
+#include <memarea/device.hpp>
+#include <memarea/sim.hpp>
+#include <memarea/stream.hpp>
+
+#include <cstring>
+
+namespace memarea {
+using detail::check;
+using detail::system;
+
+std::string backend_name() { return system::get().gpu().name(); }
+
+int device_count() { return system::get().device_count(); }
+
+device_properties get_device_properties(int device) {
+  auto& sys = system::get();
+  sys.check_device(device, "get_device_properties");
+  memarea_device_properties p;
+  std::memset(&p, 0, sizeof p);
+  check(sys.gpu().get_properties(device, &p), "get_device_properties");
+  device_properties r;
+  r.name = p.name;
+  r.backend = p.backend;
+  r.ordinal = p.ordinal;
+  r.pci_bus_id = p.pci_bus_id;
+  r.total_memory = p.total_memory;
+  r.free_memory = p.free_memory;
+  r.unified_addressing = p.unified_addressing != 0;
+  r.managed_memory = p.managed_memory != 0;
+  r.concurrent_managed_access = p.concurrent_managed_access != 0;
+  r.pageable_memory_access = p.pageable_memory_access != 0;
+  r.can_map_host_memory = p.can_map_host_memory != 0;
+  r.virtual_memory_management = p.virtual_memory_management != 0;
+  r.ipc = p.ipc != 0;
+  r.compute_major = p.compute_major;
+  r.compute_minor = p.compute_minor;
+  return r;
+}
+
+void set_device(int device) {
+  auto& sys = system::get();
+  sys.check_device(device, "set_device");
+  check(sys.gpu().set_current_device(device), "set_device");
+}
+
+int get_device() { return detail::current_device(); }
+
+void device_synchronize(int device) {
+  auto& sys = system::get();
+  sys.check_device(device, "device_synchronize");
+  check(sys.gpu().device_synchronize(device), "device_synchronize");
+}
+
+device_guard::device_guard(int device) : previous_(get_device()) {
+  if (device != previous_) set_device(device);
+}
+
+device_guard::~device_guard() {
+  // Restoring can only fail if the backend broke; a destructor must not throw.
+  int now = previous_;
+  auto& gpu = system::get().gpu();
+  if (gpu.get_current_device(&now).ok() && now == previous_) return;
+  (void)gpu.set_current_device(previous_);
+}
+
+std::vector<backend_info> backends() {
+  std::vector<backend_info> out;
+  for (auto& r : system::get().reports())
+    out.push_back(backend_info{r.name, r.active, r.devices, r.reason, r.version});
+  return out;
+}
+
+// --- streams --------------------------------------------------------------------------------
+
+namespace detail {
+memarea_stream* create_stream(int device) {
+  auto& sys = system::get();
+  sys.check_device(device, "stream_create");
+  native_stream n = nullptr;
+  check(sys.gpu().stream_create(device, &n), "stream_create");
+  return new memarea_stream{device, n};
+}
+
+void destroy_stream(memarea_stream* s) {
+  if (!s) throw error(errc::invalid_value, "stream_destroy: the default stream (NULL) cannot be destroyed");
+  check(system::get().gpu().stream_destroy(s->device, s->native), "stream_destroy");
+  delete s;
+}
+}  // namespace detail
+
+stream::stream(int device)
+    : handle_(detail::create_stream(device < 0 ? get_device() : device)) {}
+
+stream::~stream() {
+  if (handle_) {
+    try {
+      detail::destroy_stream(handle_);
+    } catch (...) {
+      // Destroying a valid stream does not fail unless the backend broke.
+    }
+  }
+}
+
+stream::stream(stream&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
+
+stream& stream::operator=(stream&& other) noexcept {
+  if (this != &other) {
+    stream old(std::move(*this));
+    handle_ = other.handle_;
+    other.handle_ = nullptr;
+  }
+  return *this;
+}
+
+void stream::synchronize() const {
+  auto ref = detail::resolve(handle_);
+  check(system::get().gpu().stream_synchronize(ref.device, ref.native), "stream synchronize");
+}
+
+int stream::device() const noexcept { return handle_ ? handle_->device : -1; }
+
+// --- sim ------------------------------------------------------------------------------------
+
+namespace sim {
+namespace {
+detail::sim_config to_config(const settings& s) {
+  detail::sim_config c;
+  c.devices = s.devices;
+  c.device_memory = s.device_memory;
+  c.peer_groups = s.peer_groups;
+  c.max_peers = s.max_peers;
+  c.concurrent_managed_access = s.concurrent_managed_access;
+  return c;
+}
+}  // namespace
+
+settings from_environment() {
+  auto c = detail::sim_config_from_env();
+  return settings{c.devices, c.device_memory, c.peer_groups, c.max_peers,
+                  c.concurrent_managed_access};
+}
+
+void configure(const settings& s) { detail::configure_sim(to_config(s)); }
+
+std::size_t parse_size(const std::string& text) { return detail::parse_size(text, "size"); }
+
+}  // namespace sim
+}  // namespace memarea

@@ -1,0 +1,49 @@
+// The shared segment an exporting process publishes ("/memarea-ipc-<pid>-<token>"): which of
+// its buffers are live and which processes have each open. Plain integers accessed only through
+// std::atomic_ref, so the layout is the same in every process and zero bytes are a valid state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace memarea::detail::ipc_internal {
+
+constexpr std::uint64_t kSegmentMagic = 0x4d454d4152454153ull;  // "SAERAMEM"
+constexpr std::uint32_t kSegmentVersion = 1;
+constexpr std::uint32_t kBuffers = 4096;        ///< live exported buffers per process
+constexpr std::uint32_t kImporterSlots = 32;    ///< importer processes per buffer
+
+/// One importing process of a buffer.
+struct importer_slot {
+  std::int32_t pid;       ///< 0: free
+  std::uint32_t reserved;
+  std::uint64_t token;    ///< the importer's start time (0 until written)
+};
+
+/// One exported buffer.
+struct buffer_slot {
+  std::uint64_t id;         ///< the exporter's registry id; 0: free slot
+  std::uint32_t live;       ///< 1 until the exporter frees the buffer
+  std::uint32_t importers;  ///< processes that have it open (= used importer slots)
+  importer_slot who[kImporterSlots];
+};
+
+struct segment {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t buffers;
+  std::int32_t owner_pid;
+  std::uint32_t owner_alive;  ///< 0 once the owner exited cleanly
+  std::uint64_t owner_token;
+  buffer_slot slot[kBuffers];
+};
+
+template <class T>
+std::atomic_ref<T> at(T& x) noexcept {
+  return std::atomic_ref<T>(x);
+}
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free &&
+                  std::atomic_ref<std::int32_t>::is_always_lock_free,
+              "shared-memory counters need lock-free atomics");
+
+}  // namespace memarea::detail::ipc_internal

@@ -1,0 +1,424 @@
+// Managed memory (seed 002): validation, page rounding, the no-op prefetch, the registry, and
+// the C++ API over them. The driver only ever sees a range that lies inside one managed
+// allocation memarea made, rounded out to whole 4 KiB pages.
+#include "core/managed_impl.hpp"
+
+#include "core/area_impl.hpp"
+#include "core/registry.hpp"
+#include "core/stream_impl.hpp"
+#include "core/system.hpp"
+#include "driver/host/host.hpp"
+
+#include <memarea/managed.hpp>
+#include <memarea/pointer.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace memarea {
+namespace detail {
+namespace {
+
+/// Device capabilities that never change for the life of the process, read once per device:
+/// prefetch asks for them on every call and get_properties also queries free memory.
+struct managed_caps {
+  bool known = false;
+  bool managed = false;
+  bool concurrent = false;
+};
+
+managed_caps caps_of(int device) {
+  static std::mutex mutex;
+  static std::vector<managed_caps> cache;
+  auto& sys = system::get();
+  sys.check_device(device, "managed memory");
+  std::lock_guard lock(mutex);
+  if (cache.empty()) cache.resize(static_cast<std::size_t>(sys.device_count()));
+  auto& c = cache[static_cast<std::size_t>(device)];
+  if (!c.known) {
+    memarea_device_properties p;
+    std::memset(&p, 0, sizeof p);
+    check(sys.gpu().get_properties(device, &p), "managed memory: device properties");
+    c.managed = p.managed_memory != 0;
+    c.concurrent = p.concurrent_managed_access != 0;
+    c.known = true;
+  }
+  return c;
+}
+
+/// A validated range: its allocation and the range rounded out to whole pages, clipped to the
+/// allocation (which starts on a page and spans whole pages).
+struct page_range {
+  record rec;
+  const void* ptr = nullptr;
+  std::size_t size = 0;
+};
+
+/// The page-rounded range of [ptr, ptr+count), which must lie inside one allocation of `kind`
+/// (managed, or also pageable host memory when allow_host).
+page_range check_managed_range(const void* ptr, std::size_t count, const char* what,
+                               bool allow_host = false) {
+  if (!ptr) throw error(errc::invalid_value, fmt::format("{}: pointer is NULL", what));
+  if (count == 0) throw error(errc::invalid_value, fmt::format("{}: count is 0", what));
+  auto r = allocations().find(ptr);
+  if (!r || (r->kind != MEMAREA_MEMORY_MANAGED &&
+             !(allow_host && r->kind == MEMAREA_MEMORY_HOST)))
+    throw error(errc::invalid_value,
+                fmt::format("{}: {} is not in a managed allocation memarea made{}", what, ptr,
+                            r ? fmt::format(" (it is {} memory)",
+                                            to_string(static_cast<memory_kind>(r->kind)))
+                              : std::string()));
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  const auto base = reinterpret_cast<std::uintptr_t>(r->base);
+  const std::size_t offset = p - base;
+  if (count > r->size - offset)
+    throw error(errc::invalid_value,
+                fmt::format("{}: range [{}, +{}) runs past its allocation at {} ({} bytes)", what,
+                            ptr, count, r->base, r->size));
+  // Round out to pages, as the drivers do (seed 002), and stay inside the allocation.
+  std::uintptr_t lo = p / managed_granularity * managed_granularity;
+  if (lo < base) lo = base;
+  const std::size_t end = round_up_managed(offset + count);
+  const std::uintptr_t hi = base + (end < r->size ? end : r->size);
+  return page_range{*r, reinterpret_cast<const void*>(lo), static_cast<std::size_t>(hi - lo)};
+}
+
+/// Validates a driver location: a device ordinal, the host, or an existing host NUMA node.
+void check_location(const location& l, const char* what) {
+  switch (l.kind) {
+    case location::type::device:
+      system::get().check_device(l.id, what);
+      return;
+    case location::type::host:
+      return;
+    case location::type::host_numa: {
+      for (const auto& n : host::numa_nodes())
+        if (n.id == l.id) return;
+      throw error(errc::invalid_device,
+                  fmt::format("{}: host NUMA node {} does not exist", what, l.id));
+    }
+    case location::type::invalid:
+      break;
+  }
+  throw error(errc::invalid_device, fmt::format("{}: no location given", what));
+}
+
+bool is_advice(memarea_mem_advice a) {
+  return a >= MEMAREA_MEM_ADVISE_SET_READ_MOSTLY && a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
+}
+
+/// The size an attribute needs; throws invalid_value when data_size does not fit it.
+void check_attribute(memarea_mem_range_attribute attribute, std::size_t data_size,
+                     const char* what) {
+  switch (attribute) {
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+      if (data_size != 4)
+        throw error(errc::invalid_value,
+                    fmt::format("{}: attribute {} answers one 4-byte int; data_size is {}", what,
+                                static_cast<int>(attribute), data_size));
+      return;
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
+      if (data_size == 0 || data_size % 4 != 0)
+        throw error(errc::invalid_value,
+                    fmt::format("{}: ACCESSED_BY answers 4-byte ids; data_size {} is not a "
+                                "non-zero multiple of 4",
+                                what, data_size));
+      return;
+  }
+  throw error(errc::invalid_value, fmt::format("{}: unknown range attribute {}", what,
+                                               static_cast<int>(attribute)));
+}
+
+}  // namespace
+
+void* managed_malloc(std::size_t size, unsigned flags) {
+  if (flags != MEMAREA_MEM_ATTACH_GLOBAL && flags != MEMAREA_MEM_ATTACH_HOST)
+    throw error(errc::invalid_value,
+                fmt::format("malloc_managed: flags {:#x} must be MEMAREA_MEM_ATTACH_GLOBAL (0x1) "
+                            "or MEMAREA_MEM_ATTACH_HOST (0x2)",
+                            flags));
+  if (size == 0) throw error(errc::invalid_value, "malloc_managed: size is 0");
+  const int device = current_device();
+  if (!caps_of(device).managed)
+    throw error(errc::not_supported,
+                fmt::format("malloc_managed: device {} does not support managed memory", device));
+  if (size > SIZE_MAX - managed_granularity)
+    throw error(errc::out_of_memory,
+                fmt::format("malloc_managed: {} bytes is larger than any address space", size));
+  const std::size_t span = round_up_managed(size);
+  void* ptr = nullptr;
+  auto& gpu = system::get().gpu();
+  check(gpu.malloc_managed(device, span, flags, &ptr),
+        fmt::format("malloc_managed of {} bytes on device {}", size, device).c_str());
+  record r;
+  r.base = ptr;
+  r.size = span;
+  r.requested = size;
+  r.kind = MEMAREA_MEMORY_MANAGED;
+  r.device = device;
+  r.context_device = device;
+  r.made_by = origin::managed;
+  r.area_flags = flags;
+  r.area_device = -1;
+  r.id = allocations().next_id();
+  try {
+    allocations().insert(r);
+  } catch (...) {
+    (void)release(r);
+    throw;
+  }
+  return ptr;
+}
+
+void managed_free(void* ptr) {
+  free_record(
+      ptr,
+      [&](const record& r) {
+        // Only memory memarea allocated itself can be freed by pointer alone.
+        if (r.made_by != origin::managed && r.made_by != origin::area)
+          throw error(errc::invalid_value,
+                      fmt::format("free: {} was not allocated by memarea", ptr));
+      },
+      "free");
+}
+
+location location_of_id(int device) noexcept {
+  return device == MEMAREA_CPU_DEVICE_ID ? location::host() : location::device(device);
+}
+
+void managed_prefetch(const void* ptr, std::size_t count, location to, memarea_stream_t s) {
+  const char* what = "mem_prefetch_async";
+  auto range = check_managed_range(ptr, count, what, /*allow_host=*/true);
+  check_location(to, what);
+  auto ref = resolve(s);
+  auto& gpu = system::get().gpu();
+  if (range.rec.kind == MEMAREA_MEMORY_HOST) {
+    // Pageable host memory of memarea's host area: only NUMA placement means anything.
+    if (to.kind == location::type::device)
+      throw error(errc::not_supported,
+                  fmt::format("{}: {} is pageable host memory; it cannot be prefetched to "
+                              "device {}",
+                              what, ptr, to.id));
+    if (to.kind == location::type::host) return;  // already on the host
+    // move_pages is synchronous: wait for the work queued before it, as stream order demands.
+    check(gpu.stream_synchronize(ref.device, ref.native), what);
+    check(host::migrate(range.ptr, range.size, to.id), what);
+    return;
+  }
+  // Without concurrent managed access the driver cannot migrate while the host may touch the
+  // pages, so prefetch is only a hint to drop (as RMM and Umpire do); the device that runs it
+  // is the target, or the stream's device for the host.
+  const int runner = to.kind == location::type::device ? to.id : ref.device;
+  if (!caps_of(runner).concurrent) return;
+  check(gpu.mem_prefetch_async(range.ptr, range.size, to, ref.device, ref.native),
+        fmt::format("{} of {} bytes at {}", what, count, ptr).c_str());
+}
+
+void managed_advise(const void* ptr, std::size_t count, memarea_mem_advice advice,
+                    location where) {
+  const char* what = "mem_advise";
+  if (!is_advice(advice))
+    throw error(errc::invalid_value,
+                fmt::format("{}: unknown advice {}", what, static_cast<int>(advice)));
+  auto range = check_managed_range(ptr, count, what);
+  const bool needs_location = advice == MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION ||
+                              advice == MEMAREA_MEM_ADVISE_SET_ACCESSED_BY ||
+                              advice == MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
+  if (needs_location || where.kind != location::type::invalid) check_location(where, what);
+  check(system::get().gpu().mem_advise(range.ptr, range.size, advice, where),
+        fmt::format("{} {} on {} bytes at {}", what, static_cast<int>(advice), count, ptr)
+            .c_str());
+}
+
+void managed_range_attribute(void* data, std::size_t data_size,
+                             memarea_mem_range_attribute attribute, const void* ptr,
+                             std::size_t count) {
+  const char* what = "mem_range_get_attribute";
+  if (!data) throw error(errc::invalid_value, fmt::format("{}: data is NULL", what));
+  check_attribute(attribute, data_size, what);
+  auto range = check_managed_range(ptr, count, what);
+  // A scratch answer keeps *data unchanged when the driver fails.
+  std::vector<unsigned char> scratch(data_size);
+  check(system::get().gpu().mem_range_get_attribute(scratch.data(), data_size, attribute,
+                                                    range.ptr, range.size),
+        what);
+  std::memcpy(data, scratch.data(), data_size);
+}
+
+void managed_range_attributes(void** data, const std::size_t* data_sizes,
+                              const memarea_mem_range_attribute* attributes,
+                              std::size_t num_attributes, const void* ptr, std::size_t count) {
+  const char* what = "mem_range_get_attributes";
+  if (!data || !data_sizes || !attributes)
+    throw error(errc::invalid_value,
+                fmt::format("{}: data, data_sizes or attributes is NULL", what));
+  if (num_attributes == 0) throw error(errc::invalid_value, fmt::format("{}: no attributes", what));
+  for (std::size_t i = 0; i < num_attributes; ++i) {
+    if (!data[i])
+      throw error(errc::invalid_value, fmt::format("{}: data[{}] is NULL", what, i));
+    check_attribute(attributes[i], data_sizes[i],
+                    fmt::format("{} (attribute {})", what, i).c_str());
+  }
+  auto range = check_managed_range(ptr, count, what);
+  auto& gpu = system::get().gpu();
+  std::vector<std::vector<unsigned char>> answers(num_attributes);
+  for (std::size_t i = 0; i < num_attributes; ++i) {
+    answers[i].resize(data_sizes[i]);
+    check(gpu.mem_range_get_attribute(answers[i].data(), data_sizes[i], attributes[i], range.ptr,
+                                      range.size),
+          fmt::format("{} (attribute {})", what, i).c_str());
+  }
+  for (std::size_t i = 0; i < num_attributes; ++i)
+    std::memcpy(data[i], answers[i].data(), data_sizes[i]);
+}
+
+void managed_attach(memarea_stream_t s, void* ptr, std::size_t length, unsigned flags) {
+  const char* what = "stream_attach_mem_async";
+  if (flags != MEMAREA_MEM_ATTACH_GLOBAL && flags != MEMAREA_MEM_ATTACH_HOST &&
+      flags != MEMAREA_MEM_ATTACH_SINGLE)
+    throw error(errc::invalid_value,
+                fmt::format("{}: flags {:#x} must be one of MEMAREA_MEM_ATTACH_GLOBAL, _HOST, "
+                            "_SINGLE",
+                            what, flags));
+  if (!ptr) throw error(errc::invalid_value, fmt::format("{}: pointer is NULL", what));
+  auto r = allocations().find(ptr);
+  if (!r || r->kind != MEMAREA_MEMORY_MANAGED)
+    throw error(errc::invalid_value,
+                fmt::format("{}: {} is not in a managed allocation memarea made", what, ptr));
+  // CUDA changes the association of whole allocations only: length 0 or the whole size.
+  if (ptr != r->base)
+    throw error(errc::invalid_value,
+                fmt::format("{}: {} is inside the managed allocation at {}, not its start", what,
+                            ptr, r->base));
+  if (length != 0 && length != r->requested && length != r->size)
+    throw error(errc::invalid_value,
+                fmt::format("{}: length {} must be 0 or the allocation's size ({})", what, length,
+                            r->requested));
+  auto ref = resolve(s);
+  check(system::get().gpu().stream_attach_mem_async(ref.device, ref.native, r->base, 0, flags),
+        what);
+}
+
+}  // namespace detail
+
+// --- C++ API ------------------------------------------------------------------------------------
+
+namespace managed {
+namespace {
+
+detail::location to_driver(const location& l) {
+  switch (l.kind) {
+    case location::type::device: return detail::location::device(l.id);
+    case location::type::host: return detail::location::host();
+    case location::type::host_numa: return detail::location::host_numa(l.id);
+    case location::type::invalid: break;
+  }
+  return detail::location{};
+}
+
+int query_int(memarea_mem_range_attribute a, const void* ptr, std::size_t n) {
+  std::int32_t v = 0;
+  detail::managed_range_attribute(&v, sizeof v, a, ptr, n);
+  return v;
+}
+
+}  // namespace
+
+location location::from_id(int id) noexcept {
+  if (id >= 0) return device(id);
+  if (id == MEMAREA_CPU_DEVICE_ID) return host();
+  return invalid();
+}
+
+int location::device_id() const noexcept {
+  switch (kind) {
+    case type::device: return id;
+    case type::host:
+    case type::host_numa: return MEMAREA_CPU_DEVICE_ID;
+    case type::invalid: break;
+  }
+  return MEMAREA_INVALID_DEVICE_ID;
+}
+
+std::string to_string(const location& l) {
+  switch (l.kind) {
+    case location::type::device: return fmt::format("device {}", l.id);
+    case location::type::host: return "host";
+    case location::type::host_numa: return fmt::format("host NUMA node {}", l.id);
+    case location::type::invalid: break;
+  }
+  return "invalid";
+}
+
+void* allocate(std::size_t size, unsigned flags) { return detail::managed_malloc(size, flags); }
+
+void free(void* ptr) { detail::managed_free(ptr); }
+
+managed_buffer::managed_buffer(std::size_t size, unsigned flags)
+    : ptr_(allocate(size, flags)), size_(size) {}
+
+managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ptr_ = o.ptr_;
+    size_ = o.size_;
+    o.ptr_ = nullptr;
+  }
+  return *this;
+}
+
+void managed_buffer::reset() noexcept {
+  if (!ptr_) return;
+  try {
+    managed::free(ptr_);
+  } catch (...) {
+    // The buffer owns a live allocation; freeing it is refused only if the backend broke.
+  }
+  ptr_ = nullptr;
+}
+
+void prefetch(const void* ptr, std::size_t n, location to, memarea_stream_t s) {
+  detail::managed_prefetch(ptr, n, to_driver(to), s);
+}
+
+void advise(const void* ptr, std::size_t n, advice a, location where) {
+  detail::managed_advise(ptr, n, static_cast<memarea_mem_advice>(a), to_driver(where));
+}
+
+bool read_mostly(const void* ptr, std::size_t n) {
+  return query_int(MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, ptr, n) != 0;
+}
+
+location preferred_location(const void* ptr, std::size_t n) {
+  return location::from_id(query_int(MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, ptr, n));
+}
+
+location last_prefetch_location(const void* ptr, std::size_t n) {
+  return location::from_id(
+      query_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, ptr, n));
+}
+
+std::vector<int> accessed_by(const void* ptr, std::size_t n) {
+  // Room for every device and the host, so the answer is never cut short.
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(detail::system::get().device_count()) + 1,
+                                MEMAREA_INVALID_DEVICE_ID);
+  detail::managed_range_attribute(ids.data(), ids.size() * sizeof(std::int32_t),
+                                  MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, ptr, n);
+  std::vector<int> out;
+  for (auto id : ids)
+    if (id != MEMAREA_INVALID_DEVICE_ID) out.push_back(id);
+  return out;
+}
+
+void attach(memarea_stream_t s, void* ptr, std::size_t n, unsigned flags) {
+  detail::managed_attach(s, ptr, n, flags);
+}
+
+}  // namespace managed
+}  // namespace memarea

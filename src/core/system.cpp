@@ -1,0 +1,169 @@
+#include "core/system.hpp"
+
+#include "driver/unavailable.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <optional>
+
+namespace memarea::detail {
+namespace {
+
+std::mutex g_config_mutex;
+std::optional<sim_config> g_sim_config;  // set by configure_sim before first use
+bool g_started = false;                  // system::get() has run
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+backend_report report_of(driver& d, bool active) {
+  return backend_report{d.name(), active, d.device_count(), d.unavailable_reason(), d.version()};
+}
+
+}  // namespace
+
+system& system::get() {
+  // Leaked on purpose at exit? No: destroyed with static storage so the sim backend unlinks its
+  // shared memory; memarea's objects must not outlive main's return.
+  static system instance;
+  return instance;
+}
+
+system::system() {
+  std::optional<sim_config> sim;
+  {
+    std::lock_guard lock(g_config_mutex);
+    g_started = true;
+    sim = g_sim_config;
+  }
+  const char* forced = env("MEMAREA_BACKEND");
+  auto make_sim = [&]() -> std::unique_ptr<driver> {
+    sim_config cfg = sim ? *sim : sim_config_from_env();
+    return make_sim_driver(cfg);
+  };
+  if (sim) {
+    gpu_ = make_sim();
+  } else if (forced) {
+    std::string b = forced;
+    if (b == "cuda") {
+      gpu_ = make_cuda_driver();
+    } else if (b == "hip") {
+      gpu_ = make_hip_driver();
+    } else if (b == "sim") {
+      gpu_ = make_sim();
+    } else if (b == "none") {
+      gpu_ = make_unavailable_driver("none", "MEMAREA_BACKEND=none");
+    } else {
+      throw error(errc::invalid_value,
+                  fmt::format("MEMAREA_BACKEND='{}' is not one of cuda, hip, sim, none", b));
+    }
+  } else {
+    std::vector<std::string> why;
+    auto cuda = make_cuda_driver();
+    if (cuda->device_count() > 0) {
+      gpu_ = std::move(cuda);
+    } else {
+      why.push_back("cuda: " + cuda->unavailable_reason());
+      reports_.push_back(report_of(*cuda, false));
+      auto hip = make_hip_driver();
+      if (hip->device_count() > 0) {
+        gpu_ = std::move(hip);
+      } else {
+        why.push_back("hip: " + hip->unavailable_reason());
+        reports_.push_back(report_of(*hip, false));
+        if (env("MEMAREA_SIM_DEVICES")) {
+          gpu_ = make_sim();
+        } else {
+          why.push_back("sim: MEMAREA_SIM_DEVICES is not set");
+          std::string reason;
+          for (auto& w : why) reason += (reason.empty() ? "" : "; ") + w;
+          gpu_ = make_unavailable_driver("none", "no GPU backend has devices (" + reason + ")");
+        }
+      }
+    }
+  }
+  count_ = gpu_->device_count();
+  reports_.insert(reports_.begin(), report_of(*gpu_, true));
+}
+
+system::~system() = default;
+
+void system::check_device(int device, const char* what) const {
+  if (count_ == 0) {
+    throw error(errc::no_device,
+                fmt::format("{}: no devices ({})", what, gpu_->unavailable_reason()));
+  }
+  if (device < 0 || device >= count_) {
+    throw error(errc::invalid_device,
+                fmt::format("{}: device {} is not a valid ordinal (the {} backend has {} device{})",
+                            what, device, gpu_->name(), count_, count_ == 1 ? "" : "s"));
+  }
+}
+
+std::vector<backend_report> system::reports() {
+  std::lock_guard lock(mutex_);
+  if (!probed_all_) {
+    probed_all_ = true;
+    auto have = [&](const char* n) {
+      for (auto& r : reports_)
+        if (r.name == n) return true;
+      return false;
+    };
+    // Probe the backends the choice did not look at, so `memarea info` can say why each is
+    // or is not there. Sim is only probed when configured: it allocates nothing until used.
+    if (!have("cuda")) reports_.push_back(report_of(*make_cuda_driver(), false));
+    if (!have("hip")) reports_.push_back(report_of(*make_hip_driver(), false));
+    if (!have("sim")) {
+      backend_report r{"sim", false, 0, "MEMAREA_SIM_DEVICES is not set", "memarea sim 1"};
+      if (const char* n = env("MEMAREA_SIM_DEVICES")) {
+        r.reason = fmt::format("configured (MEMAREA_SIM_DEVICES={}) but not active", n);
+      }
+      reports_.push_back(r);
+    }
+  }
+  return reports_;
+}
+
+void configure_sim(const sim_config& config) {
+  std::lock_guard lock(g_config_mutex);
+  if (g_started) {
+    throw error(errc::busy,
+                "memarea::sim::configure: memarea is already initialised; configure the sim "
+                "backend before any other memarea call");
+  }
+  if (config.devices < 0 || config.devices > 64)
+    throw error(errc::invalid_value,
+                fmt::format("sim devices must be 0..64, not {}", config.devices));
+  if (config.device_memory == 0)
+    throw error(errc::invalid_value, "sim device memory must be larger than 0");
+  if (config.max_peers < 0)
+    throw error(errc::invalid_value,
+                fmt::format("sim max peers must be >= 0, not {}", config.max_peers));
+  std::vector<bool> seen(static_cast<size_t>(config.devices), false);
+  for (const auto& group : config.peer_groups) {
+    for (int d : group) {
+      if (d < 0 || d >= config.devices)
+        throw error(errc::invalid_value,
+                    fmt::format("sim peer group names device {}, not one of 0..{}", d,
+                                config.devices - 1));
+      if (seen[static_cast<size_t>(d)])
+        throw error(errc::invalid_value,
+                    fmt::format("sim peer groups name device {} twice", d));
+      seen[static_cast<size_t>(d)] = true;
+    }
+  }
+  g_sim_config = config;
+}
+
+int current_device() {
+  auto& sys = system::get();
+  if (sys.device_count() == 0) sys.check_device(0, "current device");
+  int d = 0;
+  check(sys.gpu().get_current_device(&d), "get current device");
+  return d;
+}
+
+}  // namespace memarea::detail

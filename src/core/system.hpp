@@ -1,0 +1,60 @@
+// The process-wide state: the active GPU backend, chosen once at first use. Everything in
+// src/core reaches the driver through here.
+#pragma once
+
+#include "driver/driver.hpp"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace memarea::detail {
+
+/// What one backend said when probed (for `memarea info`).
+struct backend_report {
+  std::string name;
+  bool active = false;
+  int devices = 0;
+  std::string reason;   ///< why it has no devices ("" when it has)
+  std::string version;
+};
+
+/// The active backend and the probes behind the choice.
+class system {
+ public:
+  /// The one instance; chooses the backend on first call (MEMAREA_BACKEND, else CUDA with
+  /// devices, else HIP with devices, else sim when configured, else none). Throws
+  /// memarea::error when MEMAREA_BACKEND or the sim settings are malformed.
+  static system& get();
+
+  driver& gpu() noexcept { return *gpu_; }
+  int device_count() const noexcept { return count_; }
+  /// Throws invalid_device (or no_device when there are none) unless 0 <= device < count.
+  void check_device(int device, const char* what) const;
+  /// True when device is a valid ordinal.
+  bool valid_device(int device) const noexcept { return device >= 0 && device < count_; }
+  /// Reports of every backend (probes the inactive ones on first call).
+  std::vector<backend_report> reports();
+
+  system(const system&) = delete;
+  system& operator=(const system&) = delete;
+  ~system();
+
+ private:
+  system();
+  std::unique_ptr<driver> gpu_;
+  int count_ = 0;
+  std::mutex mutex_;
+  std::vector<backend_report> reports_;
+  bool probed_all_ = false;
+};
+
+/// Sets the sim backend's settings and selects it; only before memarea's first use
+/// (afterwards: errc::busy).
+void configure_sim(const sim_config& config);
+
+/// The calling thread's current device of the active backend (throws no_device with none).
+int current_device();
+
+}  // namespace memarea::detail

@@ -1,0 +1,202 @@
+// The vendor-neutral driver interface. Thin and dumb: each operation maps to the vendor's call and
+// translates its error code explicitly. No caching, no policy: that lives in src/core.
+#pragma once
+
+#include <memarea/error.hpp>
+#include <memarea/memarea.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace memarea::detail {
+
+/// What a driver call returned: memarea's code plus the vendor's own code and name.
+struct dstatus {
+  errc code = errc::success;
+  int native = 0;                    ///< the vendor's code (CUresult, hipError_t; sim: 0)
+  const char* native_name = "";      ///< static string, e.g. "CUDA_ERROR_INVALID_VALUE"
+  std::string detail;                ///< optional extra words (the vendor's description)
+
+  bool ok() const noexcept { return code == errc::success; }
+  static dstatus success() { return {}; }
+};
+
+/// Throws memarea::error when s is not success; `what` names the operation for the message.
+[[noreturn]] void throw_status(const dstatus& s, const std::string& what);
+inline void check(const dstatus& s, const char* what) {
+  if (!s.ok()) throw_status(s, what);
+}
+
+/// An opaque vendor stream (CUstream, hipStream_t, sim stream*); nullptr is the default stream.
+using native_stream = void*;
+/// An opaque vendor event.
+using native_event = void*;
+
+/// The vendor's IPC handle bytes (CUipcMemHandle and hipIpcMemHandle_t are 64 bytes).
+struct ipc_native_handle {
+  unsigned char bytes[64];
+};
+
+/// Where managed memory should go or what it prefers.
+struct location {
+  enum class type { device, host, host_numa, invalid };
+  type kind = type::invalid;
+  int id = 0;  ///< device ordinal, or NUMA node for host_numa
+  static location device(int d) { return {type::device, d}; }
+  static location host() { return {type::host, MEMAREA_CPU_DEVICE_ID}; }
+  static location host_numa(int node) { return {type::host_numa, node}; }
+};
+
+/// What the driver knows of a pointer.
+struct pointer_info {
+  void* base = nullptr;
+  size_t size = 0;
+  memarea_memory_kind kind = MEMAREA_MEMORY_UNKNOWN;
+  int device = MEMAREA_INVALID_DEVICE_ID;
+};
+
+/// Memory that can be exported as a POSIX file descriptor (CUDA VMM; memfd on sim).
+struct shareable_allocation {
+  void* ptr = nullptr;       ///< mapped address in this process
+  size_t size = 0;           ///< mapped size (rounded to the granularity)
+  int device = 0;
+  std::uint64_t opaque[4] = {0, 0, 0, 0};  ///< backend state (e.g. the CUmemGenericAllocationHandle)
+};
+
+/// Flags of malloc_host / host_register.
+enum host_flags : unsigned {
+  host_default = 0,
+  host_portable = 1u << 0,  ///< pinned for every device (cudaHostAllocPortable)
+  host_mapped = 1u << 1,    ///< mapped into the devices' address space (cudaHostAllocMapped)
+};
+
+/// One GPU backend. Device ordinals are the backend's own. Every call that names a device
+/// runs on that device and leaves the calling thread's current device as it found it.
+class driver {
+ public:
+  virtual ~driver() = default;
+
+  // --- identity ------------------------------------------------------------------------------
+  /// "cuda", "hip" or "sim".
+  virtual const char* name() const noexcept = 0;
+  /// Why this backend has no devices ("" when it has some).
+  virtual std::string unavailable_reason() const = 0;
+  /// The vendor driver's and runtime's versions, as text ("" when not loaded).
+  virtual std::string version() const = 0;
+  /// Number of devices; 0 when the library is missing or reports none.
+  virtual int device_count() const noexcept = 0;
+  /// Fills every field of *props (free_memory at the time of the call).
+  virtual dstatus get_properties(int device, memarea_device_properties* props) = 0;
+  virtual dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) = 0;
+
+  // --- the vendor's per-thread current device ----------------------------------------------
+  virtual dstatus set_current_device(int device) = 0;
+  virtual dstatus get_current_device(int* device) = 0;
+
+  // --- allocation ----------------------------------------------------------------------------
+  virtual dstatus malloc_device(int device, size_t size, void** ptr) = 0;
+  virtual dstatus free_device(void* ptr) = 0;
+  /// Pinned host memory; flags from host_flags. device is the one whose context allocates.
+  virtual dstatus malloc_host(int device, size_t size, unsigned flags, void** ptr) = 0;
+  virtual dstatus free_host(void* ptr) = 0;
+  /// Pins (and with host_mapped maps) an existing host range.
+  virtual dstatus host_register(int device, void* ptr, size_t size, unsigned flags) = 0;
+  virtual dstatus host_unregister(void* ptr) = 0;
+  virtual dstatus host_get_device_pointer(void** device_ptr, void* host_ptr) = 0;
+  /// Managed memory; attach_flags MEMAREA_MEM_ATTACH_GLOBAL or _HOST. size is already rounded.
+  virtual dstatus malloc_managed(int device, size_t size, unsigned attach_flags, void** ptr) = 0;
+  virtual dstatus free_managed(void* ptr) = 0;
+  /// Base, size, kind and device of the allocation containing ptr; not_found when unknown.
+  virtual dstatus pointer_query(const void* ptr, pointer_info* info) = 0;
+
+  // --- peer access ---------------------------------------------------------------------------
+  /// 0 for a device and itself; invalid_device for a bad ordinal.
+  virtual dstatus can_access_peer(int device, int peer, int* can_access) = 0;
+  /// Access from `device` to `peer`'s memory (one direction).
+  virtual dstatus enable_peer_access(int device, int peer, unsigned flags) = 0;
+  virtual dstatus disable_peer_access(int device, int peer) = 0;
+  virtual dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) = 0;
+
+  // --- copies (asynchronous on stream s of `device`; nullptr: its default stream) ----------
+  /// Any memory to any memory the driver knows (unified addressing, like cudaMemcpyDefault).
+  virtual dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
+                               native_stream s) = 0;
+  /// Device memory of one device to another's; the driver stages when peer access is off.
+  virtual dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
+                                    size_t size, int device, native_stream s) = 0;
+  virtual dstatus memset_async(void* dst, int value, size_t size, int device,
+                               native_stream s) = 0;
+
+  // --- streams and events --------------------------------------------------------------------
+  virtual dstatus stream_create(int device, native_stream* s) = 0;
+  virtual dstatus stream_destroy(int device, native_stream s) = 0;
+  virtual dstatus stream_synchronize(int device, native_stream s) = 0;
+  virtual dstatus event_create(int device, native_event* e) = 0;
+  virtual dstatus event_destroy(int device, native_event e) = 0;
+  virtual dstatus event_record(native_event e, int device, native_stream s) = 0;
+  virtual dstatus stream_wait_event(int device, native_stream s, native_event e) = 0;
+  virtual dstatus event_synchronize(native_event e) = 0;
+  /// Milliseconds between two recorded, completed events.
+  virtual dstatus event_elapsed_ms(float* ms, native_event start, native_event end) = 0;
+  virtual dstatus device_synchronize(int device) = 0;
+
+  // --- legacy IPC (whole allocations, base pointers only) -----------------------------------
+  virtual dstatus ipc_get_handle(void* base, ipc_native_handle* handle) = 0;
+  /// Opens on `device`; flags MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS or 0.
+  virtual dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
+                                  void** ptr) = 0;
+  virtual dstatus ipc_close_handle(void* ptr) = 0;
+
+  // --- shareable memory (a POSIX file descriptor names it) ----------------------------------
+  /// Allocates size bytes (rounded up) that can be exported as a file descriptor, mapped and
+  /// accessible on `device`; not_supported where the device cannot.
+  virtual dstatus shareable_create(int device, size_t size, shareable_allocation* out) = 0;
+  /// A new file descriptor for the allocation; the caller closes it.
+  virtual dstatus shareable_export_fd(const shareable_allocation& a, int* fd) = 0;
+  /// Maps memory received as fd (size as exported) on `device`; fd stays the caller's.
+  virtual dstatus shareable_import_fd(int device, int fd, size_t size,
+                                      shareable_allocation* out) = 0;
+  /// Unmaps and releases (created or imported).
+  virtual dstatus shareable_release(const shareable_allocation& a) = 0;
+
+  // --- managed memory ------------------------------------------------------------------------
+  virtual dstatus mem_prefetch_async(const void* ptr, size_t count, location to, int device,
+                                     native_stream s) = 0;
+  virtual dstatus mem_advise(const void* ptr, size_t count, memarea_mem_advice advice,
+                             location where) = 0;
+  /// As cuMemRangeGetAttribute: data_size bytes at data (accessed-by: 4-byte ids, padded with
+  /// MEMAREA_INVALID_DEVICE_ID).
+  virtual dstatus mem_range_get_attribute(void* data, size_t data_size,
+                                          memarea_mem_range_attribute attribute,
+                                          const void* ptr, size_t count) = 0;
+  virtual dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
+                                          unsigned flags) = 0;
+};
+
+/// Settings of the sim backend (MEMAREA_SIM_* variables, or set through memarea::sim::configure).
+struct sim_config {
+  int devices = 0;                          ///< MEMAREA_SIM_DEVICES
+  size_t device_memory = size_t{1} << 30;   ///< MEMAREA_SIM_DEVICE_MEMORY, bytes per device
+  std::vector<std::vector<int>> peer_groups;///< MEMAREA_SIM_PEER_GROUPS; empty: all can reach all
+  int max_peers = 8;                        ///< MEMAREA_SIM_MAX_PEERS
+  bool concurrent_managed_access = true;    ///< MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS=0 turns off
+};
+
+/// Parses the MEMAREA_SIM_* environment; throws memarea::error(invalid_value) with a message that
+/// names the variable and the bad value.
+sim_config sim_config_from_env();
+/// Parses one size like "256M", "1G", "4096", "64K" (binary units); throws on bad input.
+size_t parse_size(const std::string& text, const char* what);
+/// Parses "0,1;2,3"; throws on bad input (negative, duplicate, ordinal >= devices).
+std::vector<std::vector<int>> parse_peer_groups(const std::string& text, int devices);
+
+/// Factories. Each returns a driver even when its library or devices are missing: then
+/// device_count() is 0 and unavailable_reason() says why. Never throws for a missing library.
+std::unique_ptr<driver> make_cuda_driver();
+std::unique_ptr<driver> make_hip_driver();
+std::unique_ptr<driver> make_sim_driver(const sim_config& config);
+
+}  // namespace memarea::detail

@@ -1,0 +1,1113 @@
+// The HIP backend: AMD's HIP runtime (libamdhip64), loaded with dlopen so that one binary runs on
+// machines with an AMD GPU, another GPU or none. Thin: each operation is one HIP call (plus the
+// device switch the contract asks for) and an explicit translation of its hipError_t.
+//
+// ROCm 5 and ROCm 6+ differ in ways that the 5.2 headers we compile against cannot show, so the
+// runtime's major version (hipRuntimeGetVersion) picks the right values at run time:
+//   - hipIpcMemLazyEnablePeerAccess is 0 in ROCm 5 and 0x1 in ROCm 6; AMD rejects any other flag.
+//   - hipMemoryType was renumbered in ROCm 6 (Unregistered 0, Host 1, Device 2, Managed 3,
+//     Array 10, Unified 11) from ROCm 5 (Host 0, Device 1, Array 2, Unified 3).
+//   - hipMemAllocationProp took CUDA's layout in ROCm 6.
+//   - hipDeviceProp_t changed (hipDeviceProp_tR0600); it is not used: attributes are queried one
+//     by one, and their numbers are the same in both.
+#include "driver/hip/hip_driver.hpp"
+
+#include "driver/hip/hip_api.hpp"
+#include "driver/hip/hip_errors.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+namespace memarea::detail {
+
+namespace {
+
+// The function pointer types come from the HIP headers' own declarations, so a signature we get
+// wrong fails to compile. Three names are overloaded by C++ templates in the header; the cast
+// picks the C function and still checks its signature.
+using hipMalloc_fn = decltype(static_cast<hipError_t (*)(void**, size_t)>(&::hipMalloc));
+using hipHostMalloc_fn =
+    decltype(static_cast<hipError_t (*)(void**, size_t, unsigned int)>(&::hipHostMalloc));
+using hipMallocManaged_fn =
+    decltype(static_cast<hipError_t (*)(void**, size_t, unsigned int)>(&::hipMallocManaged));
+
+// Every symbol a working runtime must have; one missing means the library is not usable.
+#define MEMAREA_HIP_REQUIRED(X)                                                                  \
+  X(hipGetDeviceCount) X(hipGetErrorString) X(hipRuntimeGetVersion) X(hipDriverGetVersion)      \
+  X(hipSetDevice) X(hipGetDevice) X(hipDeviceGet) X(hipDeviceGetName) X(hipDeviceGetPCIBusId)   \
+  X(hipDeviceTotalMem) X(hipDeviceGetAttribute) X(hipMemGetInfo) X(hipFree) X(hipHostFree)      \
+  X(hipHostRegister) X(hipHostUnregister) X(hipHostGetDevicePointer) X(hipPointerGetAttributes) \
+  X(hipMemGetAddressRange) X(hipDeviceCanAccessPeer) X(hipDeviceEnablePeerAccess)               \
+  X(hipDeviceDisablePeerAccess) X(hipDeviceGetP2PAttribute) X(hipMemcpyAsync)                   \
+  X(hipMemcpyPeerAsync) X(hipMemsetAsync) X(hipStreamCreateWithFlags) X(hipStreamDestroy)       \
+  X(hipStreamSynchronize) X(hipEventCreate) X(hipEventDestroy) X(hipEventRecord)                \
+  X(hipEventSynchronize) X(hipEventElapsedTime) X(hipStreamWaitEvent) X(hipDeviceSynchronize)   \
+  X(hipIpcGetMemHandle) X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemPrefetchAsync)   \
+  X(hipMemAdvise) X(hipMemRangeGetAttribute) X(hipStreamAttachMemAsync)
+
+// Virtual memory management (shareable memory); absent or stubbed in older runtimes, so a missing
+// one only makes shareable_* not_supported.
+#define MEMAREA_HIP_VMM(X)                                                                     \
+  X(hipMemCreate) X(hipMemRelease) X(hipMemAddressReserve) X(hipMemAddressFree) X(hipMemMap)  \
+  X(hipMemUnmap) X(hipMemSetAccess) X(hipMemGetAllocationGranularity)                         \
+  X(hipMemExportToShareableHandle) X(hipMemImportFromShareableHandle)
+
+/// The runtime's entry points, resolved by dlsym.
+struct hip_api {
+#define MEMAREA_HIP_FIELD(name) decltype(&::name) name = nullptr;
+  MEMAREA_HIP_REQUIRED(MEMAREA_HIP_FIELD)
+  MEMAREA_HIP_VMM(MEMAREA_HIP_FIELD)
+#undef MEMAREA_HIP_FIELD
+  hipMalloc_fn hipMalloc = nullptr;
+  hipHostMalloc_fn hipHostMalloc = nullptr;
+  hipMallocManaged_fn hipMallocManaged = nullptr;
+  bool have_vmm = false;
+};
+
+/// Looks one symbol up into a typed pointer. memcpy, because ISO C++ has no portable cast from
+/// an object pointer (what dlsym returns) to a function pointer.
+template <typename F>
+bool resolve(void* lib, const char* name, F* out) {
+  void* sym = ::dlsym(lib, name);
+  static_assert(sizeof(F) == sizeof(void*), "function and object pointers differ in size");
+  std::memcpy(out, &sym, sizeof sym);
+  return sym != nullptr;
+}
+
+// ROCm 6's hipMemAllocationProp (CUDA's layout); our 5.2 headers declare the older one.
+struct mem_location_r6 {
+  int type;
+  int id;
+};
+struct mem_allocation_prop_r6 {
+  int type;
+  int requested_handle_types;
+  mem_location_r6 location;
+  void* win32_handle_meta_data;
+  struct {
+    unsigned char compression_type;
+    unsigned char gpu_direct_rdma_capable;
+    unsigned short usage;
+  } alloc_flags;
+};
+
+// ROCm 6's hipMemoryType values (CUDA's numbering).
+constexpr int r6_memory_type_unregistered = 0;
+constexpr int r6_memory_type_host = 1;
+constexpr int r6_memory_type_device = 2;
+constexpr int r6_memory_type_managed = 3;
+constexpr int r6_memory_type_array = 10;
+constexpr int r6_memory_type_unified = 11;
+// ROCm 6's hipDeviceAttributeVirtualMemoryManagementSupported (after MemoryPoolsSupported, 88).
+constexpr int r6_attribute_vmm_supported = 89;
+
+/// A dstatus that memarea itself produced (no HIP call failed).
+dstatus refuse(errc code, std::string message) {
+  dstatus s;
+  s.code = code;
+  s.detail = std::move(message);
+  return s;
+}
+
+class hip_driver final : public driver {
+ public:
+  hip_driver() = default;
+  hip_driver(const hip_driver&) = delete;
+  hip_driver& operator=(const hip_driver&) = delete;
+  /// The library stays loaded: unloading HIP runtimes is known to crash in their teardown, and
+  /// pointers it handed out may outlive this object.
+  ~hip_driver() override = default;
+
+  /// Loads the first library of `libraries` that opens and resolves its symbols, then counts
+  /// devices. Every failure is recorded in reason_ and leaves count_ at 0.
+  void load(const std::vector<std::string>& libraries) {
+    std::string errors;
+    for (const auto& name : libraries) {
+      ::dlerror();
+      void* lib = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib) {
+        lib_ = lib;
+        lib_name_ = name;
+        break;
+      }
+      const char* e = ::dlerror();
+      if (!errors.empty()) errors += "; ";
+      errors += e ? e : name + ": dlopen failed";
+    }
+    if (!lib_) {
+      reason_ = fmt::format("{} not found: {}", candidates_text(libraries), errors);
+      return;
+    }
+
+    bool ok = true;
+#define MEMAREA_HIP_LOAD_REQUIRED(name)                                               \
+  if (ok && !resolve(lib_, #name, &api_.name)) {                                     \
+    reason_ = fmt::format("{}: missing symbol {}", lib_name_, #name);                 \
+    ok = false;                                                                       \
+  }
+    MEMAREA_HIP_REQUIRED(MEMAREA_HIP_LOAD_REQUIRED)
+    MEMAREA_HIP_LOAD_REQUIRED(hipMalloc)
+    MEMAREA_HIP_LOAD_REQUIRED(hipHostMalloc)
+    MEMAREA_HIP_LOAD_REQUIRED(hipMallocManaged)
+#undef MEMAREA_HIP_LOAD_REQUIRED
+    if (!ok) return;
+
+    bool vmm = true;
+#define MEMAREA_HIP_LOAD_VMM(name) vmm = resolve(lib_, #name, &api_.name) && vmm;
+    MEMAREA_HIP_VMM(MEMAREA_HIP_LOAD_VMM)
+#undef MEMAREA_HIP_LOAD_VMM
+    api_.have_vmm = vmm;
+
+    // Versions first: they decide the ROCm 5/6 differences and work without a device.
+    int v = 0;
+    if (api_.hipRuntimeGetVersion(&v) == hipSuccess) runtime_version_ = v;
+    v = 0;
+    if (api_.hipDriverGetVersion(&v) == hipSuccess) driver_version_ = v;
+    rocm6_ = runtime_version_ > 0 ? runtime_version_ >= 60000000
+                                  : lib_name_.find(".so.5") == std::string::npos;
+    loaded_ = true;
+
+    int n = 0;
+    const hipError_t e = api_.hipGetDeviceCount(&n);
+    if (e != hipSuccess) {
+      const std::string text = error_text(e);
+      reason_ = fmt::format("hipGetDeviceCount: {} ({}){}{}", hip_error_name(e),
+                            static_cast<int>(e), text.empty() ? "" : ": ", text);
+      return;
+    }
+    if (n <= 0) {
+      reason_ = "hipGetDeviceCount: 0 devices";
+      return;
+    }
+    count_ = n;
+  }
+
+  /// Records why the backend could not start when loading itself threw.
+  void fail(std::string why) {
+    count_ = 0;
+    reason_ = std::move(why);
+  }
+
+  // --- identity ------------------------------------------------------------------------------
+
+  const char* name() const noexcept override { return "hip"; }
+  std::string unavailable_reason() const override { return count_ > 0 ? "" : reason_; }
+
+  std::string version() const override {
+    if (!loaded_) return "";
+    std::string text = "HIP runtime " + version_text(runtime_version_);
+    if (driver_version_ > 0) text += ", driver " + version_text(driver_version_);
+    return text;
+  }
+
+  int device_count() const noexcept override { return count_; }
+
+  dstatus get_properties(int device, memarea_device_properties* props) override {
+    if (!props) return refuse(errc::invalid_value, "get_properties: props is null");
+    if (auto s = check_device(device, "get_properties"); !s.ok()) return s;
+    memarea_device_properties p{};
+    std::snprintf(p.backend, sizeof p.backend, "%s", "hip");
+    p.ordinal = device;
+
+    hipDevice_t dev = 0;
+    if (auto s = call(api_.hipDeviceGet(&dev, device), "hipDeviceGet"); !s.ok()) return s;
+    if (auto s = call(api_.hipDeviceGetName(p.name, static_cast<int>(sizeof p.name), dev),
+                      "hipDeviceGetName");
+        !s.ok())
+      return s;
+    p.name[sizeof p.name - 1] = '\0';
+    // A missing PCI id is not fatal (the contract allows ""), so its failure is not reported.
+    if (api_.hipDeviceGetPCIBusId(p.pci_bus_id, static_cast<int>(sizeof p.pci_bus_id), device) !=
+        hipSuccess) {
+      p.pci_bus_id[0] = '\0';
+    }
+    p.pci_bus_id[sizeof p.pci_bus_id - 1] = '\0';
+
+    size_t total = 0;
+    if (auto s = call(api_.hipDeviceTotalMem(&total, dev), "hipDeviceTotalMem"); !s.ok()) return s;
+    p.total_memory = total;
+    size_t free_bytes = 0, total_again = 0;
+    if (auto s = mem_get_info(device, &free_bytes, &total_again); !s.ok()) return s;
+    p.free_memory = free_bytes;
+
+    struct attribute_field {
+      hipDeviceAttribute_t attribute;
+      int* field;
+    };
+    const attribute_field fields[] = {
+        {hipDeviceAttributeUnifiedAddressing, &p.unified_addressing},
+        {hipDeviceAttributeManagedMemory, &p.managed_memory},
+        {hipDeviceAttributeConcurrentManagedAccess, &p.concurrent_managed_access},
+        {hipDeviceAttributePageableMemoryAccess, &p.pageable_memory_access},
+        {hipDeviceAttributeCanMapHostMemory, &p.can_map_host_memory},
+        {hipDeviceAttributeComputeCapabilityMajor, &p.compute_major},
+        {hipDeviceAttributeComputeCapabilityMinor, &p.compute_minor},
+    };
+    for (const auto& f : fields) {
+      int value = 0;
+      if (auto s = call(api_.hipDeviceGetAttribute(&value, f.attribute, device),
+                        fmt::format("hipDeviceGetAttribute({})", static_cast<int>(f.attribute)));
+          !s.ok())
+        return s;
+      *f.field = value;
+    }
+    // Booleans are normalised to 0/1 as the public struct documents.
+    for (int* b : {&p.unified_addressing, &p.managed_memory, &p.concurrent_managed_access,
+                   &p.pageable_memory_access, &p.can_map_host_memory}) {
+      *b = *b != 0;
+    }
+    p.virtual_memory_management = vmm_supported(device) ? 1 : 0;
+    // HIP has no IPC attribute: legacy IPC is part of every Linux HIP runtime.
+    p.ipc = 1;
+    *props = p;
+    return dstatus::success();
+  }
+
+  dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) override {
+    if (!free_bytes || !total_bytes)
+      return refuse(errc::invalid_value, "mem_get_info: an output pointer is null");
+    device_scope scope(*this);
+    if (auto s = scope.enter(device, "mem_get_info"); !s.ok()) return s;
+    return call(api_.hipMemGetInfo(free_bytes, total_bytes), "hipMemGetInfo");
+  }
+
+  // --- the per-thread current device ---------------------------------------------------------
+
+  dstatus set_current_device(int device) override {
+    if (auto s = check_device(device, "set_current_device"); !s.ok()) return s;
+    return call(api_.hipSetDevice(device), "hipSetDevice");
+  }
+
+  dstatus get_current_device(int* device) override {
+    if (!device) return refuse(errc::invalid_value, "get_current_device: device is null");
+    if (auto s = check_available("get_current_device"); !s.ok()) return s;
+    return call(api_.hipGetDevice(device), "hipGetDevice");
+  }
+
+  // --- allocation ----------------------------------------------------------------------------
+
+  dstatus malloc_device(int device, size_t size, void** ptr) override {
+    if (!ptr) return refuse(errc::invalid_value, "malloc_device: ptr is null");
+    device_scope scope(*this);
+    if (auto s = scope.enter(device, "malloc_device"); !s.ok()) return s;
+    return call(api_.hipMalloc(ptr, size), "hipMalloc");
+  }
+
+  dstatus free_device(void* ptr) override {
+    if (auto s = check_available("free_device"); !s.ok()) return s;
+    return call(api_.hipFree(ptr), "hipFree");
+  }
+
+  dstatus malloc_host(int device, size_t size, unsigned flags, void** ptr) override {
+    if (!ptr) return refuse(errc::invalid_value, "malloc_host: ptr is null");
+    unsigned hip_flags = 0;
+    if (auto s = host_flags_to_hip(flags, hipHostMallocPortable, hipHostMallocMapped, &hip_flags,
+                                   "malloc_host");
+        !s.ok())
+      return s;
+    device_scope scope(*this);
+    if (auto s = scope.enter(device, "malloc_host"); !s.ok()) return s;
+    return call(api_.hipHostMalloc(ptr, size, hip_flags), "hipHostMalloc");
+  }
+
+  dstatus free_host(void* ptr) override {
+    if (auto s = check_available("free_host"); !s.ok()) return s;
+    return call(api_.hipHostFree(ptr), "hipHostFree");
+  }
+
+  dstatus host_register(int device, void* ptr, size_t size, unsigned flags) override {
+    if (!ptr || size == 0)
+      return refuse(errc::invalid_value, "host_register: ptr is null or size is 0");
+    unsigned hip_flags = 0;
+    if (auto s = host_flags_to_hip(flags, hipHostRegisterPortable, hipHostRegisterMapped,
+                                   &hip_flags, "host_register");
+        !s.ok())
+      return s;
+    device_scope scope(*this);
+    if (auto s = scope.enter(device, "host_register"); !s.ok()) return s;
+    return call(api_.hipHostRegister(ptr, size, hip_flags), "hipHostRegister");
+  }
+
+  dstatus host_unregister(void* ptr) override {
+    if (!ptr) return refuse(errc::invalid_value, "host_unregister: ptr is null");
+    if (auto s = check_available("host_unregister"); !s.ok()) return s;
+    return call(api_.hipHostUnregister(ptr), "hipHostUnregister");
+  }
+
+  dstatus host_get_device_pointer(void** device_ptr, void* host_ptr) override {
+    if (!device_ptr || !host_ptr)
+      return refuse(errc::invalid_value, "host_get_device_pointer: a pointer is null");
+    if (auto s = check_available("host_get_device_pointer"); !s.ok()) return s;
+    return call(api_.hipHostGetDevicePointer(device_ptr, host_ptr, 0), "hipHostGetDevicePointer");
+  }
+
+  dstatus malloc_managed(int device, size_t size, unsigned attach_flags, void** ptr) override {
+    if (!ptr) return refuse(errc::invalid_value, "malloc_managed: ptr is null");
+    // The seed allows exactly one of the two; memarea's values equal HIP's.
+    unsigned hip_flags = 0;
+    if (attach_flags == MEMAREA_MEM_ATTACH_GLOBAL) {
+      hip_flags = hipMemAttachGlobal;
+    } else if (attach_flags == MEMAREA_MEM_ATTACH_HOST) {
+      hip_flags = hipMemAttachHost;
+    } else {
+      return refuse(errc::invalid_value,
+                    fmt::format("malloc_managed: flags {:#x} must be MEMAREA_MEM_ATTACH_GLOBAL or "
+                                "MEMAREA_MEM_ATTACH_HOST",
+                                attach_flags));
+    }
+    device_scope scope(*this);
+    if (auto s = scope.enter(device, "malloc_managed"); !s.ok()) return s;
+    return call(api_.hipMallocManaged(ptr, size, hip_flags), "hipMallocManaged");
+  }
+
+  dstatus free_managed(void* ptr) override {
+    if (auto s = check_available("free_managed"); !s.ok()) return s;
+    return call(api_.hipFree(ptr), "hipFree");
+  }
+
+  dstatus pointer_query(const void* ptr, pointer_info* info) override {
+    if (!info) return refuse(errc::invalid_value, "pointer_query: info is null");
+    if (!ptr) return refuse(errc::not_found, "pointer_query: null pointer");
+    if (auto s = check_available("pointer_query"); !s.ok()) return s;
+
+    hipPointerAttribute_t attr{};
+    const hipError_t e = api_.hipPointerGetAttributes(&attr, ptr);
+    // ROCm 5 answers hipErrorInvalidValue for memory it does not know; ROCm 6 answers success
+    // with hipMemoryTypeUnregistered (checked below). Both mean "not HIP's".
+    if (e == hipErrorInvalidValue) {
+      dstatus s = status(e, "hipPointerGetAttributes");
+      s.code = errc::not_found;
+      return s;
+    }
+    if (e != hipSuccess) return status(e, "hipPointerGetAttributes");
+
+    pointer_info out;
+    const int type = static_cast<int>(attr.memoryType);
+    bool host = false;
+    if (attr.isManaged) {
+      out.kind = MEMAREA_MEMORY_MANAGED;
+    } else if (rocm6_) {
+      switch (type) {
+        case r6_memory_type_unregistered:
+          return refuse(errc::not_found, "pointer_query: the HIP runtime does not know ptr");
+        case r6_memory_type_host: host = true; break;
+        case r6_memory_type_device:
+        case r6_memory_type_array: out.kind = MEMAREA_MEMORY_DEVICE; break;
+        case r6_memory_type_managed:
+        case r6_memory_type_unified: out.kind = MEMAREA_MEMORY_MANAGED; break;
+        default:
+          return refuse(errc::unknown,
+                        fmt::format("pointer_query: unexpected hipMemoryType {}", type));
+      }
+    } else {
+      switch (type) {
+        case hipMemoryTypeHost: host = true; break;
+        case hipMemoryTypeDevice:
+        case hipMemoryTypeArray: out.kind = MEMAREA_MEMORY_DEVICE; break;
+        case hipMemoryTypeUnified: out.kind = MEMAREA_MEMORY_MANAGED; break;
+        default:
+          return refuse(errc::unknown,
+                        fmt::format("pointer_query: unexpected hipMemoryType {}", type));
+      }
+    }
+    if (host) {
+      // HIP cannot tell hipHostMalloc from hipHostRegister; the core's registry knows better.
+      out.kind = (attr.allocationFlags & hipHostMallocMapped) && attr.devicePointer
+                     ? MEMAREA_MEMORY_MAPPED
+                     : MEMAREA_MEMORY_HOST_PINNED;
+      out.device = MEMAREA_CPU_DEVICE_ID;
+    } else {
+      out.device = attr.device;
+    }
+
+    hipDeviceptr_t base = nullptr;
+    size_t size = 0;
+    if (auto s = call(api_.hipMemGetAddressRange(&base, &size, const_cast<void*>(ptr)),
+                      "hipMemGetAddressRange");
+        !s.ok())
+      return s;
+    out.base = base;
+    out.size = size;
+    *info = out;
+    return dstatus::success();
+  }
+
+  // --- peer access ---------------------------------------------------------------------------
+
+  dstatus can_access_peer(int device, int peer, int* can_access) override {
+    if (!can_access) return refuse(errc::invalid_value, "can_access_peer: can_access is null");
+    if (auto s = check_device(device, "can_access_peer"); !s.ok()) return s;
+    if (auto s = check_device(peer, "can_access_peer (peer)"); !s.ok()) return s;
+    // The seed: a device is not its own peer. Answered here so no runtime can say otherwise.
+    if (device == peer) {
+      *can_access = 0;
+      return dstatus::success();
+    }
+    return call(api_.hipDeviceCanAccessPeer(can_access, device, peer), "hipDeviceCanAccessPeer");
+  }
+
+  dstatus enable_peer_access(int device, int peer, unsigned flags) override {
+    if (flags != 0)
+      return refuse(errc::invalid_value,
+                    fmt::format("enable_peer_access: flags {:#x} must be 0", flags));
+    if (auto s = check_device(peer, "enable_peer_access (peer)"); !s.ok()) return s;
+    if (device == peer)
+      return refuse(errc::invalid_device,
+                    fmt::format("enable_peer_access: device {} is not its own peer", device));
+    device_scope scope(*this);
+    if (auto s = scope.enter(device, "enable_peer_access"); !s.ok()) return s;
+    dstatus s = call(api_.hipDeviceEnablePeerAccess(peer, flags), "hipDeviceEnablePeerAccess");
+    // Both ordinals were checked above, so AMD's hipErrorInvalidDevice can only mean that this
+    // device cannot reach the peer (REFERENCE.md); say so, keeping the native code.
+    if (s.native == hipErrorInvalidDevice) {
+      s.code = errc::peer_access_unsupported;
+      s.detail = fmt::format("device {} cannot access device {} ({})", device, peer, s.detail);
+    }
+    return s;
+  }
+
+  dstatus disable_peer_access(int device, int peer) override {
+    if (auto s = check_device(peer, "disable_peer_access (peer)"); !s.ok()) return s;
+    device_scope scope(*this);
+    if (auto s = scope.enter(device, "disable_peer_access"); !s.ok()) return s;
+    return call(api_.hipDeviceDisablePeerAccess(peer), "hipDeviceDisablePeerAccess");
+  }
+
+  dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) override {
+    if (!value) return refuse(errc::invalid_value, "get_p2p_attribute: value is null");
+    hipDeviceP2PAttr hip_attr{};
+    switch (attr) {
+      case MEMAREA_P2P_ATTR_PERFORMANCE_RANK: hip_attr = hipDevP2PAttrPerformanceRank; break;
+      case MEMAREA_P2P_ATTR_ACCESS_SUPPORTED: hip_attr = hipDevP2PAttrAccessSupported; break;
+      case MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED:
+        hip_attr = hipDevP2PAttrNativeAtomicSupported;
+        break;
+      case MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED:
+        hip_attr = hipDevP2PAttrHipArrayAccessSupported;
+        break;
+      default:
+        return refuse(errc::invalid_value,
+                      fmt::format("get_p2p_attribute: unknown attribute {}", static_cast<int>(attr)));
+    }
+    if (auto s = check_device(src, "get_p2p_attribute (src)"); !s.ok()) return s;
+    if (auto s = check_device(dst, "get_p2p_attribute (dst)"); !s.ok()) return s;
+    return call(api_.hipDeviceGetP2PAttribute(value, hip_attr, src, dst),
+                "hipDeviceGetP2PAttribute");
+  }
+
+  // --- copies --------------------------------------------------------------------------------
+
+  dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
+                       native_stream s) override {
+    if (size > 0 && (!dst || !src))
+      return refuse(errc::invalid_value, "memcpy_async: dst or src is null");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "memcpy_async"); !st.ok()) return st;
+    return call(api_.hipMemcpyAsync(dst, src, size, hipMemcpyDefault, as_stream(s)),
+                "hipMemcpyAsync");
+  }
+
+  dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
+                            size_t size, int device, native_stream s) override {
+    if (size > 0 && (!dst || !src))
+      return refuse(errc::invalid_value, "memcpy_peer_async: dst or src is null");
+    if (auto st = check_device(dst_device, "memcpy_peer_async (dst_device)"); !st.ok()) return st;
+    if (auto st = check_device(src_device, "memcpy_peer_async (src_device)"); !st.ok()) return st;
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "memcpy_peer_async"); !st.ok()) return st;
+    return call(api_.hipMemcpyPeerAsync(dst, dst_device, src, src_device, size, as_stream(s)),
+                "hipMemcpyPeerAsync");
+  }
+
+  dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) override {
+    if (size > 0 && !dst) return refuse(errc::invalid_value, "memset_async: dst is null");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "memset_async"); !st.ok()) return st;
+    return call(api_.hipMemsetAsync(dst, value, size, as_stream(s)), "hipMemsetAsync");
+  }
+
+  // --- streams and events --------------------------------------------------------------------
+
+  dstatus stream_create(int device, native_stream* s) override {
+    if (!s) return refuse(errc::invalid_value, "stream_create: s is null");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "stream_create"); !st.ok()) return st;
+    // Non-blocking: memarea streams must not serialise with the legacy default stream.
+    hipStream_t stream = nullptr;
+    dstatus st = call(api_.hipStreamCreateWithFlags(&stream, hipStreamNonBlocking),
+                      "hipStreamCreateWithFlags");
+    if (st.ok()) *s = stream;
+    return st;
+  }
+
+  dstatus stream_destroy(int device, native_stream s) override {
+    if (!s) return refuse(errc::invalid_value, "stream_destroy: the default stream cannot be destroyed");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "stream_destroy"); !st.ok()) return st;
+    return call(api_.hipStreamDestroy(as_stream(s)), "hipStreamDestroy");
+  }
+
+  dstatus stream_synchronize(int device, native_stream s) override {
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "stream_synchronize"); !st.ok()) return st;
+    return call(api_.hipStreamSynchronize(as_stream(s)), "hipStreamSynchronize");
+  }
+
+  dstatus event_create(int device, native_event* e) override {
+    if (!e) return refuse(errc::invalid_value, "event_create: e is null");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "event_create"); !st.ok()) return st;
+    hipEvent_t event = nullptr;
+    dstatus st = call(api_.hipEventCreate(&event), "hipEventCreate");
+    if (st.ok()) *e = event;
+    return st;
+  }
+
+  dstatus event_destroy(int device, native_event e) override {
+    if (!e) return refuse(errc::invalid_value, "event_destroy: e is null");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "event_destroy"); !st.ok()) return st;
+    return call(api_.hipEventDestroy(as_event(e)), "hipEventDestroy");
+  }
+
+  dstatus event_record(native_event e, int device, native_stream s) override {
+    if (!e) return refuse(errc::invalid_value, "event_record: e is null");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "event_record"); !st.ok()) return st;
+    return call(api_.hipEventRecord(as_event(e), as_stream(s)), "hipEventRecord");
+  }
+
+  dstatus stream_wait_event(int device, native_stream s, native_event e) override {
+    if (!e) return refuse(errc::invalid_value, "stream_wait_event: e is null");
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "stream_wait_event"); !st.ok()) return st;
+    return call(api_.hipStreamWaitEvent(as_stream(s), as_event(e), 0), "hipStreamWaitEvent");
+  }
+
+  dstatus event_synchronize(native_event e) override {
+    if (!e) return refuse(errc::invalid_value, "event_synchronize: e is null");
+    if (auto st = check_available("event_synchronize"); !st.ok()) return st;
+    return call(api_.hipEventSynchronize(as_event(e)), "hipEventSynchronize");
+  }
+
+  dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override {
+    if (!ms || !start || !end)
+      return refuse(errc::invalid_value, "event_elapsed_ms: a pointer or event is null");
+    if (auto st = check_available("event_elapsed_ms"); !st.ok()) return st;
+    return call(api_.hipEventElapsedTime(ms, as_event(start), as_event(end)),
+                "hipEventElapsedTime");
+  }
+
+  dstatus device_synchronize(int device) override {
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "device_synchronize"); !st.ok()) return st;
+    return call(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
+  }
+
+  // --- legacy IPC ----------------------------------------------------------------------------
+
+  dstatus ipc_get_handle(void* base, ipc_native_handle* handle) override {
+    if (!base || !handle) return refuse(errc::invalid_value, "ipc_get_handle: a pointer is null");
+    if (auto st = check_available("ipc_get_handle"); !st.ok()) return st;
+    hipIpcMemHandle_t h{};
+    static_assert(sizeof h == sizeof handle->bytes, "hipIpcMemHandle_t is 64 bytes");
+    dstatus st = call(api_.hipIpcGetMemHandle(&h, base), "hipIpcGetMemHandle");
+    if (st.ok()) std::memcpy(handle->bytes, &h, sizeof h);
+    return st;
+  }
+
+  dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
+                          void** ptr) override {
+    if (!ptr) return refuse(errc::invalid_value, "ipc_open_handle: ptr is null");
+    if (flags != 0 && flags != MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS)
+      return refuse(errc::invalid_value,
+                    fmt::format("ipc_open_handle: flags {:#x} must be 0 or "
+                                "MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS",
+                                flags));
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "ipc_open_handle"); !st.ok()) return st;
+    hipIpcMemHandle_t h{};
+    std::memcpy(&h, handle.bytes, sizeof h);
+    // AMD accepts exactly hipIpcMemLazyEnablePeerAccess, whose value changed with ROCm 6, and
+    // maps peers lazily anyway: pass it whatever the caller asked.
+    const unsigned lazy = rocm6_ ? 0x1u : 0x0u;
+    return call(api_.hipIpcOpenMemHandle(ptr, h, lazy), "hipIpcOpenMemHandle");
+  }
+
+  dstatus ipc_close_handle(void* ptr) override {
+    if (!ptr) return refuse(errc::invalid_value, "ipc_close_handle: ptr is null");
+    if (auto st = check_available("ipc_close_handle"); !st.ok()) return st;
+    return call(api_.hipIpcCloseMemHandle(ptr), "hipIpcCloseMemHandle");
+  }
+
+  // --- shareable memory ----------------------------------------------------------------------
+
+  dstatus shareable_create(int device, size_t size, shareable_allocation* out) override {
+    if (!out || size == 0)
+      return refuse(errc::invalid_value, "shareable_create: out is null or size is 0");
+    if (auto st = check_device(device, "shareable_create"); !st.ok()) return st;
+    if (auto st = check_vmm(device, "shareable_create"); !st.ok()) return st;
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "shareable_create"); !st.ok()) return st;
+
+    vmm_prop prop(device, rocm6_);
+    size_t rounded = 0;
+    if (auto st = round_to_granularity(prop, size, &rounded); !st.ok()) return st;
+    hipMemGenericAllocationHandle_t handle = nullptr;
+    if (auto st = call(api_.hipMemCreate(&handle, rounded, prop.get(), 0), "hipMemCreate");
+        !st.ok())
+      return st;
+    shareable_allocation a;
+    if (auto st = map_handle(device, handle, rounded, &a); !st.ok()) {
+      (void)api_.hipMemRelease(handle);
+      return st;
+    }
+    *out = a;
+    return dstatus::success();
+  }
+
+  dstatus shareable_export_fd(const shareable_allocation& a, int* fd) override {
+    if (!fd) return refuse(errc::invalid_value, "shareable_export_fd: fd is null");
+    if (!a.opaque[0]) return refuse(errc::invalid_value, "shareable_export_fd: not an allocation");
+    if (auto st = check_available("shareable_export_fd"); !st.ok()) return st;
+    if (!api_.have_vmm)
+      return refuse(errc::not_supported, "shareable_export_fd: this HIP runtime has no VMM API");
+    // HIP writes an int through the pointer; a zeroed 8-byte buffer also survives a runtime that
+    // writes a pointer-sized value.
+    std::uint64_t raw = 0;
+    dstatus st = call(api_.hipMemExportToShareableHandle(&raw, handle_of(a),
+                                                         hipMemHandleTypePosixFileDescriptor, 0),
+                      "hipMemExportToShareableHandle");
+    if (!st.ok()) return st;
+    int value = -1;
+    std::memcpy(&value, &raw, sizeof value);
+    if (value < 0)
+      return refuse(errc::unknown, "hipMemExportToShareableHandle returned no file descriptor");
+    *fd = value;
+    return dstatus::success();
+  }
+
+  dstatus shareable_import_fd(int device, int fd, size_t size,
+                              shareable_allocation* out) override {
+    if (!out || size == 0 || fd < 0)
+      return refuse(errc::invalid_value, "shareable_import_fd: out is null, size 0 or fd < 0");
+    // HIP takes the descriptor as the pointer's value and rejects a null pointer.
+    if (fd == 0)
+      return refuse(errc::not_supported, "shareable_import_fd: HIP cannot import descriptor 0");
+    if (auto st = check_device(device, "shareable_import_fd"); !st.ok()) return st;
+    if (auto st = check_vmm(device, "shareable_import_fd"); !st.ok()) return st;
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "shareable_import_fd"); !st.ok()) return st;
+
+    vmm_prop prop(device, rocm6_);
+    size_t rounded = 0;
+    if (auto st = round_to_granularity(prop, size, &rounded); !st.ok()) return st;
+    hipMemGenericAllocationHandle_t handle = nullptr;
+    void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));
+    if (auto st = call(api_.hipMemImportFromShareableHandle(&handle, os_handle,
+                                                             hipMemHandleTypePosixFileDescriptor),
+                       "hipMemImportFromShareableHandle");
+        !st.ok())
+      return st;
+    shareable_allocation a;
+    if (auto st = map_handle(device, handle, rounded, &a); !st.ok()) {
+      (void)api_.hipMemRelease(handle);
+      return st;
+    }
+    *out = a;
+    return dstatus::success();
+  }
+
+  dstatus shareable_release(const shareable_allocation& a) override {
+    if (!a.ptr || !a.opaque[0])
+      return refuse(errc::invalid_value, "shareable_release: not an allocation");
+    if (auto st = check_available("shareable_release"); !st.ok()) return st;
+    if (!api_.have_vmm)
+      return refuse(errc::not_supported, "shareable_release: this HIP runtime has no VMM API");
+    // All three steps run even when one fails, so nothing leaks; the first failure is reported.
+    dstatus first = call(api_.hipMemUnmap(a.ptr, a.size), "hipMemUnmap");
+    dstatus st = call(api_.hipMemAddressFree(a.ptr, a.size), "hipMemAddressFree");
+    if (first.ok()) first = st;
+    st = call(api_.hipMemRelease(handle_of(a)), "hipMemRelease");
+    if (first.ok()) first = st;
+    return first;
+  }
+
+  // --- managed memory ------------------------------------------------------------------------
+
+  dstatus mem_prefetch_async(const void* ptr, size_t count, location to, int device,
+                             native_stream s) override {
+    if (!ptr || count == 0)
+      return refuse(errc::invalid_value, "mem_prefetch_async: ptr is null or count is 0");
+    int target = 0;
+    if (auto st = location_to_hip(to, "mem_prefetch_async", &target); !st.ok()) return st;
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "mem_prefetch_async"); !st.ok()) return st;
+    return call(api_.hipMemPrefetchAsync(ptr, count, target, as_stream(s)),
+                "hipMemPrefetchAsync");
+  }
+
+  dstatus mem_advise(const void* ptr, size_t count, memarea_mem_advice advice,
+                     location where) override {
+    if (!ptr || count == 0)
+      return refuse(errc::invalid_value, "mem_advise: ptr is null or count is 0");
+    hipMemoryAdvise hip_advice{};
+    bool needs_location = true;
+    switch (advice) {
+      case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY:
+        hip_advice = hipMemAdviseSetReadMostly;
+        needs_location = false;
+        break;
+      case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY:
+        hip_advice = hipMemAdviseUnsetReadMostly;
+        needs_location = false;
+        break;
+      case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:
+        hip_advice = hipMemAdviseSetPreferredLocation;
+        break;
+      case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        hip_advice = hipMemAdviseUnsetPreferredLocation;
+        needs_location = false;
+        break;
+      case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY: hip_advice = hipMemAdviseSetAccessedBy; break;
+      case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: hip_advice = hipMemAdviseUnsetAccessedBy; break;
+      default:
+        return refuse(errc::invalid_value,
+                      fmt::format("mem_advise: unknown advice {}", static_cast<int>(advice)));
+    }
+    int target = hipCpuDeviceId;
+    // Advice that ignores the location still goes through HIP's device check, so an absent
+    // location becomes the host id, which HIP always accepts.
+    if (needs_location || where.kind != location::type::invalid) {
+      if (auto st = location_to_hip(where, "mem_advise", &target); !st.ok()) return st;
+    }
+    if (auto st = check_available("mem_advise"); !st.ok()) return st;
+    return call(api_.hipMemAdvise(ptr, count, hip_advice, target), "hipMemAdvise");
+  }
+
+  dstatus mem_range_get_attribute(void* data, size_t data_size,
+                                  memarea_mem_range_attribute attribute, const void* ptr,
+                                  size_t count) override {
+    if (!data || !ptr || count == 0)
+      return refuse(errc::invalid_value,
+                    "mem_range_get_attribute: data or ptr is null, or count is 0");
+    hipMemRangeAttribute hip_attr{};
+    switch (attribute) {
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+        hip_attr = hipMemRangeAttributeReadMostly;
+        break;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+        hip_attr = hipMemRangeAttributePreferredLocation;
+        break;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
+        hip_attr = hipMemRangeAttributeAccessedBy;
+        break;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+        hip_attr = hipMemRangeAttributeLastPrefetchLocation;
+        break;
+      default:
+        return refuse(errc::invalid_value, fmt::format("mem_range_get_attribute: unknown attribute {}",
+                                                       static_cast<int>(attribute)));
+    }
+    if (attribute == MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY) {
+      if (data_size == 0 || data_size % sizeof(int) != 0)
+        return refuse(errc::invalid_value,
+                      "mem_range_get_attribute: accessed-by needs a non-zero multiple of 4 bytes");
+    } else if (data_size != sizeof(int)) {
+      return refuse(errc::invalid_value, "mem_range_get_attribute: this attribute needs 4 bytes");
+    }
+    if (auto st = check_available("mem_range_get_attribute"); !st.ok()) return st;
+    if (attribute == MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY) {
+      // The contract pads unused slots with the invalid id, as CUDA does; HIP may write fewer.
+      // A scratch copy keeps *data unchanged when HIP fails.
+      std::vector<int> ids(data_size / sizeof(int), MEMAREA_INVALID_DEVICE_ID);
+      dstatus st = call(api_.hipMemRangeGetAttribute(ids.data(), data_size, hip_attr, ptr, count),
+                        "hipMemRangeGetAttribute");
+      if (st.ok()) std::memcpy(data, ids.data(), data_size);
+      return st;
+    }
+    int value = 0;
+    dstatus st = call(api_.hipMemRangeGetAttribute(&value, sizeof value, hip_attr, ptr, count),
+                      "hipMemRangeGetAttribute");
+    if (st.ok()) std::memcpy(data, &value, sizeof value);
+    return st;
+  }
+
+  dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
+                                  unsigned flags) override {
+    if (!ptr) return refuse(errc::invalid_value, "stream_attach_mem_async: ptr is null");
+    unsigned hip_flags = 0;
+    switch (flags) {
+      case MEMAREA_MEM_ATTACH_GLOBAL: hip_flags = hipMemAttachGlobal; break;
+      case MEMAREA_MEM_ATTACH_HOST: hip_flags = hipMemAttachHost; break;
+      case MEMAREA_MEM_ATTACH_SINGLE: hip_flags = hipMemAttachSingle; break;
+      default:
+        return refuse(errc::invalid_value,
+                      fmt::format("stream_attach_mem_async: flags {:#x} must be one of "
+                                  "MEMAREA_MEM_ATTACH_GLOBAL, _HOST, _SINGLE",
+                                  flags));
+    }
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "stream_attach_mem_async"); !st.ok()) return st;
+    return call(api_.hipStreamAttachMemAsync(as_stream(s), ptr, length, hip_flags),
+                "hipStreamAttachMemAsync");
+  }
+
+ private:
+  /// Runs on `device` and puts the thread's previous device back on every path: the contract's
+  /// promise, and the defect of AML this backend must not repeat.
+  class device_scope {
+   public:
+    explicit device_scope(hip_driver& d) : d_(d) {}
+    device_scope(const device_scope&) = delete;
+    device_scope& operator=(const device_scope&) = delete;
+    ~device_scope() {
+      // A failed restore cannot be reported from a destructor; HIP keeps its own last error.
+      if (switched_) (void)d_.api_.hipSetDevice(previous_);
+    }
+
+    /// Validates `device` and makes it current, remembering the previous one.
+    dstatus enter(int device, const char* what) {
+      if (auto s = d_.check_device(device, what); !s.ok()) return s;
+      int previous = 0;
+      if (auto s = d_.call(d_.api_.hipGetDevice(&previous), "hipGetDevice"); !s.ok()) return s;
+      if (previous == device) return dstatus::success();
+      if (auto s = d_.call(d_.api_.hipSetDevice(device), "hipSetDevice"); !s.ok()) return s;
+      previous_ = previous;
+      switched_ = true;
+      return dstatus::success();
+    }
+
+   private:
+    hip_driver& d_;
+    int previous_ = 0;
+    bool switched_ = false;
+  };
+
+  /// The properties handed to hipMemCreate and hipMemGetAllocationGranularity, in the layout
+  /// of the runtime actually loaded.
+  class vmm_prop {
+   public:
+    vmm_prop(int device, bool rocm6) : rocm6_(rocm6) {
+      r5_.type = hipMemAllocationTypePinned;
+      r5_.requestedHandleType = hipMemHandleTypePosixFileDescriptor;
+      r5_.location.type = hipMemLocationTypeDevice;
+      r5_.location.id = device;
+      r6_.type = hipMemAllocationTypePinned;
+      r6_.requested_handle_types = hipMemHandleTypePosixFileDescriptor;
+      r6_.location = {hipMemLocationTypeDevice, device};
+    }
+    /// The prop as the header's type; for ROCm 6 the bytes are those of the newer layout.
+    const hipMemAllocationProp* get() const {
+      return rocm6_ ? reinterpret_cast<const hipMemAllocationProp*>(&r6_) : &r5_;
+    }
+
+   private:
+    bool rocm6_;
+    hipMemAllocationProp r5_{};
+    mem_allocation_prop_r6 r6_{};
+  };
+
+  /// A HIP status (native code, name and hipGetErrorString's text) for a failed call; success
+  /// passes through. `what` names the HIP function, for the detail.
+  dstatus status(hipError_t e, const std::string& what) const {
+    if (e == hipSuccess) return dstatus::success();
+    dstatus s;
+    s.native = static_cast<int>(e);
+    s.code = map_hip_error(s.native);
+    if (s.code == errc::success) s.code = errc::unknown;  // cannot happen; never report success
+    s.native_name = hip_error_name(s.native);
+    const std::string text = error_text(e);
+    s.detail = text.empty() ? fmt::format("{} failed", what) : fmt::format("{}: {}", what, text);
+    return s;
+  }
+  dstatus call(hipError_t e, const std::string& what) const { return status(e, what); }
+
+  /// hipGetErrorString's text, or "" when the runtime has none.
+  std::string error_text(hipError_t e) const {
+    const char* text = api_.hipGetErrorString ? api_.hipGetErrorString(e) : nullptr;
+    // Some runtimes answer with the enumerator's name, which the status already carries.
+    if (!text || std::strcmp(text, hip_error_name(static_cast<int>(e))) == 0) return "";
+    return text;
+  }
+
+  /// no_device, with the reason, when the runtime is missing or has no devices; this keeps every
+  /// call away from a runtime that is not there or not usable.
+  dstatus check_available(const char* what) const {
+    if (count_ > 0) return dstatus::success();
+    return refuse(errc::no_device, fmt::format("{}: HIP has no devices: {}", what, reason_));
+  }
+
+  /// invalid_device with the ordinal and the range, before HIP sees a bad ordinal.
+  dstatus check_device(int device, const char* what) const {
+    if (auto s = check_available(what); !s.ok()) return s;
+    if (device >= 0 && device < count_) return dstatus::success();
+    return refuse(errc::invalid_device,
+                  fmt::format("{}: device {} does not exist (HIP has {})", what, device, count_));
+  }
+
+  /// The HIP device id of a managed-memory location (hipCpuDeviceId for the host).
+  dstatus location_to_hip(const location& where, const char* what, int* id) const {
+    switch (where.kind) {
+      case location::type::device:
+        if (auto s = check_device(where.id, what); !s.ok()) return s;
+        *id = where.id;
+        return dstatus::success();
+      case location::type::host:
+        *id = hipCpuDeviceId;
+        return dstatus::success();
+      case location::type::host_numa:
+        return refuse(errc::not_supported,
+                      fmt::format("{}: HIP takes a device or the host, not a host NUMA node ({})",
+                                  what, where.id));
+      case location::type::invalid: break;
+    }
+    return refuse(errc::invalid_value, fmt::format("{}: no location given", what));
+  }
+
+  /// Translates host_flags to HIP's bits (the same meaning for hipHostMalloc and
+  /// hipHostRegister); unknown bits are refused rather than passed on.
+  static dstatus host_flags_to_hip(unsigned flags, unsigned portable, unsigned mapped,
+                                   unsigned* out, const char* what) {
+    if (flags & ~unsigned{host_portable | host_mapped})
+      return refuse(errc::invalid_value, fmt::format("{}: unknown flags {:#x}", what, flags));
+    *out = ((flags & host_portable) ? portable : 0u) | ((flags & host_mapped) ? mapped : 0u);
+    return dstatus::success();
+  }
+
+  /// Whether `device` supports hipMemCreate & co. The attribute exists from ROCm 6; ROCm 5's
+  /// VMM API was a beta whose support cannot be queried, so it is not advertised.
+  bool vmm_supported(int device) const {
+    if (!api_.have_vmm || !rocm6_) return false;
+    int value = 0;
+    return api_.hipDeviceGetAttribute(
+               &value, static_cast<hipDeviceAttribute_t>(r6_attribute_vmm_supported), device) ==
+               hipSuccess &&
+           value != 0;
+  }
+
+  /// not_supported, with why, when shareable memory cannot work here. ROCm 5 is still tried (its
+  /// runtime answers for itself) when its symbols exist.
+  dstatus check_vmm(int device, const char* what) const {
+    if (!api_.have_vmm)
+      return refuse(errc::not_supported,
+                    fmt::format("{}: this HIP runtime lacks the virtual memory API", what));
+    if (rocm6_ && !vmm_supported(device))
+      return refuse(errc::not_supported,
+                    fmt::format("{}: device {} does not support HIP virtual memory management",
+                                what, device));
+    return dstatus::success();
+  }
+
+  /// size rounded up to the allocation granularity of prop's device.
+  dstatus round_to_granularity(const vmm_prop& prop, size_t size, size_t* rounded) const {
+    size_t granularity = 0;
+    if (auto s = call(api_.hipMemGetAllocationGranularity(&granularity, prop.get(),
+                                                          hipMemAllocationGranularityMinimum),
+                      "hipMemGetAllocationGranularity");
+        !s.ok())
+      return s;
+    if (granularity == 0) granularity = 4096;
+    if (size > SIZE_MAX - (granularity - 1))
+      return refuse(errc::out_of_memory, "shareable: size overflows when rounded");
+    *rounded = (size + granularity - 1) / granularity * granularity;
+    return dstatus::success();
+  }
+
+  /// Reserves addresses, maps `handle` there and grants `device` read-write access; undoes its
+  /// own steps on failure (the handle stays the caller's).
+  dstatus map_handle(int device, hipMemGenericAllocationHandle_t handle, size_t size,
+                     shareable_allocation* out) const {
+    void* ptr = nullptr;
+    if (auto s = call(api_.hipMemAddressReserve(&ptr, size, 0, nullptr, 0), "hipMemAddressReserve");
+        !s.ok())
+      return s;
+    if (auto s = call(api_.hipMemMap(ptr, size, 0, handle, 0), "hipMemMap"); !s.ok()) {
+      (void)api_.hipMemAddressFree(ptr, size);
+      return s;
+    }
+    hipMemAccessDesc access{};
+    access.location.type = hipMemLocationTypeDevice;
+    access.location.id = device;
+    access.flags = hipMemAccessFlagsProtReadWrite;
+    if (auto s = call(api_.hipMemSetAccess(ptr, size, &access, 1), "hipMemSetAccess"); !s.ok()) {
+      (void)api_.hipMemUnmap(ptr, size);
+      (void)api_.hipMemAddressFree(ptr, size);
+      return s;
+    }
+    out->ptr = ptr;
+    out->size = size;
+    out->device = device;
+    out->opaque[0] = reinterpret_cast<std::uintptr_t>(handle);
+    return dstatus::success();
+  }
+
+  static hipMemGenericAllocationHandle_t handle_of(const shareable_allocation& a) {
+    return reinterpret_cast<hipMemGenericAllocationHandle_t>(
+        static_cast<std::uintptr_t>(a.opaque[0]));
+  }
+  static hipStream_t as_stream(native_stream s) { return static_cast<hipStream_t>(s); }
+  static hipEvent_t as_event(native_event e) { return static_cast<hipEvent_t>(e); }
+
+  /// "5.2.21153" from HIP's encoding (major * 10^7 + minor * 10^5 + patch).
+  static std::string version_text(int v) {
+    if (v <= 0) return "unknown";
+    return fmt::format("{}.{}.{}", v / 10000000, (v / 100000) % 100, v % 100000);
+  }
+
+  /// "libamdhip64.so.6/.so.5/.so" for the default list, else the names joined.
+  static std::string candidates_text(const std::vector<std::string>& libraries) {
+    if (libraries == hip_library_candidates()) return "libamdhip64.so.6/.so.5/.so";
+    std::string text;
+    for (const auto& l : libraries) text += (text.empty() ? "" : "/") + l;
+    return text.empty() ? "(no library named)" : text;
+  }
+
+  void* lib_ = nullptr;
+  std::string lib_name_;
+  hip_api api_;
+  bool loaded_ = false;
+  bool rocm6_ = false;
+  int runtime_version_ = 0;
+  int driver_version_ = 0;
+  int count_ = 0;
+  std::string reason_ = "not loaded";
+};
+
+}  // namespace
+
+std::vector<std::string> hip_library_candidates() {
+  return {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
+}
+
+std::unique_ptr<driver> make_hip_driver_from(const std::vector<std::string>& libraries) {
+  std::unique_ptr<hip_driver> d;
+  try {
+    d = std::make_unique<hip_driver>();
+  } catch (...) {
+    return nullptr;  // out of memory for a small object: nothing sensible can be built
+  }
+  try {
+    d->load(libraries);
+  } catch (const std::exception& e) {
+    d->fail(std::string("HIP backend failed to initialise: ") + e.what());
+  } catch (...) {
+    d->fail("HIP backend failed to initialise");
+  }
+  return d;
+}
+
+std::unique_ptr<driver> make_hip_driver() {
+  try {
+    return make_hip_driver_from(hip_library_candidates());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // namespace memarea::detail

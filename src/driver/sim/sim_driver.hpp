@@ -1,0 +1,172 @@
+// The sim backend: CUDA/HIP runtime semantics on host memory (emulated devices for CI).
+//
+// Device memory is POSIX shared memory so that another process can map it through IPC handles;
+// managed and pinned host memory are anonymous mappings; streams are worker threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "driver/driver.hpp"
+#include "driver/sim/sim_stream.hpp"
+
+namespace memarea::detail::sim {
+
+/// The granularity of managed-memory attributes, shareable memory and mappings.
+inline constexpr size_t kPage = 4096;
+/// The most devices a sim configuration may have (the accessed-by sets are 64-bit masks).
+inline constexpr int kMaxDevices = 64;
+
+/// What made an allocation; decides which free call accepts it.
+enum class origin {
+  device,              ///< malloc_device (a shm object)
+  host,                ///< malloc_host
+  registered,          ///< host_register (not ours to unmap)
+  managed,             ///< malloc_managed
+  ipc_imported,        ///< ipc_open_handle
+  shareable,           ///< shareable_create (a memfd)
+  shareable_imported,  ///< shareable_import_fd
+};
+
+/// Managed-memory state of one 4 KiB page, as cuMemRangeGetAttribute reports it.
+struct page_state {
+  bool read_mostly = false;
+  int preferred = MEMAREA_INVALID_DEVICE_ID;
+  int last_prefetch = MEMAREA_INVALID_DEVICE_ID;
+  std::uint64_t accessed_by = 0;  ///< bit d: device d
+  bool accessed_by_cpu = false;
+};
+
+/// One entry of the allocation table.
+struct allocation {
+  origin from = origin::device;
+  size_t size = 0;       ///< what the caller asked for (reported by pointer_query)
+  size_t map_len = 0;    ///< what is mapped (size rounded to pages)
+  size_t accounted = 0;  ///< bytes charged to `device` (0 for host memory and imports)
+  int device = MEMAREA_CPU_DEVICE_ID;
+  unsigned flags = 0;             ///< host_flags, or the managed attach flags
+  std::string shm_name;           ///< device memory and IPC imports
+  int fd = -1;                    ///< shareable memory
+  std::uint64_t id = 0;           ///< unique, so queued tasks can tell a reused address from theirs
+  int refs = 1;                   ///< IPC imports: opens in this process
+  std::vector<page_state> pages;  ///< managed memory only
+};
+
+/// The sim driver. Streams follow the legacy default-stream rules (nullptr orders against the
+/// device's other streams). Public for tests that want to look at state the driver interface does
+/// not expose (attach flags).
+class sim_driver final : public driver {
+ public:
+  explicit sim_driver(const sim_config& config);
+  ~sim_driver() override;
+  sim_driver(const sim_driver&) = delete;
+  sim_driver& operator=(const sim_driver&) = delete;
+
+  const char* name() const noexcept override { return "sim"; }
+  std::string unavailable_reason() const override { return reason_; }
+  std::string version() const override { return "memarea sim 1"; }
+  int device_count() const noexcept override { return devices_; }
+  dstatus get_properties(int device, memarea_device_properties* props) override;
+  dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) override;
+
+  dstatus set_current_device(int device) override;
+  dstatus get_current_device(int* device) override;
+
+  dstatus malloc_device(int device, size_t size, void** ptr) override;
+  dstatus free_device(void* ptr) override;
+  dstatus malloc_host(int device, size_t size, unsigned flags, void** ptr) override;
+  dstatus free_host(void* ptr) override;
+  dstatus host_register(int device, void* ptr, size_t size, unsigned flags) override;
+  dstatus host_unregister(void* ptr) override;
+  dstatus host_get_device_pointer(void** device_ptr, void* host_ptr) override;
+  dstatus malloc_managed(int device, size_t size, unsigned attach_flags, void** ptr) override;
+  dstatus free_managed(void* ptr) override;
+  dstatus pointer_query(const void* ptr, pointer_info* info) override;
+
+  dstatus can_access_peer(int device, int peer, int* can_access) override;
+  dstatus enable_peer_access(int device, int peer, unsigned flags) override;
+  dstatus disable_peer_access(int device, int peer) override;
+  dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) override;
+
+  dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
+                       native_stream s) override;
+  dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t size,
+                            int device, native_stream s) override;
+  dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) override;
+
+  dstatus stream_create(int device, native_stream* s) override;
+  dstatus stream_destroy(int device, native_stream s) override;
+  dstatus stream_synchronize(int device, native_stream s) override;
+  dstatus event_create(int device, native_event* e) override;
+  dstatus event_destroy(int device, native_event e) override;
+  dstatus event_record(native_event e, int device, native_stream s) override;
+  dstatus stream_wait_event(int device, native_stream s, native_event e) override;
+  dstatus event_synchronize(native_event e) override;
+  dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override;
+  dstatus device_synchronize(int device) override;
+
+  dstatus ipc_get_handle(void* base, ipc_native_handle* handle) override;
+  dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
+                          void** ptr) override;
+  dstatus ipc_close_handle(void* ptr) override;
+
+  dstatus shareable_create(int device, size_t size, shareable_allocation* out) override;
+  dstatus shareable_export_fd(const shareable_allocation& a, int* fd) override;
+  dstatus shareable_import_fd(int device, int fd, size_t size, shareable_allocation* out) override;
+  dstatus shareable_release(const shareable_allocation& a) override;
+
+  dstatus mem_prefetch_async(const void* ptr, size_t count, location to, int device,
+                             native_stream s) override;
+  dstatus mem_advise(const void* ptr, size_t count, memarea_mem_advice advice,
+                     location where) override;
+  dstatus mem_range_get_attribute(void* data, size_t data_size,
+                                  memarea_mem_range_attribute attribute, const void* ptr,
+                                  size_t count) override;
+  dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
+                                  unsigned flags) override;
+
+  // --- sim only (tests) ----------------------------------------------------------------------
+  /// The attach flags last applied to the managed allocation containing ptr (0 when unknown).
+  unsigned attach_flags(const void* ptr) const;
+
+ private:
+  using table = std::map<std::uintptr_t, allocation>;
+
+  dstatus check_device(int device) const;
+  dstatus resolve_stream(int device, native_stream s, std::shared_ptr<stream>* out);
+  std::function<void()> order_with_default(const std::shared_ptr<stream>& st,
+                                           std::function<void()> fn);
+  dstatus enqueue(const std::shared_ptr<stream>& st, std::function<void()> fn);
+  table::iterator find_locked(const void* p);
+  table::const_iterator find_locked(const void* p) const;
+  dstatus check_range_locked(const void* p, size_t n, const char* what);
+  dstatus managed_range_locked(const void* p, size_t count, table::iterator* it, size_t* first,
+                               size_t* last);
+  dstatus location_id(location where, int* id) const;
+  bool reachable(int device, int peer) const;
+  void synchronize_all();
+  dstatus charge_locked(int device, size_t bytes);
+  void unmap(std::uintptr_t base, allocation& a);
+
+  int devices_ = 0;
+  sim_config config_;
+  std::string reason_;
+  std::uint64_t instance_;     ///< keys this driver's per-thread current device
+  std::vector<int> group_of_;  ///< peer group per device; -1: in none
+
+  mutable std::mutex m_;  ///< guards everything below
+  table allocations_;
+  std::unordered_map<std::string, std::uintptr_t> imported_;  ///< shm name -> mapped base
+  std::vector<size_t> used_;                                  ///< bytes charged per device
+  std::vector<std::vector<bool>> peer_enabled_;               ///< [device][peer]
+  std::vector<std::shared_ptr<stream>> default_streams_;      ///< lazily created
+  std::unordered_map<void*, std::shared_ptr<stream>> streams_;
+  std::unordered_map<void*, std::shared_ptr<event>> events_;
+};
+
+}  // namespace memarea::detail::sim

@@ -1,0 +1,68 @@
+#include "driver/sim/sim_stream.hpp"
+
+namespace memarea::detail::sim {
+
+stream::stream(int device) : device_(device) {
+  worker_ = std::thread([this] { run(); });
+}
+
+stream::~stream() { shutdown(); }
+
+std::uint64_t stream::enqueue(std::function<void()> fn) {
+  std::lock_guard lk(m_);
+  if (stop_) return 0;
+  queue_.push_back(std::move(fn));
+  ++submitted_;
+  work_cv_.notify_one();
+  return submitted_;
+}
+
+std::uint64_t stream::last_ticket() const {
+  std::lock_guard lk(m_);
+  return submitted_;
+}
+
+void stream::wait(std::uint64_t ticket) const {
+  if (ticket == 0) return;
+  std::unique_lock lk(m_);
+  done_cv_.wait(lk, [&] { return completed_ >= ticket; });
+}
+
+void stream::shutdown() {
+  std::lock_guard jl(join_m_);
+  {
+    std::lock_guard lk(m_);
+    stop_ = true;
+    work_cv_.notify_one();
+  }
+  if (!worker_.joinable()) return;
+  if (worker_.get_id() == std::this_thread::get_id()) {
+    worker_.detach();  // the last reference died in a task of this very stream: it ends itself
+  } else {
+    worker_.join();
+  }
+}
+
+/// The worker: tasks run without the queue lock held so that a task may wait on another stream
+/// (stream_wait_event) while other threads keep queueing here.
+void stream::run() {
+  std::unique_lock lk(m_);
+  while (true) {
+    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and drained
+    std::function<void()> fn = std::move(queue_.front());
+    queue_.pop_front();
+    lk.unlock();
+    try {
+      fn();
+    } catch (...) {
+      // A task has nowhere to report to (like an asynchronous CUDA error); keep the order going.
+    }
+    fn = nullptr;  // drop captured references before taking the lock again
+    lk.lock();
+    ++completed_;
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace memarea::detail::sim

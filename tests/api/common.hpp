@@ -1,0 +1,76 @@
+// Shared helpers of the API tests.
+#pragma once
+
+#include <memarea/memarea.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace memarea::test {
+
+/// Random bytes (never all zeros), different on every call.
+inline std::vector<unsigned char> random_bytes(std::size_t n) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  if (n && std::all_of(v.begin(), v.end(), [](unsigned char c) { return c == 0; })) v[0] = 1;
+  return v;
+}
+
+/// Number of devices of the active backend.
+inline int devices() { return memarea::device_count(); }
+
+/// Skips the test when there are fewer than n devices (and says so).
+#define MEMAREA_REQUIRE_DEVICES(n)                                                      \
+  do {                                                                                  \
+    if (::memarea::device_count() < (n))                                                \
+      GTEST_SKIP() << "needs " << (n) << " device(s); backend '"                        \
+                   << ::memarea::backend_name() << "' has " << ::memarea::device_count(); \
+  } while (0)
+
+/// Expects statement to throw memarea::error with status code.
+#define EXPECT_MEMAREA_ERROR(statement, code)                                            \
+  do {                                                                                   \
+    try {                                                                                \
+      statement;                                                                         \
+      ADD_FAILURE() << #statement " did not throw";                                     \
+    } catch (const ::memarea::error& e_) {                                               \
+      EXPECT_EQ(e_.status(), code) << e_.what();                                         \
+      EXPECT_FALSE(std::string(e_.what()).empty());                                      \
+    }                                                                                    \
+  } while (0)
+
+/// Expects a C call to return status s with a non-empty message.
+#define EXPECT_STATUS(call, s)                                                           \
+  do {                                                                                   \
+    memarea_status st_ = (call);                                                         \
+    EXPECT_EQ(st_, s) << memarea_status_name(st_) << ": " << memarea_last_error_message(); \
+    if (st_ != MEMAREA_SUCCESS) {                                                        \
+      EXPECT_STRNE(memarea_last_error_message(), "");                                    \
+    }                                                                                    \
+  } while (0)
+
+/// The active backend's name as the environment asked for it ("" when not forced).
+inline std::string forced_backend() {
+  const char* b = std::getenv("MEMAREA_BACKEND");
+  return b ? b : "";
+}
+
+/// Host memory aligned to a page, freed on scope exit.
+struct host_block {
+  explicit host_block(std::size_t n) : size(n) {
+    ptr = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+  }
+  ~host_block() { std::free(ptr); }
+  host_block(const host_block&) = delete;
+  host_block& operator=(const host_block&) = delete;
+  void* ptr;
+  std::size_t size;
+};
+
+}  // namespace memarea::test

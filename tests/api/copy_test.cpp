@@ -1,0 +1,329 @@
+// Copies: every pair of memory kinds on every pair of devices, the path each one takes (driver,
+// driver peer copy, memarea's pipelined staging), odd sizes and offsets, stream order, peer
+// copies' statuses and concurrent staged copies. Random data, checked byte for byte.
+#include "api/common.hpp"
+#include "core/copy_impl.hpp"
+
+#include <memarea/copy.hpp>
+#include <memarea/memarea.h>
+#include <memarea/peer.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <thread>
+
+using namespace memarea;
+using namespace memarea::test;
+using memarea::detail::copy_path;
+
+namespace {
+
+/// Sets the staging settings for a scope and restores the previous ones.
+struct staging_guard {
+  staging_guard(std::size_t chunk, int buffers) : old(detail::staging()) {
+    detail::set_staging({chunk, buffers});
+  }
+  ~staging_guard() { detail::set_staging(old); }
+  detail::staging_settings old;
+};
+
+/// One end of a copy: a memory kind on a device (or pageable host memory).
+struct slot {
+  std::string name;
+  int device = -1;             ///< the device of device memory, -1 for host kinds
+  bool device_memory = false;  ///< plain device memory (the kind peer paths are for)
+  buffer owned;                ///< memarea allocation (empty for pageable memory)
+  std::vector<unsigned char> pageable;
+  unsigned char* data() {
+    return owned ? static_cast<unsigned char*>(owned.data()) : pageable.data();
+  }
+};
+
+/// Device, pinned, mapped and managed memory on each device, and pageable host memory.
+std::vector<std::unique_ptr<slot>> every_kind(std::size_t n) {
+  std::vector<std::unique_ptr<slot>> out;
+  for (int d = 0; d < devices(); ++d) {
+    struct kind {
+      const char* name;
+      unsigned flags;
+    };
+    for (kind k : {kind{"device", area_flags::device_only}, kind{"pinned", area_flags::host},
+                   kind{"mapped", area_flags::host | area_flags::mapped},
+                   kind{"managed", area_flags::unified}}) {
+      auto s = std::make_unique<slot>();
+      s->name = std::string(k.name) + "@" + std::to_string(d);
+      s->device = d;
+      s->device_memory = k.flags == area_flags::device_only;
+      s->owned = area(d, k.flags).allocate(n);
+      out.push_back(std::move(s));
+    }
+  }
+  auto s = std::make_unique<slot>();
+  s->name = "pageable";
+  s->pageable.assign(n, 0);
+  out.push_back(std::move(s));
+  return out;
+}
+
+/// Writes `bytes` at p (any kind) and reads them back through pageable memory.
+void fill(void* p, const std::vector<unsigned char>& bytes) { copy(p, bytes.data(), bytes.size()); }
+std::vector<unsigned char> read(const void* p, std::size_t n) {
+  std::vector<unsigned char> out(n, 0);
+  copy(out.data(), p, n);
+  return out;
+}
+
+/// The path a copy between two slots must take.
+copy_path expected_path(const slot& dst, const slot& src) {
+  if (dst.device_memory && src.device_memory && dst.device != src.device)
+    return peer::is_enabled(src.device, dst.device) || peer::is_enabled(dst.device, src.device)
+               ? copy_path::driver_peer
+               : copy_path::staged;
+  return copy_path::driver;
+}
+
+}  // namespace
+
+TEST(Copy, EveryKindPairOnEveryDevicePair) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  constexpr std::size_t chunk = 4096;
+  staging_guard g(chunk, 2);
+  const std::size_t n = 3 * chunk + 17;
+  const std::size_t src_off = 3, dst_off = 5;  // unaligned, inside the allocation
+  auto slots = every_kind(n + 8);
+  for (auto& src : slots) {
+    for (auto& dst : slots) {
+      if (src == dst) continue;
+      SCOPED_TRACE(src->name + " -> " + dst->name);
+      auto in = random_bytes(n);
+      fill(src->data() + src_off, in);
+      copy(dst->data() + dst_off, src->data() + src_off, n);
+      EXPECT_EQ(detail::last_copy_path(), expected_path(*dst, *src))
+          << detail::to_string(detail::last_copy_path());
+      ASSERT_EQ(read(dst->data() + dst_off, n), in);
+    }
+  }
+}
+
+TEST(Copy, DevicePairsWithPeerAccessUseThePeerCopy) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  staging_guard g(4096, 2);
+  const std::size_t n = 5 * 4096 + 3;
+  for (int a = 0; a < devices(); ++a) {
+    for (int b = 0; b < devices(); ++b) {
+      if (a == b || !peer::can_access(a, b)) continue;
+      SCOPED_TRACE(testing::Message() << a << " -> " << b);
+      buffer x = area(a).allocate(n + 1), y = area(b).allocate(n + 1);
+      auto in = random_bytes(n);
+      fill(static_cast<char*>(x.data()) + 1, in);
+      {
+        peer::scoped_access s(a, b);
+        // Either direction's access gives the direct path, both ways.
+        copy(y.data(), static_cast<char*>(x.data()) + 1, n);
+        EXPECT_EQ(detail::last_copy_path(), copy_path::driver_peer);
+        EXPECT_EQ(read(y.data(), n), in);
+        auto back = random_bytes(n);
+        fill(y.data(), back);
+        copy_peer(x.data(), a, y.data(), b, n);
+        EXPECT_EQ(detail::last_copy_path(), copy_path::driver_peer);
+        EXPECT_EQ(read(x.data(), n), back);
+      }
+      // Access off again: staged.
+      copy(y.data(), x.data(), n);
+      EXPECT_EQ(detail::last_copy_path(), copy_path::staged);
+      if (devices() > 4) return;  // enough pairs on large configurations
+    }
+  }
+}
+
+TEST(Copy, StagedSizesAndOffsets) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  for (int buffers : {2, 3}) {
+    constexpr std::size_t chunk = 1024;
+    staging_guard g(chunk, buffers);
+    const std::size_t max = 10 * chunk + 128;
+    buffer x = area(0).allocate(max), y = area(1).allocate(max);
+    for (std::size_t n : {std::size_t{1}, chunk - 1, chunk, chunk + 1, 3 * chunk + 17,
+                          10 * chunk + 5}) {
+      for (std::size_t off : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{59}}) {
+        SCOPED_TRACE(testing::Message() << "n " << n << " offset " << off << " buffers "
+                                        << buffers);
+        auto in = random_bytes(n);
+        fill(static_cast<char*>(x.data()) + off, in);
+        auto before = read(y.data(), max);
+        copy_peer(static_cast<char*>(y.data()) + (off + 3) % 64, 1,
+                  static_cast<char*>(x.data()) + off, 0, n);
+        EXPECT_EQ(detail::last_copy_path(),
+                  n > 2 * chunk ? copy_path::staged : copy_path::driver_staged);
+        auto after = read(y.data(), max);
+        const std::size_t at = (off + 3) % 64;
+        ASSERT_EQ(0, std::memcmp(after.data() + at, in.data(), n));
+        // Nothing around the range was touched.
+        ASSERT_EQ(0, std::memcmp(after.data(), before.data(), at));
+        ASSERT_EQ(0, std::memcmp(after.data() + at + n, before.data() + at + n, max - at - n));
+      }
+    }
+  }
+}
+
+TEST(Copy, AsyncCopiesAreOrderedOnTheirStream) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  staging_guard g(64 * 1024, 2);
+  const std::size_t n = (1 << 20) + 333;
+  for (bool with_access : {false, true}) {
+    if (with_access && !peer::can_access(0, 1)) continue;
+    SCOPED_TRACE(with_access ? "peer access on" : "peer access off");
+    std::optional<peer::scoped_access> access;
+    if (with_access) access.emplace(0, 1);
+    for (int stream_device : {0, 1}) {
+      stream s(stream_device);
+      buffer a0 = area(0).allocate(n), b0 = area(0).allocate(n), a1 = area(1).allocate(n);
+      buffer out = area(0, area_flags::host).allocate(n);
+      auto in = random_bytes(n), other = random_bytes(n);
+      // A chain where each copy reads what the one before wrote.
+      copy_async(a0.data(), in.data(), n, s);                      // host -> 0
+      copy_peer_async(a1.data(), 1, a0.data(), 0, n, s);           // 0 -> 1
+      copy_async(a0.data(), other.data(), n, s);                   // overwrite the source
+      copy_peer_async(b0.data(), 0, a1.data(), 1, n, s);           // 1 -> 0
+      copy_async(a1.data(), a0.data(), n, s);                      // 0 -> 1 (copy_async)
+      copy_async(out.data(), b0.data(), n, s);                     // 0 -> pinned
+      s.synchronize();
+      EXPECT_EQ(0, std::memcmp(out.data(), in.data(), n)) << "stream on " << stream_device;
+      EXPECT_EQ(read(a1.data(), n), other) << "stream on " << stream_device;
+    }
+  }
+}
+
+TEST(Copy, PeerCopyOnTheDefaultStream) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  const std::size_t n = 3 * 4096 + 17;
+  staging_guard g(4096, 2);
+  buffer x = area(0).allocate(n), y = area(1).allocate(n);
+  auto in = random_bytes(n);
+  fill(x.data(), in);
+  device_guard dg(1);
+  EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 1, x.data(), 0, n, nullptr),
+                MEMAREA_SUCCESS);
+  EXPECT_STATUS(memarea_stream_synchronize(nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(read(y.data(), n), in);
+  auto back = random_bytes(n);
+  fill(y.data(), back);
+  EXPECT_STATUS(memarea_memcpy_peer(x.data(), 0, y.data(), 1, n), MEMAREA_SUCCESS);
+  EXPECT_EQ(read(x.data(), n), back);
+  EXPECT_EQ(get_device(), 1);
+}
+
+TEST(Copy, PeerCopyStatuses) {
+  char host[64];
+  if (devices() == 0) {
+    EXPECT_STATUS(memarea_memcpy_peer(host, 0, host + 32, 0, 8), MEMAREA_ERROR_NO_DEVICE);
+    EXPECT_MEMAREA_ERROR(copy_peer(host, 0, host + 32, 0, 8), errc::no_device);
+    return;
+  }
+  const int n = devices();
+  const int other = n > 1 ? 1 : 0;
+  buffer x = area(0).allocate(4096), y = area(other).allocate(4096);
+  auto in = random_bytes(4096);
+  fill(y.data(), in);
+  for (int bad : {n, -1, 1000}) {
+    EXPECT_STATUS(memarea_memcpy_peer(y.data(), bad, x.data(), 0, 16),
+                  MEMAREA_ERROR_INVALID_DEVICE);
+    EXPECT_STATUS(memarea_memcpy_peer(y.data(), other, x.data(), bad, 16),
+                  MEMAREA_ERROR_INVALID_DEVICE);
+    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), bad, x.data(), 0, 16, nullptr),
+                  MEMAREA_ERROR_INVALID_DEVICE);
+  }
+  EXPECT_STATUS(memarea_memcpy_peer(nullptr, other, x.data(), 0, 16), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_memcpy_peer(y.data(), other, nullptr, 0, 16), MEMAREA_ERROR_INVALID_VALUE);
+  // Past the end of either allocation.
+  EXPECT_STATUS(memarea_memcpy_peer(y.data(), other, x.data(), 0, 4097),
+                MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_memcpy_peer(static_cast<char*>(y.data()) + 4000, other, x.data(), 0, 100),
+                MEMAREA_ERROR_INVALID_VALUE);
+  // Host memory is not device memory.
+  EXPECT_STATUS(memarea_memcpy_peer(y.data(), other, host, 0, 16), MEMAREA_ERROR_INVALID_VALUE);
+  buffer pinned = area(0, area_flags::host).allocate(64);
+  EXPECT_STATUS(memarea_memcpy_peer(y.data(), other, pinned.data(), 0, 16),
+                MEMAREA_ERROR_INVALID_VALUE);
+  // A pointer named with a device it does not live on.
+  if (n > 1) {
+    EXPECT_STATUS(memarea_memcpy_peer(y.data(), 0, x.data(), 0, 16), MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_memcpy_peer(y.data(), 1, x.data(), 1, 16), MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_MEMAREA_ERROR(copy_peer(y.data(), 0, x.data(), 0, 16), errc::invalid_value);
+  }
+  // Nothing was written by the refusals.
+  EXPECT_EQ(read(y.data(), 4096), in);
+  // Size 0 is a no-op.
+  EXPECT_STATUS(memarea_memcpy_peer(y.data(), other, x.data(), 0, 0), MEMAREA_SUCCESS);
+  EXPECT_EQ(read(y.data(), 4096), in);
+}
+
+TEST(Copy, BadRangesAreRefused) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  buffer x = area(0).allocate(100);
+  char host[200];
+  EXPECT_MEMAREA_ERROR(copy(x.data(), host, 101), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(copy(host, static_cast<char*>(x.data()) + 50, 51), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(copy(nullptr, host, 1), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(copy(host, nullptr, 1), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(copy_async(x.data(), host, 101, nullptr), errc::invalid_value);
+  EXPECT_STATUS(memarea_memcpy(x.data(), host, 101), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_memcpy_async(x.data(), host, 101, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+}
+
+TEST(Copy, StagingSettingsAreValidated) {
+  const auto old = detail::staging();
+  EXPECT_MEMAREA_ERROR(detail::set_staging({0, 2}), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(detail::set_staging({4096, 1}), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(detail::set_staging({4096, 17}), errc::invalid_value);
+  EXPECT_EQ(detail::staging().chunk, old.chunk);
+  EXPECT_EQ(detail::staging().buffers, old.buffers);
+}
+
+TEST(Copy, UnreachablePairsStillCopy) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  staging_guard g(2048, 2);
+  bool found = false;
+  for (int a = 0; a < devices(); ++a) {
+    for (int b = 0; b < devices(); ++b) {
+      if (a == b || peer::can_access(a, b) || peer::can_access(b, a)) continue;
+      found = true;
+      SCOPED_TRACE(testing::Message() << a << " -> " << b);
+      EXPECT_MEMAREA_ERROR(peer::enable(a, b), errc::peer_access_unsupported);
+      const std::size_t n = 7 * 2048 + 1;
+      buffer x = area(a).allocate(n), y = area(b).allocate(n);
+      auto in = random_bytes(n);
+      fill(x.data(), in);
+      EXPECT_STATUS(memarea_memcpy_peer(y.data(), b, x.data(), a, n), MEMAREA_SUCCESS);
+      EXPECT_EQ(detail::last_copy_path(), copy_path::staged);
+      EXPECT_EQ(read(y.data(), n), in);
+    }
+  }
+  if (!found) GTEST_SKIP() << "every pair is reachable";
+}
+
+TEST(Copy, StagedCopiesConcurrently) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  staging_guard g(8192, 2);
+  std::atomic<int> bad{0};
+  auto worker = [&](int seed) {
+    const std::size_t n = 9 * 8192 + static_cast<std::size_t>(seed);
+    buffer x = area(seed % 2).allocate(n), y = area((seed + 1) % 2).allocate(n);
+    stream s((seed + 1) % 2);
+    for (int i = 0; i < 20; ++i) {
+      auto in = random_bytes(n);
+      std::vector<unsigned char> out(n, 0);
+      copy_async(x.data(), in.data(), n, s);
+      copy_async(y.data(), x.data(), n, s);
+      copy_async(out.data(), y.data(), n, s);
+      s.synchronize();
+      if (out != in) ++bad;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}

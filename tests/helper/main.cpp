@@ -1,0 +1,205 @@
+// memarea_test_helper: the other process of the multi-process tests. It inherits the test's
+// environment (so the same backend and sim settings) and talks over argv, stdin and stdout.
+//
+//   check HEX N SEED OFF WSEED   open HEX; its first N-OFF bytes must be pattern(SEED, N)[OFF..];
+//                                then write pattern(WSEED, N-OFF) there unless WSEED is 0; close
+//   expect HEX STATUS            open HEX must fail with STATUS (e.g. MEMAREA_ERROR_INVALID_HANDLE)
+//   hold HEX N SEED              open HEX, check it, print "opened", then obey stdin:
+//                                  "check SEED" -> "ok"/"bad", "close" -> "closed"; EOF: exit
+//   export N SEED                allocate N bytes of device memory filled with pattern(SEED),
+//                                print its handle, then obey stdin:
+//                                  "check SEED" -> "ok"/"bad"; "free" -> "freed" or a status;
+//                                  "alloc N SEED" -> the new buffer's handle (the old is freed
+//                                  first unless already); "interior OFF" -> handle of ptr+OFF;
+//                                  "importers" -> the count; EOF: exit
+//   recv-fd SOCK N SEED WSEED    receive an fd over socket SOCK, import N bytes, check SEED,
+//                                write WSEED, release, exit
+// Exit status: 0 success, 2 memarea error (status name printed), 3 data mismatch, 4/5 wrong
+// outcome of expect, 64 usage.
+#include <memarea/area.hpp>
+#include <memarea/copy.hpp>
+#include <memarea/ipc.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// The bytes the tests expect: a function of (seed, n), never all zeros.
+std::vector<unsigned char> pattern(std::uint64_t seed, std::size_t n) {
+  std::mt19937_64 rng(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  if (n) v[0] |= 1;
+  return v;
+}
+
+bool matches(const void* dev, const unsigned char* expected, std::size_t n) {
+  std::vector<unsigned char> got(n, 0);
+  memarea::copy(got.data(), dev, n);
+  return std::memcmp(got.data(), expected, n) == 0;
+}
+
+void say(const std::string& line) {
+  std::cout << line << std::endl;  // flushes: the test waits for each line
+}
+
+std::uint64_t num(const char* s) { return std::strtoull(s, nullptr, 0); }
+
+int check(int argc, char** argv) {
+  if (argc != 7) return 64;
+  auto h = memarea::ipc::handle::from_hex(argv[2]);
+  const std::size_t n = num(argv[3]), off = num(argv[5]);
+  const std::uint64_t seed = num(argv[4]), wseed = num(argv[6]);
+  memarea::ipc::mapping m(h, -1, memarea::ipc::lazy_enable_peer_access);
+  auto expected = pattern(seed, n);
+  if (!matches(m.get(), expected.data() + off, n - off)) {
+    say("bad");
+    return 3;
+  }
+  if (wseed) {
+    auto w = pattern(wseed, n - off);
+    memarea::copy(m.get(), w.data(), w.size());
+  }
+  say("ok");
+  return 0;
+}
+
+int expect(int argc, char** argv) {
+  if (argc != 4) return 64;
+  auto h = memarea::ipc::handle::from_hex(argv[2]);
+  try {
+    void* p = memarea::ipc::open(h);
+    memarea::ipc::close(p);
+    say("opened");
+    return 4;
+  } catch (const memarea::error& e) {
+    say(memarea::to_string(e.status()));
+    return std::string(memarea::to_string(e.status())) == argv[3] ? 0 : 5;
+  }
+}
+
+int hold(int argc, char** argv) {
+  if (argc != 5) return 64;
+  auto h = memarea::ipc::handle::from_hex(argv[2]);
+  const std::size_t n = num(argv[3]);
+  void* p = memarea::ipc::open(h, -1, memarea::ipc::lazy_enable_peer_access);
+  if (!matches(p, pattern(num(argv[4]), n).data(), n)) {
+    say("bad");
+    return 3;
+  }
+  say("opened");
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    if (cmd == "check") {
+      std::uint64_t seed = 0;
+      in >> seed;
+      say(matches(p, pattern(seed, n).data(), n) ? "ok" : "bad");
+    } else if (cmd == "close") {
+      memarea::ipc::close(p);
+      say("closed");
+    }
+  }
+  return 0;
+}
+
+int export_loop(int argc, char** argv) {
+  if (argc != 4) return 64;
+  std::size_t n = num(argv[2]);
+  const memarea::area a(0);
+  void* p = a.mmap(n);
+  auto fill = [&](std::uint64_t seed) {
+    auto v = pattern(seed, n);
+    memarea::copy(p, v.data(), n);
+  };
+  fill(num(argv[3]));
+  say(memarea::ipc::export_handle(p).to_hex());
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    try {
+      if (cmd == "check") {
+        std::uint64_t seed = 0;
+        in >> seed;
+        say(matches(p, pattern(seed, n).data(), n) ? "ok" : "bad");
+      } else if (cmd == "free") {
+        a.munmap(p, n);
+        p = nullptr;
+        say("freed");
+      } else if (cmd == "alloc") {
+        std::uint64_t seed = 0;
+        std::size_t m = 0;
+        in >> m >> seed;
+        if (p) a.munmap(p, n);
+        n = m;
+        p = a.mmap(n);
+        fill(seed);
+        say(memarea::ipc::export_handle(p).to_hex());
+      } else if (cmd == "interior") {
+        std::size_t off = 0;
+        in >> off;
+        say(memarea::ipc::export_handle(static_cast<char*>(p) + off).to_hex());
+      } else if (cmd == "importers") {
+        say(std::to_string(memarea::ipc::importers(p)));
+      }
+    } catch (const memarea::error& e) {
+      say(memarea::to_string(e.status()));
+    }
+  }
+  if (p) a.munmap(p, n);
+  return 0;
+}
+
+int recv_fd(int argc, char** argv) {
+  if (argc != 6) return 64;
+  const int sock = static_cast<int>(num(argv[2]));
+  const std::size_t n = num(argv[3]);
+  std::uint64_t size = 0;
+  std::size_t got = 0;
+  int fd = memarea::ipc::receive_fd(sock, &size, sizeof size, &got);
+  if (got != sizeof size) return 3;
+  auto m = memarea::ipc::import_fd(fd, size);
+  ::close(fd);
+  if (!matches(m.ptr, pattern(num(argv[4]), n).data(), n)) {
+    say("bad");
+    return 3;
+  }
+  auto w = pattern(num(argv[5]), n);
+  memarea::copy(m.ptr, w.data(), n);
+  memarea::ipc::release_shareable(m.ptr);
+  say("ok");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 64;
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "check") return check(argc, argv);
+    if (cmd == "expect") return expect(argc, argv);
+    if (cmd == "hold") return hold(argc, argv);
+    if (cmd == "export") return export_loop(argc, argv);
+    if (cmd == "recv-fd") return recv_fd(argc, argv);
+  } catch (const memarea::error& e) {
+    say(memarea::to_string(e.status()));
+    std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";
+    return 2;
+  }
+  return 64;
+}

@@ -1,0 +1,1041 @@
+// The sim backend at the driver level: every status of the contract, data integrity, stream order,
+// peer topology, managed-memory attributes, IPC and fd sharing across real processes, threads.
+#include "driver/sim/sim_driver.hpp"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver/driver.hpp"
+
+namespace memarea::detail {
+namespace {
+
+#define EXPECT_CODE(expr, c)                                                         \
+  do {                                                                               \
+    dstatus s_ = (expr);                                                             \
+    EXPECT_EQ(s_.code, c) << #expr << ": " << s_.detail;                             \
+    if (!s_.ok()) {                                                                  \
+      EXPECT_EQ(std::string(s_.native_name).rfind("SIM_", 0), 0u) << s_.native_name; \
+      EXPECT_FALSE(s_.detail.empty()) << #expr;                                      \
+    }                                                                                \
+  } while (0)
+#define ASSERT_OK(expr)                                                          \
+  do {                                                                           \
+    dstatus s_ = (expr);                                                         \
+    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_.native_name << " " << s_.detail; \
+  } while (0)
+
+sim_config config(int devices, size_t memory = size_t{64} << 20,
+                  std::vector<std::vector<int>> groups = {}, int max_peers = 8,
+                  bool concurrent = true) {
+  sim_config c;
+  c.devices = devices;
+  c.device_memory = memory;
+  c.peer_groups = std::move(groups);
+  c.max_peers = max_peers;
+  c.concurrent_managed_access = concurrent;
+  return c;
+}
+
+/// Random bytes that are never all zero (each byte is 1..255), so a copy that did nothing on
+/// fresh (possibly zeroed) memory cannot pass.
+std::vector<unsigned char> random_bytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(1, 255);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(d(rng));
+  return v;
+}
+
+/// The shm objects of this process that are still in /dev/shm.
+std::vector<std::string> my_shm_objects() {
+  std::vector<std::string> out;
+  std::string prefix = "memarea-sim-" + std::to_string(getpid()) + "-";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) out.emplace_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+/// Runs fn in a fork()ed child and returns its exit status (fn's return value; 100+ on a crash).
+/// The child only maps memory and never starts threads, which keeps it valid after forking a
+/// process that has stream threads.
+template <class F>
+int in_child(F fn) {
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn());
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return 200;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// --- identity, devices ---------------------------------------------------------------------------
+
+TEST(SimDriver, Identity) {
+  auto d = make_sim_driver(config(3));
+  EXPECT_STREQ(d->name(), "sim");
+  EXPECT_EQ(d->version(), "memarea sim 1");
+  EXPECT_EQ(d->device_count(), 3);
+  EXPECT_EQ(d->unavailable_reason(), "");
+  memarea_device_properties p;
+  ASSERT_OK(d->get_properties(2, &p));
+  EXPECT_STREQ(p.name, "memarea sim device 2");
+  EXPECT_STREQ(p.backend, "sim");
+  EXPECT_STREQ(p.pci_bus_id, "sim:0000:2");
+  EXPECT_EQ(p.ordinal, 2);
+  EXPECT_EQ(p.total_memory, size_t{64} << 20);
+  EXPECT_EQ(p.free_memory, size_t{64} << 20);
+  EXPECT_EQ(p.unified_addressing, 1);
+  EXPECT_EQ(p.managed_memory, 1);
+  EXPECT_EQ(p.concurrent_managed_access, 1);
+  EXPECT_EQ(p.pageable_memory_access, 0);
+  EXPECT_EQ(p.can_map_host_memory, 1);
+  EXPECT_EQ(p.virtual_memory_management, 1);
+  EXPECT_EQ(p.ipc, 1);
+  EXPECT_EQ(p.compute_major, 0);
+  EXPECT_EQ(p.compute_minor, 0);
+  EXPECT_CODE(d->get_properties(3, &p), errc::invalid_device);
+  EXPECT_CODE(d->get_properties(-1, &p), errc::invalid_device);
+  EXPECT_CODE(d->get_properties(0, nullptr), errc::invalid_value);
+
+  auto off = make_sim_driver(config(1, 1 << 20, {}, 8, false));
+  ASSERT_OK(off->get_properties(0, &p));
+  EXPECT_EQ(p.concurrent_managed_access, 0);
+}
+
+TEST(SimDriver, NoDevices) {
+  auto d = make_sim_driver(config(0));
+  EXPECT_EQ(d->device_count(), 0);
+  EXPECT_NE(d->unavailable_reason().find("MEMAREA_SIM_DEVICES is 0"), std::string::npos);
+  memarea_device_properties p;
+  void* ptr = nullptr;
+  int dev = 0;
+  native_stream s = nullptr;
+  EXPECT_CODE(d->get_properties(0, &p), errc::invalid_device);
+  EXPECT_CODE(d->malloc_device(0, 16, &ptr), errc::invalid_device);
+  EXPECT_CODE(d->stream_create(0, &s), errc::invalid_device);
+  EXPECT_CODE(d->get_current_device(&dev), errc::no_device);
+  EXPECT_CODE(d->set_current_device(0), errc::no_device);
+  EXPECT_CODE(d->can_access_peer(0, 1, &dev), errc::invalid_device);
+}
+
+TEST(SimDriver, InvalidConfigGivesNoDevices) {
+  auto bad_groups = make_sim_driver(config(2, 1 << 20, {{0, 5}}));
+  EXPECT_EQ(bad_groups->device_count(), 0);
+  EXPECT_NE(bad_groups->unavailable_reason().find("MEMAREA_SIM_PEER_GROUPS"), std::string::npos);
+  EXPECT_EQ(make_sim_driver(config(65))->device_count(), 0);
+  EXPECT_EQ(make_sim_driver(config(2, 0))->device_count(), 0);
+  EXPECT_EQ(make_sim_driver(config(2, 1 << 20, {}, -1))->device_count(), 0);
+}
+
+TEST(SimDriver, CurrentDeviceIsPerThread) {
+  auto d = make_sim_driver(config(4));
+  int dev = -5;
+  ASSERT_OK(d->get_current_device(&dev));
+  EXPECT_EQ(dev, 0);
+  ASSERT_OK(d->set_current_device(3));
+  ASSERT_OK(d->get_current_device(&dev));
+  EXPECT_EQ(dev, 3);
+  EXPECT_CODE(d->set_current_device(4), errc::invalid_device);
+  EXPECT_CODE(d->set_current_device(-1), errc::invalid_device);
+  ASSERT_OK(d->get_current_device(&dev));
+  EXPECT_EQ(dev, 3);  // unchanged by the failed calls
+  int other = -5;
+  std::thread([&] { (void)d->get_current_device(&other); }).join();
+  EXPECT_EQ(other, 0);
+  // Another driver instance starts at 0 on this thread too.
+  auto d2 = make_sim_driver(config(4));
+  ASSERT_OK(d2->get_current_device(&dev));
+  EXPECT_EQ(dev, 0);
+  EXPECT_CODE(d->get_current_device(nullptr), errc::invalid_value);
+}
+
+// --- allocation ----------------------------------------------------------------------------------
+
+TEST(SimDriver, DeviceMemoryAccountingAndOom) {
+  auto d = make_sim_driver(config(2, 1 << 20));
+  size_t free = 0, total = 0;
+  ASSERT_OK(d->mem_get_info(0, &free, &total));
+  EXPECT_EQ(total, size_t{1} << 20);
+  EXPECT_EQ(free, total);
+  void* a = nullptr;
+  ASSERT_OK(d->malloc_device(0, 600 << 10, &a));
+  ASSERT_NE(a, nullptr);
+  ASSERT_OK(d->mem_get_info(0, &free, &total));
+  EXPECT_EQ(free, (size_t{1} << 20) - (600 << 10));
+  void* b = reinterpret_cast<void*>(0x1234);
+  EXPECT_CODE(d->malloc_device(0, 600 << 10, &b), errc::out_of_memory);
+  EXPECT_EQ(b, reinterpret_cast<void*>(0x1234));  // untouched
+  EXPECT_CODE(d->malloc_device(0, SIZE_MAX, &b), errc::out_of_memory);
+  ASSERT_OK(d->mem_get_info(0, &free, &total));
+  EXPECT_EQ(free, (size_t{1} << 20) - (600 << 10));
+  // Device 1 is separate.
+  ASSERT_OK(d->malloc_device(1, 600 << 10, &b));
+  // Managed memory counts against its device (rounded to pages).
+  void* m = nullptr;
+  EXPECT_CODE(d->malloc_managed(0, 600 << 10, MEMAREA_MEM_ATTACH_GLOBAL, &m), errc::out_of_memory);
+  ASSERT_OK(d->malloc_managed(0, 100, MEMAREA_MEM_ATTACH_GLOBAL, &m));
+  ASSERT_OK(d->mem_get_info(0, &free, &total));
+  EXPECT_EQ(free, (size_t{1} << 20) - (600 << 10) - 4096);
+  ASSERT_OK(d->free_managed(m));
+  ASSERT_OK(d->free_device(a));
+  ASSERT_OK(d->free_device(b));
+  ASSERT_OK(d->mem_get_info(0, &free, &total));
+  EXPECT_EQ(free, total);
+  EXPECT_CODE(d->mem_get_info(0, nullptr, &total), errc::invalid_value);
+  EXPECT_CODE(d->mem_get_info(2, &free, &total), errc::invalid_device);
+}
+
+TEST(SimDriver, FreeDeviceChecks) {
+  auto d = make_sim_driver(config(1));
+  void* p = reinterpret_cast<void*>(1);
+  ASSERT_OK(d->malloc_device(0, 0, &p));
+  EXPECT_EQ(p, nullptr);
+  ASSERT_OK(d->free_device(nullptr));
+  EXPECT_CODE(d->malloc_device(0, 16, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->malloc_device(1, 16, &p), errc::invalid_device);
+  ASSERT_OK(d->malloc_device(0, 10000, &p));
+  char* c = static_cast<char*>(p);
+  EXPECT_CODE(d->free_device(c + 8), errc::invalid_value);
+  pointer_info info;
+  ASSERT_OK(d->pointer_query(c + 9999, &info));  // still there
+  EXPECT_EQ(info.base, p);
+  EXPECT_EQ(info.size, 10000u);
+  EXPECT_EQ(info.kind, MEMAREA_MEMORY_DEVICE);
+  EXPECT_EQ(info.device, 0);
+  EXPECT_CODE(d->pointer_query(c + 10000 + 4096 * 16, &info), errc::not_found);
+  int local = 0;
+  EXPECT_CODE(d->free_device(&local), errc::invalid_value);
+  void* h = nullptr;
+  ASSERT_OK(d->malloc_host(0, 100, host_default, &h));
+  EXPECT_CODE(d->free_device(h), errc::invalid_value);  // wrong free call
+  EXPECT_CODE(d->free_host(p), errc::invalid_value);
+  ASSERT_OK(d->free_host(h));
+  ASSERT_OK(d->free_device(p));
+  EXPECT_CODE(d->free_device(p), errc::invalid_value);  // double free
+  EXPECT_CODE(d->pointer_query(p, &info), errc::not_found);
+  EXPECT_CODE(d->pointer_query(p, nullptr), errc::invalid_value);
+}
+
+TEST(SimDriver, HostMemoryAndRegistration) {
+  auto d = make_sim_driver(config(2));
+  void* pinned = nullptr;
+  void* mapped = nullptr;
+  ASSERT_OK(d->malloc_host(0, 5000, host_portable, &pinned));
+  ASSERT_OK(d->malloc_host(1, 5000, host_mapped | host_portable, &mapped));
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pinned) % 4096, 0u);
+  EXPECT_CODE(d->malloc_host(0, 10, 0x100, &pinned), errc::invalid_value);
+  EXPECT_CODE(d->malloc_host(2, 10, 0, &pinned), errc::invalid_device);
+  pointer_info info;
+  ASSERT_OK(d->pointer_query(static_cast<char*>(pinned) + 4999, &info));
+  EXPECT_EQ(info.kind, MEMAREA_MEMORY_HOST_PINNED);
+  EXPECT_EQ(info.device, MEMAREA_CPU_DEVICE_ID);
+  ASSERT_OK(d->pointer_query(mapped, &info));
+  EXPECT_EQ(info.kind, MEMAREA_MEMORY_MAPPED);
+  void* dp = nullptr;
+  ASSERT_OK(d->host_get_device_pointer(&dp, static_cast<char*>(mapped) + 10));
+  EXPECT_EQ(dp, static_cast<char*>(mapped) + 10);
+  EXPECT_CODE(d->host_get_device_pointer(&dp, pinned), errc::invalid_value);
+  int local = 0;
+  EXPECT_CODE(d->host_get_device_pointer(&dp, &local), errc::invalid_value);
+  EXPECT_CODE(d->host_get_device_pointer(nullptr, mapped), errc::invalid_value);
+
+  std::vector<char> buf(3 * 4096);
+  ASSERT_OK(d->host_register(0, buf.data(), 4096, host_mapped));
+  EXPECT_CODE(d->host_register(0, buf.data() + 100, 10, 0), errc::invalid_value);  // overlap
+  EXPECT_CODE(d->host_register(0, buf.data() - 10, 20, 0), errc::invalid_value);   // overlap
+  EXPECT_CODE(d->host_register(0, static_cast<char*>(pinned) + 1, 10, 0), errc::invalid_value);
+  EXPECT_CODE(d->host_register(0, nullptr, 10, 0), errc::invalid_value);
+  EXPECT_CODE(d->host_register(0, buf.data() + 4096, 0, 0), errc::invalid_value);
+  EXPECT_CODE(d->host_register(0, buf.data() + 4096, 10, 0x80), errc::invalid_value);
+  EXPECT_CODE(d->host_register(5, buf.data() + 4096, 10, 0), errc::invalid_device);
+  ASSERT_OK(d->host_register(1, buf.data() + 4096, 4096, 0));  // adjacent is fine
+  ASSERT_OK(d->pointer_query(buf.data() + 4095, &info));
+  EXPECT_EQ(info.kind, MEMAREA_MEMORY_REGISTERED);
+  EXPECT_EQ(info.base, buf.data());
+  ASSERT_OK(d->host_get_device_pointer(&dp, buf.data() + 5));
+  EXPECT_EQ(dp, buf.data() + 5);
+  EXPECT_CODE(d->host_get_device_pointer(&dp, buf.data() + 4096), errc::invalid_value);
+  EXPECT_CODE(d->host_unregister(buf.data() + 1), errc::invalid_value);
+  EXPECT_CODE(d->host_unregister(buf.data() + 2 * 4096), errc::invalid_value);
+  EXPECT_CODE(d->host_unregister(pinned), errc::invalid_value);
+  EXPECT_CODE(d->free_host(buf.data()), errc::invalid_value);
+  ASSERT_OK(d->host_unregister(buf.data()));
+  ASSERT_OK(d->host_unregister(buf.data() + 4096));
+  EXPECT_CODE(d->host_unregister(buf.data()), errc::invalid_value);
+  EXPECT_CODE(d->pointer_query(buf.data(), &info), errc::not_found);
+  ASSERT_OK(d->free_host(pinned));
+  ASSERT_OK(d->free_host(mapped));
+  ASSERT_OK(d->free_host(nullptr));
+}
+
+// --- copies and streams --------------------------------------------------------------------------
+
+TEST(SimDriver, RandomDataRoundTrip) {
+  auto d = make_sim_driver(config(2));
+  const size_t n = (1 << 20) + 123;
+  auto src = random_bytes(n, 1);
+  std::vector<unsigned char> back(n, 0);
+  void* d0 = nullptr;
+  void* d1 = nullptr;
+  ASSERT_OK(d->malloc_device(0, n, &d0));
+  ASSERT_OK(d->malloc_device(1, n, &d1));
+  native_stream s = nullptr;
+  ASSERT_OK(d->stream_create(0, &s));
+  ASSERT_OK(d->memcpy_async(d0, src.data(), n, 0, s));
+  ASSERT_OK(d->memcpy_peer_async(d1, 1, d0, 0, n, 0, s));
+  ASSERT_OK(d->memcpy_async(back.data(), d1, n, 0, s));
+  ASSERT_OK(d->stream_synchronize(0, s));
+  EXPECT_EQ(std::memcmp(back.data(), src.data(), n), 0);
+  // Through the default streams of both devices, and an interior offset.
+  std::vector<unsigned char> part(1000, 0);
+  ASSERT_OK(d->memcpy_async(part.data(), static_cast<char*>(d1) + 5000, 1000, 1, nullptr));
+  ASSERT_OK(d->stream_synchronize(1, nullptr));
+  EXPECT_EQ(std::memcmp(part.data(), src.data() + 5000, 1000), 0);
+  ASSERT_OK(d->stream_destroy(0, s));
+  ASSERT_OK(d->free_device(d0));
+  ASSERT_OK(d->free_device(d1));
+}
+
+TEST(SimDriver, CopyValidation) {
+  auto d = make_sim_driver(config(2));
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_OK(d->malloc_device(0, 4096, &a));
+  ASSERT_OK(d->malloc_device(1, 4096, &b));
+  std::vector<char> host(8192, 1);
+  char* ca = static_cast<char*>(a);
+  EXPECT_CODE(d->memcpy_async(ca + 1, host.data(), 4096, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_async(host.data(), ca + 4000, 97, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_async(nullptr, host.data(), 1, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_async(a, host.data(), 1, 2, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->memcpy_async(a, host.data(), 1, 0, reinterpret_cast<native_stream>(0x10)),
+              errc::invalid_value);
+  ASSERT_OK(d->memcpy_async(a, host.data(), 0, 0, nullptr));  // empty: nothing to do
+  // Peer copies: devices and kinds must match.
+  EXPECT_CODE(d->memcpy_peer_async(b, 0, a, 0, 16, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_peer_async(b, 1, a, 1, 16, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_peer_async(b, 1, host.data(), 0, 16, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_peer_async(b, 1, a, 0, 4097, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_peer_async(b, 7, a, 0, 16, 0, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->memcpy_peer_async(b, 1, a, -1, 16, 0, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->memcpy_peer_async(b, 1, a, 0, 16, 9, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->memset_async(ca + 4095, 0, 2, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memset_async(nullptr, 0, 2, 0, nullptr), errc::invalid_value);
+  // memset
+  ASSERT_OK(d->memset_async(a, 0xab, 4096, 0, nullptr));
+  ASSERT_OK(d->memcpy_async(host.data(), a, 4096, 0, nullptr));
+  ASSERT_OK(d->stream_synchronize(0, nullptr));
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(static_cast<unsigned char>(host[i]), 0xab);
+  ASSERT_OK(d->free_device(a));
+  ASSERT_OK(d->free_device(b));
+}
+
+TEST(SimDriver, StreamRunsInOrder) {
+  auto d = make_sim_driver(config(1));
+  const size_t n = 1 << 16;
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_OK(d->malloc_device(0, n, &a));
+  ASSERT_OK(d->malloc_device(0, n, &b));
+  native_stream s = nullptr;
+  ASSERT_OK(d->stream_create(0, &s));
+  // Each step depends on the one before; any reordering leaves a different value behind.
+  std::vector<unsigned char> out(n, 0);
+  for (int i = 1; i <= 200; ++i) {
+    ASSERT_OK(d->memset_async(a, i, n, 0, s));
+    ASSERT_OK(d->memcpy_async(b, a, n, 0, s));
+  }
+  ASSERT_OK(d->memset_async(a, 7, n / 2, 0, s));
+  ASSERT_OK(d->memcpy_async(out.data(), b, n, 0, s));
+  ASSERT_OK(d->memcpy_async(out.data(), a, n / 2, 0, s));
+  ASSERT_OK(d->stream_synchronize(0, s));
+  for (size_t i = 0; i < n / 2; ++i) ASSERT_EQ(out[i], 7);
+  for (size_t i = n / 2; i < n; ++i) ASSERT_EQ(out[i], 200);
+  ASSERT_OK(d->stream_destroy(0, s));
+  ASSERT_OK(d->free_device(a));
+  ASSERT_OK(d->free_device(b));
+}
+
+TEST(SimDriver, StreamLifecycle) {
+  auto d = make_sim_driver(config(2));
+  native_stream s = nullptr;
+  EXPECT_CODE(d->stream_create(0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->stream_create(2, &s), errc::invalid_device);
+  ASSERT_OK(d->stream_create(1, &s));
+  const size_t n = 8 << 20;
+  auto src = random_bytes(n, 7);
+  std::vector<unsigned char> dst(n, 0);
+  ASSERT_OK(d->memcpy_async(dst.data(), src.data(), n, 1, s));
+  ASSERT_OK(d->stream_destroy(1, s));  // waits for the copy
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), n), 0);
+  EXPECT_CODE(d->stream_destroy(1, s), errc::invalid_value);
+  EXPECT_CODE(d->stream_synchronize(1, s), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_async(dst.data(), src.data(), 1, 1, s), errc::invalid_value);
+  EXPECT_CODE(d->stream_destroy(1, nullptr), errc::invalid_value);
+  ASSERT_OK(d->stream_synchronize(0, nullptr));  // a never used default stream
+  EXPECT_CODE(d->stream_synchronize(3, nullptr), errc::invalid_device);
+  // device_synchronize waits for every stream of the device.
+  native_stream s1 = nullptr, s2 = nullptr;
+  ASSERT_OK(d->stream_create(0, &s1));
+  ASSERT_OK(d->stream_create(0, &s2));
+  std::vector<unsigned char> d1(n, 0), d2(n, 0), d3(n, 0);
+  ASSERT_OK(d->memcpy_async(d1.data(), src.data(), n, 0, s1));
+  ASSERT_OK(d->memcpy_async(d2.data(), src.data(), n, 0, s2));
+  ASSERT_OK(d->memcpy_async(d3.data(), src.data(), n, 0, nullptr));
+  ASSERT_OK(d->device_synchronize(0));
+  EXPECT_EQ(d1, src);
+  EXPECT_EQ(d2, src);
+  EXPECT_EQ(d3, src);
+  EXPECT_CODE(d->device_synchronize(-1), errc::invalid_device);
+  ASSERT_OK(d->stream_destroy(0, s1));
+  ASSERT_OK(d->stream_destroy(0, s2));
+}
+
+TEST(SimDriver, EventsOrderStreamsAndTime) {
+  auto d = make_sim_driver(config(1));
+  native_stream a = nullptr, b = nullptr;
+  ASSERT_OK(d->stream_create(0, &a));
+  ASSERT_OK(d->stream_create(0, &b));
+  native_event start = nullptr, mid = nullptr, never = nullptr;
+  ASSERT_OK(d->event_create(0, &start));
+  ASSERT_OK(d->event_create(0, &mid));
+  ASSERT_OK(d->event_create(0, &never));
+  EXPECT_CODE(d->event_create(0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->event_create(1, &never), errc::invalid_device);
+
+  const size_t n = 32 << 20;
+  auto src = random_bytes(n, 3);
+  std::vector<unsigned char> stage(n, 0), out(n, 0);
+  ASSERT_OK(d->event_record(start, 0, a));
+  ASSERT_OK(d->memcpy_async(stage.data(), src.data(), n, 0, a));  // slow on purpose
+  ASSERT_OK(d->event_record(mid, 0, a));
+  ASSERT_OK(d->stream_wait_event(0, b, mid));
+  ASSERT_OK(d->memcpy_async(out.data(), stage.data(), n, 0, b));  // must see stage complete
+  ASSERT_OK(d->stream_synchronize(0, b));
+  EXPECT_EQ(out, src);
+  ASSERT_OK(d->event_synchronize(mid));
+  float ms = -1;
+  ASSERT_OK(d->event_elapsed_ms(&ms, start, mid));
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_CODE(d->event_elapsed_ms(&ms, start, never), errc::invalid_value);
+  EXPECT_CODE(d->event_elapsed_ms(nullptr, start, mid), errc::invalid_value);
+  ASSERT_OK(d->stream_wait_event(0, b, never));  // never recorded: no wait
+  ASSERT_OK(d->event_synchronize(never));
+  // An event recorded behind a blocked stream is not complete yet.
+  native_event gate = nullptr, late = nullptr;
+  ASSERT_OK(d->event_create(0, &gate));
+  ASSERT_OK(d->event_create(0, &late));
+  ASSERT_OK(d->stream_wait_event(0, b, mid));
+  ASSERT_OK(d->memcpy_async(out.data(), src.data(), n, 0, b));
+  ASSERT_OK(d->event_record(late, 0, b));
+  dstatus st = d->event_elapsed_ms(&ms, start, late);
+  EXPECT_TRUE(st.ok() || st.code == errc::busy) << st.detail;
+  ASSERT_OK(d->event_synchronize(late));
+  ASSERT_OK(d->event_elapsed_ms(&ms, start, late));
+  ASSERT_OK(d->event_destroy(0, gate));
+  EXPECT_CODE(d->event_destroy(0, gate), errc::invalid_value);
+  EXPECT_CODE(d->event_record(gate, 0, a), errc::invalid_value);
+  EXPECT_CODE(d->event_synchronize(gate), errc::invalid_value);
+  EXPECT_CODE(d->stream_wait_event(0, a, gate), errc::invalid_value);
+  // Destroying an event with a pending record is fine.
+  ASSERT_OK(d->memcpy_async(out.data(), src.data(), n, 0, a));
+  ASSERT_OK(d->event_record(late, 0, a));
+  ASSERT_OK(d->event_destroy(0, late));
+  for (auto e : {start, mid, never}) ASSERT_OK(d->event_destroy(0, e));
+  ASSERT_OK(d->stream_destroy(0, a));
+  ASSERT_OK(d->stream_destroy(0, b));
+}
+
+TEST(SimDriver, LegacyDefaultStreamOrdering) {
+  auto d = make_sim_driver(config(2));
+  native_stream s = nullptr;
+  native_stream other_device = nullptr;
+  ASSERT_OK(d->stream_create(0, &s));
+  ASSERT_OK(d->stream_create(1, &other_device));
+  const size_t n = 32 << 20;
+  auto src = random_bytes(n, 17);
+  std::vector<unsigned char> stage(n, 0), out(n, 0);
+  // A created stream's work, then the default stream's: the default stream waits for it.
+  ASSERT_OK(d->memcpy_async(stage.data(), src.data(), n, 0, s));
+  ASSERT_OK(d->memcpy_async(out.data(), stage.data(), n, 0, nullptr));
+  ASSERT_OK(d->stream_synchronize(0, nullptr));
+  EXPECT_EQ(out, src);
+  // The default stream's work, then a created stream's: the created stream waits for it.
+  auto src2 = random_bytes(n, 18);
+  ASSERT_OK(d->memcpy_async(stage.data(), src2.data(), n, 0, nullptr));
+  ASSERT_OK(d->memcpy_async(out.data(), stage.data(), n, 0, s));
+  ASSERT_OK(d->stream_synchronize(0, s));
+  EXPECT_EQ(out, src2);
+  // Streams of another device are not ordered against device 0's default stream, but still run.
+  ASSERT_OK(d->memcpy_async(stage.data(), src.data(), n, 1, other_device));
+  ASSERT_OK(d->stream_synchronize(1, other_device));
+  EXPECT_EQ(stage, src);
+  ASSERT_OK(d->stream_destroy(0, s));
+  ASSERT_OK(d->stream_destroy(1, other_device));
+}
+
+// --- peers ---------------------------------------------------------------------------------------
+
+TEST(SimDriver, PeerGroups) {
+  auto d = make_sim_driver(config(4, 1 << 20, {{0, 1}, {2, 3}}));
+  int v = -1;
+  int expect[4][4] = {{0, 1, 0, 0}, {1, 0, 0, 0}, {0, 0, 0, 1}, {0, 0, 1, 0}};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      ASSERT_OK(d->can_access_peer(i, j, &v));
+      EXPECT_EQ(v, expect[i][j]) << i << "->" << j;
+    }
+  }
+  EXPECT_CODE(d->can_access_peer(0, 4, &v), errc::invalid_device);
+  EXPECT_CODE(d->can_access_peer(-1, 0, &v), errc::invalid_device);
+  EXPECT_CODE(d->can_access_peer(0, 1, nullptr), errc::invalid_value);
+
+  ASSERT_OK(d->enable_peer_access(0, 1, 0));
+  EXPECT_CODE(d->enable_peer_access(0, 1, 0), errc::peer_access_already_enabled);
+  ASSERT_OK(d->enable_peer_access(1, 0, 0));  // the other direction is separate
+  EXPECT_CODE(d->enable_peer_access(0, 2, 0), errc::peer_access_unsupported);
+  EXPECT_CODE(d->enable_peer_access(0, 0, 0), errc::invalid_device);
+  EXPECT_CODE(d->enable_peer_access(2, 3, 1), errc::invalid_value);
+  EXPECT_CODE(d->enable_peer_access(0, 9, 0), errc::invalid_device);
+  EXPECT_CODE(d->enable_peer_access(-3, 1, 0), errc::invalid_device);
+  EXPECT_CODE(d->disable_peer_access(2, 3), errc::peer_access_not_enabled);
+  EXPECT_CODE(d->disable_peer_access(0, 0), errc::invalid_device);
+  EXPECT_CODE(d->disable_peer_access(0, 4), errc::invalid_device);
+  ASSERT_OK(d->disable_peer_access(0, 1));
+  EXPECT_CODE(d->disable_peer_access(0, 1), errc::peer_access_not_enabled);
+  ASSERT_OK(d->enable_peer_access(0, 1, 0));
+
+  EXPECT_CODE(d->get_p2p_attribute(MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, 0, 0, &v),
+              errc::invalid_device);
+  EXPECT_CODE(d->get_p2p_attribute(MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, 0, 5, &v),
+              errc::invalid_device);
+  EXPECT_CODE(d->get_p2p_attribute(static_cast<memarea_p2p_attribute>(99), 0, 1, &v),
+              errc::invalid_value);
+  EXPECT_CODE(d->get_p2p_attribute(MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, 0, 1, nullptr),
+              errc::invalid_value);
+  struct {
+    memarea_p2p_attribute a;
+    int same_group, other_group;
+  } attrs[] = {{MEMAREA_P2P_ATTR_PERFORMANCE_RANK, 0, 0},
+               {MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, 1, 0},
+               {MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED, 1, 0},
+               {MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED, 0, 0}};
+  for (auto& at : attrs) {
+    ASSERT_OK(d->get_p2p_attribute(at.a, 2, 3, &v));
+    EXPECT_EQ(v, at.same_group);
+    ASSERT_OK(d->get_p2p_attribute(at.a, 1, 2, &v));
+    EXPECT_EQ(v, at.other_group);
+  }
+  // A peer copy across groups still works: the driver stages it.
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_OK(d->malloc_device(0, 4096, &a));
+  ASSERT_OK(d->malloc_device(3, 4096, &b));
+  auto src = random_bytes(4096, 11);
+  std::vector<unsigned char> out(4096, 0);
+  ASSERT_OK(d->memcpy_async(a, src.data(), 4096, 0, nullptr));
+  ASSERT_OK(d->memcpy_peer_async(b, 3, a, 0, 4096, 0, nullptr));
+  ASSERT_OK(d->memcpy_async(out.data(), b, 4096, 0, nullptr));
+  ASSERT_OK(d->stream_synchronize(0, nullptr));
+  EXPECT_EQ(out, src);
+}
+
+TEST(SimDriver, PeerBudget) {
+  auto d = make_sim_driver(config(10, 1 << 20, {}, 8));
+  for (int p = 1; p <= 8; ++p) ASSERT_OK(d->enable_peer_access(0, p, 0));
+  EXPECT_CODE(d->enable_peer_access(0, 9, 0), errc::too_many_peers);
+  ASSERT_OK(d->enable_peer_access(9, 0, 0));  // the budget is per device
+  ASSERT_OK(d->disable_peer_access(0, 4));
+  ASSERT_OK(d->enable_peer_access(0, 9, 0));
+  EXPECT_CODE(d->enable_peer_access(0, 4, 0), errc::too_many_peers);
+  auto none = make_sim_driver(config(2, 1 << 20, {}, 0));
+  EXPECT_CODE(none->enable_peer_access(0, 1, 0), errc::too_many_peers);
+}
+
+// --- managed memory ------------------------------------------------------------------------------
+
+/// Reads a 4-byte attribute.
+int attr(driver& d, memarea_mem_range_attribute a, const void* p, size_t n) {
+  int v = 12345;
+  dstatus s = d.mem_range_get_attribute(&v, 4, a, p, n);
+  EXPECT_TRUE(s.ok()) << s.detail;
+  return v;
+}
+
+TEST(SimDriver, ManagedAttributes) {
+  auto d = make_sim_driver(config(3));
+  const size_t n = 4 * 4096;
+  void* m = nullptr;
+  EXPECT_CODE(d->malloc_managed(0, n, 0, &m), errc::invalid_value);
+  EXPECT_CODE(d->malloc_managed(0, n, MEMAREA_MEM_ATTACH_SINGLE, &m), errc::invalid_value);
+  EXPECT_CODE(d->malloc_managed(0, 0, MEMAREA_MEM_ATTACH_GLOBAL, &m), errc::invalid_value);
+  EXPECT_CODE(d->malloc_managed(3, n, MEMAREA_MEM_ATTACH_GLOBAL, &m), errc::invalid_device);
+  ASSERT_OK(d->malloc_managed(1, n, MEMAREA_MEM_ATTACH_GLOBAL, &m));
+  char* c = static_cast<char*>(m);
+  pointer_info info;
+  ASSERT_OK(d->pointer_query(c + n - 1, &info));
+  EXPECT_EQ(info.kind, MEMAREA_MEMORY_MANAGED);
+  EXPECT_EQ(info.device, 1);
+  // The host can use managed memory directly.
+  auto data = random_bytes(n, 5);
+  std::memcpy(m, data.data(), n);
+
+  // Defaults.
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, n), 0);
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, n),
+            MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, n),
+            MEMAREA_INVALID_DEVICE_ID);
+  int ids[4] = {7, 7, 7, 7};
+  ASSERT_OK(
+      d->mem_range_get_attribute(ids, sizeof ids, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, n));
+  for (int id : ids) EXPECT_EQ(id, MEMAREA_INVALID_DEVICE_ID);
+
+  // Read-mostly on pages 1 and 2 only (rounded out from an unaligned range; device ignored).
+  ASSERT_OK(d->mem_advise(c + 4096 + 100, 4096, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
+                          location::device(77)));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, n), 0);
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, c + 4096, 2 * 4096), 1);
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, c + 4095, 2), 0);
+  ASSERT_OK(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY, location{}));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, c + 4096, 10), 0);
+
+  // Preferred location: agreement or INVALID.
+  ASSERT_OK(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, location::device(2)));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, n), 2);
+  ASSERT_OK(
+      d->mem_advise(c + 3 * 4096, 1, MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, location::host()));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, n),
+            MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, c + 3 * 4096, 4096),
+            MEMAREA_CPU_DEVICE_ID);
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, c, 3 * 4096), 2);
+  ASSERT_OK(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION, location{}));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m, n),
+            MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_CODE(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, location::device(3)),
+              errc::invalid_device);
+  EXPECT_CODE(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, location{}),
+              errc::invalid_device);
+
+  // Accessed-by: devices set on all pages, ascending, padded.
+  ASSERT_OK(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY, location::device(2)));
+  ASSERT_OK(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY, location::device(0)));
+  ASSERT_OK(d->mem_advise(c, 4096, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY, location::device(1)));
+  ASSERT_OK(
+      d->mem_range_get_attribute(ids, sizeof ids, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, n));
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_EQ(ids[2], MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_EQ(ids[3], MEMAREA_INVALID_DEVICE_ID);
+  ASSERT_OK(d->mem_range_get_attribute(ids, sizeof ids, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m,
+                                       4096));
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(ids[1], 1);
+  EXPECT_EQ(ids[2], 2);
+  int one = 7;  // a single slot holds the first id only
+  ASSERT_OK(d->mem_range_get_attribute(&one, 4, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, n));
+  EXPECT_EQ(one, 0);
+  ASSERT_OK(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, location::device(0)));
+  ASSERT_OK(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY, location::host()));
+  ASSERT_OK(
+      d->mem_range_get_attribute(ids, sizeof ids, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, n));
+  EXPECT_EQ(ids[0], MEMAREA_CPU_DEVICE_ID);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_EQ(ids[2], MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_CODE(d->mem_advise(c, n, MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, location::device(-4)),
+              errc::invalid_device);
+
+  // Argument checks.
+  int v = 0;
+  EXPECT_CODE(d->mem_range_get_attribute(&v, 8, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, n),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_range_get_attribute(ids, 6, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, n),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_range_get_attribute(ids, 0, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, m, n),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_range_get_attribute(&v, 4, static_cast<memarea_mem_range_attribute>(9), m, n),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_range_get_attribute(nullptr, 4, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, n),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_range_get_attribute(&v, 4, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, n + 1),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_range_get_attribute(&v, 4, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, 0),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_advise(c, n + 1, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY, location{}),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_advise(c, n, static_cast<memarea_mem_advice>(0), location::device(0)),
+              errc::invalid_value);
+  void* dev = nullptr;
+  ASSERT_OK(d->malloc_device(0, 4096, &dev));
+  EXPECT_CODE(d->mem_advise(dev, 4096, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY, location{}),
+              errc::invalid_value);
+  EXPECT_CODE(d->mem_range_get_attribute(&v, 4, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, dev, 8),
+              errc::invalid_value);
+
+  // The data was never disturbed.
+  EXPECT_EQ(std::memcmp(m, data.data(), n), 0);
+  EXPECT_CODE(d->free_device(m), errc::invalid_value);
+  EXPECT_CODE(d->free_managed(dev), errc::invalid_value);
+  EXPECT_CODE(d->free_managed(c + 4096), errc::invalid_value);
+  ASSERT_OK(d->free_managed(m));
+  ASSERT_OK(d->free_device(dev));
+}
+
+TEST(SimDriver, ManagedPrefetch) {
+  auto d = make_sim_driver(config(3));
+  const size_t n = 4 * 4096;
+  void* m = nullptr;
+  ASSERT_OK(d->malloc_managed(0, n, MEMAREA_MEM_ATTACH_HOST, &m));
+  char* c = static_cast<char*>(m);
+  native_stream s = nullptr;
+  ASSERT_OK(d->stream_create(2, &s));
+  ASSERT_OK(d->mem_prefetch_async(m, n, location::device(2), 2, s));
+  ASSERT_OK(d->stream_synchronize(2, s));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, n), 2);
+  ASSERT_OK(d->mem_prefetch_async(c + 4096, 10, location::host(), 2, s));
+  ASSERT_OK(d->stream_synchronize(2, s));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, n),
+            MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, c + 4096, 4096),
+            MEMAREA_CPU_DEVICE_ID);
+  ASSERT_OK(d->mem_prefetch_async(m, n, location::host_numa(0), 0, nullptr));
+  ASSERT_OK(d->stream_synchronize(0, nullptr));
+  EXPECT_EQ(attr(*d, MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, n),
+            MEMAREA_CPU_DEVICE_ID);
+  EXPECT_CODE(d->mem_prefetch_async(m, n, location::device(3), 0, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->mem_prefetch_async(m, n, location{}, 0, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->mem_prefetch_async(m, n, location::device(0), 5, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->mem_prefetch_async(m, n + 1, location::device(0), 0, nullptr),
+              errc::invalid_value);
+  std::vector<char> host(n);
+  EXPECT_CODE(d->mem_prefetch_async(host.data(), n, location::device(0), 0, nullptr),
+              errc::invalid_value);
+  // Prefetch queued, then free: the free waits, nothing touches freed memory.
+  ASSERT_OK(d->mem_prefetch_async(m, n, location::device(1), 2, s));
+  ASSERT_OK(d->free_managed(m));
+  ASSERT_OK(d->stream_destroy(2, s));
+
+  // Without concurrent managed access prefetch is an accepted no-op.
+  auto off = make_sim_driver(config(2, 1 << 20, {}, 8, false));
+  ASSERT_OK(off->malloc_managed(0, n, MEMAREA_MEM_ATTACH_GLOBAL, &m));
+  ASSERT_OK(off->mem_prefetch_async(m, n, location::device(1), 0, nullptr));
+  ASSERT_OK(off->device_synchronize(0));
+  EXPECT_EQ(attr(*off, MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, n),
+            MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_CODE(off->mem_prefetch_async(m, n, location::device(2), 0, nullptr), errc::invalid_device);
+  ASSERT_OK(off->free_managed(m));
+}
+
+TEST(SimDriver, StreamAttach) {
+  auto d = make_sim_driver(config(1));
+  auto* sd = dynamic_cast<sim::sim_driver*>(d.get());
+  ASSERT_NE(sd, nullptr);
+  void* m = nullptr;
+  ASSERT_OK(d->malloc_managed(0, 3 * 4096, MEMAREA_MEM_ATTACH_GLOBAL, &m));
+  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_GLOBAL});
+  native_stream s = nullptr;
+  ASSERT_OK(d->stream_create(0, &s));
+  ASSERT_OK(d->stream_attach_mem_async(0, s, m, 0, MEMAREA_MEM_ATTACH_SINGLE));
+  ASSERT_OK(d->stream_synchronize(0, s));
+  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_SINGLE});
+  ASSERT_OK(d->stream_attach_mem_async(0, s, m, 3 * 4096, MEMAREA_MEM_ATTACH_HOST));
+  ASSERT_OK(d->stream_synchronize(0, s));
+  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_HOST});
+  char* c = static_cast<char*>(m);
+  EXPECT_CODE(d->stream_attach_mem_async(0, s, m, 0, 0), errc::invalid_value);
+  EXPECT_CODE(
+      d->stream_attach_mem_async(0, s, m, 0, MEMAREA_MEM_ATTACH_GLOBAL | MEMAREA_MEM_ATTACH_HOST),
+      errc::invalid_value);
+  EXPECT_CODE(d->stream_attach_mem_async(0, s, m, 3 * 4096 + 1, MEMAREA_MEM_ATTACH_HOST),
+              errc::invalid_value);
+  EXPECT_CODE(d->stream_attach_mem_async(0, s, c + 4096, 2 * 4096 + 1, MEMAREA_MEM_ATTACH_HOST),
+              errc::invalid_value);
+  int local = 0;
+  EXPECT_CODE(d->stream_attach_mem_async(0, s, &local, 0, MEMAREA_MEM_ATTACH_HOST),
+              errc::invalid_value);
+  EXPECT_CODE(d->stream_attach_mem_async(0, s, nullptr, 0, MEMAREA_MEM_ATTACH_HOST),
+              errc::invalid_value);
+  EXPECT_CODE(d->stream_attach_mem_async(1, nullptr, m, 0, MEMAREA_MEM_ATTACH_HOST),
+              errc::invalid_device);
+  ASSERT_OK(d->stream_synchronize(0, s));
+  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_HOST});  // failures changed nothing
+  ASSERT_OK(d->stream_destroy(0, s));
+  ASSERT_OK(d->free_managed(m));
+}
+
+// --- IPC across processes ------------------------------------------------------------------------
+
+TEST(SimDriver, IpcAcrossFork) {
+  const sim_config cfg = config(2, 8 << 20);
+  auto d = make_sim_driver(cfg);
+  const size_t n = 3 * 4096 + 17;
+  auto data = random_bytes(n, 21);
+  void* p = nullptr;
+  ASSERT_OK(d->malloc_device(1, n, &p));
+  ASSERT_OK(d->memcpy_async(p, data.data(), n, 1, nullptr));
+  ASSERT_OK(d->stream_synchronize(1, nullptr));
+  ipc_native_handle h;
+  ASSERT_OK(d->ipc_get_handle(p, &h));
+  EXPECT_CODE(d->ipc_get_handle(static_cast<char*>(p) + 1, &h), errc::invalid_value);
+  int local = 0;
+  EXPECT_CODE(d->ipc_get_handle(&local, &h), errc::invalid_value);
+  EXPECT_CODE(d->ipc_get_handle(p, nullptr), errc::invalid_value);
+  void* q = nullptr;
+  EXPECT_CODE(d->ipc_open_handle(0, h, 0, &q), errc::invalid_context);  // same process
+  ipc_native_handle garbage{};
+  std::memset(garbage.bytes, 0x5a, sizeof garbage.bytes);
+  EXPECT_CODE(d->ipc_open_handle(0, garbage, 0, &q), errc::invalid_handle);
+  EXPECT_CODE(d->ipc_open_handle(0, h, 2, &q), errc::invalid_value);
+  EXPECT_CODE(d->ipc_open_handle(5, h, 0, &q), errc::invalid_device);
+  EXPECT_CODE(d->ipc_open_handle(0, h, 0, nullptr), errc::invalid_value);
+
+  int rc = in_child([&]() -> int {
+    auto c = make_sim_driver(cfg);
+    void* m = nullptr;
+    if (!c->ipc_open_handle(0, h, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, &m).ok()) return 1;
+    if (std::memcmp(m, data.data(), n) != 0) return 2;
+    void* m2 = nullptr;
+    if (!c->ipc_open_handle(0, h, 0, &m2).ok() || m2 != m) return 3;  // same address, refcount
+    pointer_info info;
+    if (!c->pointer_query(static_cast<char*>(m) + n - 1, &info).ok()) return 4;
+    if (info.kind != MEMAREA_MEMORY_IPC_IMPORTED || info.base != m || info.size != n) return 5;
+    if (c->free_device(m).code != errc::invalid_value) return 6;
+    // Write through the mapping with the driver, for the parent to see.
+    std::vector<unsigned char> mine(n);
+    for (size_t i = 0; i < n; ++i) mine[i] = static_cast<unsigned char>(data[i] ^ 0xff);
+    std::memcpy(m, mine.data(), n);
+    if (!c->ipc_close_handle(m).ok()) return 7;
+    if (std::memcmp(m, mine.data(), n) != 0) return 8;  // one reference left: still mapped
+    if (!c->ipc_close_handle(m).ok()) return 9;
+    if (c->ipc_close_handle(m).code != errc::invalid_value) return 10;
+    if (c->pointer_query(m, &info).code != errc::not_found) return 11;
+    int x = 0;
+    if (c->ipc_close_handle(&x).code != errc::invalid_value) return 12;
+    return 0;
+  });
+  ASSERT_EQ(rc, 0);
+  std::vector<unsigned char> back(n);
+  ASSERT_OK(d->memcpy_async(back.data(), p, n, 0, nullptr));
+  ASSERT_OK(d->stream_synchronize(0, nullptr));
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], static_cast<unsigned char>(data[i] ^ 0xff));
+
+  // After free the handle is stale.
+  ASSERT_OK(d->free_device(p));
+  rc = in_child([&]() -> int {
+    auto c = make_sim_driver(cfg);
+    void* m = nullptr;
+    dstatus s = c->ipc_open_handle(0, h, 0, &m);
+    return s.code == errc::invalid_handle ? 0 : 1;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_CODE(d->ipc_get_handle(p, &h), errc::invalid_value);
+}
+
+TEST(SimDriver, IpcOpenAcrossPeerGroups) {
+  const sim_config cfg = config(4, 1 << 20, {{0, 1}, {2, 3}});
+  auto d = make_sim_driver(cfg);
+  void* p = nullptr;
+  ASSERT_OK(d->malloc_device(0, 4096, &p));
+  ipc_native_handle h;
+  ASSERT_OK(d->ipc_get_handle(p, &h));
+  int rc = in_child([&]() -> int {
+    auto c = make_sim_driver(cfg);
+    void* m = nullptr;
+    if (c->ipc_open_handle(2, h, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, &m).code !=
+        errc::peer_access_unsupported) {
+      return 1;
+    }
+    if (!c->ipc_open_handle(1, h, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, &m).ok()) return 2;
+    return c->ipc_close_handle(m).ok() ? 0 : 3;
+  });
+  EXPECT_EQ(rc, 0);
+  ASSERT_OK(d->free_device(p));
+}
+
+TEST(SimDriver, ShareableFdAcrossFork) {
+  const sim_config cfg = config(2, 1 << 20);
+  auto d = make_sim_driver(cfg);
+  shareable_allocation a;
+  EXPECT_CODE(d->shareable_create(0, 0, &a), errc::invalid_value);
+  EXPECT_CODE(d->shareable_create(2, 10, &a), errc::invalid_device);
+  EXPECT_CODE(d->shareable_create(0, 10, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->shareable_create(0, 2 << 20, &a), errc::out_of_memory);
+  ASSERT_OK(d->shareable_create(1, 5000, &a));
+  EXPECT_EQ(a.size, 8192u);
+  EXPECT_EQ(a.device, 1);
+  size_t free = 0, total = 0;
+  ASSERT_OK(d->mem_get_info(1, &free, &total));
+  EXPECT_EQ(free, total - 8192);
+  pointer_info info;
+  ASSERT_OK(d->pointer_query(static_cast<char*>(a.ptr) + 8000, &info));
+  EXPECT_EQ(info.kind, MEMAREA_MEMORY_DEVICE);
+  EXPECT_EQ(info.device, 1);
+  auto data = random_bytes(a.size, 33);
+  std::memcpy(a.ptr, data.data(), a.size);
+  int fd = -1;
+  ASSERT_OK(d->shareable_export_fd(a, &fd));
+  ASSERT_GE(fd, 0);
+  EXPECT_CODE(d->shareable_export_fd(a, nullptr), errc::invalid_value);
+  shareable_allocation bogus;
+  int local = 0;
+  bogus.ptr = &local;
+  EXPECT_CODE(d->shareable_export_fd(bogus, &fd), errc::invalid_value);
+  EXPECT_CODE(d->shareable_release(bogus), errc::invalid_value);
+
+  const size_t size = a.size;
+  int rc = in_child([&]() -> int {
+    auto c = make_sim_driver(cfg);
+    shareable_allocation im;
+    if (!c->shareable_import_fd(0, fd, size, &im).ok()) return 1;
+    if (std::memcmp(im.ptr, data.data(), size) != 0) return 2;
+    pointer_info pi;
+    if (!c->pointer_query(im.ptr, &pi).ok() || pi.kind != MEMAREA_MEMORY_IPC_IMPORTED) return 3;
+    std::memset(im.ptr, 0x3c, size);
+    if (!c->shareable_release(im).ok()) return 4;
+    if (c->shareable_release(im).code != errc::invalid_value) return 5;
+    return 0;
+  });
+  ASSERT_EQ(rc, 0);
+  for (size_t i = 0; i < size; ++i) ASSERT_EQ(static_cast<unsigned char*>(a.ptr)[i], 0x3c);
+
+  // Import in this process too, and the import's checks.
+  shareable_allocation im;
+  EXPECT_CODE(d->shareable_import_fd(0, fd, size + 1, &im), errc::invalid_value);
+  EXPECT_CODE(d->shareable_import_fd(0, -1, size, &im), errc::invalid_value);
+  EXPECT_CODE(d->shareable_import_fd(0, fd, 0, &im), errc::invalid_value);
+  EXPECT_CODE(d->shareable_import_fd(3, fd, size, &im), errc::invalid_device);
+  ASSERT_OK(d->shareable_import_fd(0, fd, size, &im));
+  close(fd);  // the import keeps its own reference
+  EXPECT_NE(im.ptr, a.ptr);
+  static_cast<unsigned char*>(im.ptr)[10] = 0x99;
+  EXPECT_EQ(static_cast<unsigned char*>(a.ptr)[10], 0x99);
+  ASSERT_OK(d->mem_get_info(0, &free, &total));
+  EXPECT_EQ(free, total);  // imports are not charged
+  ASSERT_OK(d->shareable_release(im));
+  ASSERT_OK(d->shareable_release(a));
+  ASSERT_OK(d->mem_get_info(1, &free, &total));
+  EXPECT_EQ(free, total);
+}
+
+// --- threads and cleanup -------------------------------------------------------------------------
+
+TEST(SimDriver, EightThreadsAllocateCopyFree) {
+  auto d = make_sim_driver(config(2, 256 << 20));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      int dev = t % 2;
+      if (!d->set_current_device(dev).ok()) ++failures;
+      native_stream s = nullptr;
+      if (!d->stream_create(dev, &s).ok()) {
+        ++failures;
+        return;
+      }
+      native_event e = nullptr;
+      if (!d->event_create(dev, &e).ok()) ++failures;
+      std::mt19937 rng(static_cast<unsigned>(t));
+      for (int i = 0; i < 60; ++i) {
+        size_t n = 1 + rng() % (64 << 10);
+        auto data = random_bytes(n, static_cast<unsigned>(t * 1000 + i));
+        std::vector<unsigned char> back(n, 0);
+        void* p = nullptr;
+        void* m = nullptr;
+        if (!d->malloc_device(dev, n, &p).ok()) {
+          ++failures;
+          continue;
+        }
+        if (!d->malloc_managed(dev, n, MEMAREA_MEM_ATTACH_GLOBAL, &m).ok()) ++failures;
+        if (!d->memcpy_async(p, data.data(), n, dev, s).ok()) ++failures;
+        if (i % 3) {
+          if (!d->memcpy_async(m, p, n, dev, s).ok()) ++failures;
+        } else {
+          // Through the default stream, ordered back into s with an event.
+          if (!d->event_record(e, dev, s).ok()) ++failures;
+          if (!d->stream_wait_event(dev, nullptr, e).ok()) ++failures;
+          if (!d->memcpy_async(m, p, n, dev, nullptr).ok()) ++failures;
+          if (!d->event_record(e, dev, nullptr).ok()) ++failures;
+          if (!d->stream_wait_event(dev, s, e).ok()) ++failures;
+        }
+        if (!d->mem_prefetch_async(m, n, location::device(dev), dev, s).ok()) ++failures;
+        if (!d->memcpy_async(back.data(), m, n, dev, s).ok()) ++failures;
+        if (!d->device_synchronize(dev).ok()) ++failures;
+        if (back != data) ++failures;
+        pointer_info info;
+        if (!d->pointer_query(static_cast<char*>(p) + n - 1, &info).ok() || info.base != p) {
+          ++failures;
+        }
+        if (!d->free_device(p).ok()) ++failures;
+        if (!d->free_managed(m).ok()) ++failures;
+      }
+      int cur = -1;
+      if (!d->get_current_device(&cur).ok() || cur != dev) ++failures;
+      if (!d->event_destroy(dev, e).ok()) ++failures;
+      if (!d->stream_destroy(dev, s).ok()) ++failures;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int dev = 0; dev < 2; ++dev) {
+    size_t free = 0, total = 0;
+    ASSERT_OK(d->mem_get_info(dev, &free, &total));
+    EXPECT_EQ(free, total);
+  }
+  EXPECT_TRUE(my_shm_objects().empty());
+}
+
+/// Number of open file descriptors of this process.
+size_t open_fds() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(SimDriver, DestructorReleasesEverything) {
+  const size_t fds = open_fds();
+  {
+    auto d = make_sim_driver(config(2));
+    void* p = nullptr;
+    void* h = nullptr;
+    void* m = nullptr;
+    shareable_allocation a;
+    native_stream s = nullptr;
+    native_event e = nullptr;
+    ASSERT_OK(d->malloc_device(0, 1 << 20, &p));
+    ASSERT_OK(d->malloc_device(1, 100, &p));
+    ASSERT_OK(d->malloc_host(0, 100, host_mapped, &h));
+    ASSERT_OK(d->malloc_managed(1, 4096, MEMAREA_MEM_ATTACH_GLOBAL, &m));
+    ASSERT_OK(d->shareable_create(0, 4096, &a));
+    ASSERT_OK(d->stream_create(1, &s));
+    ASSERT_OK(d->event_create(1, &e));
+    ASSERT_OK(d->memset_async(p, 1, 100, 1, s));
+    ASSERT_OK(d->event_record(e, 1, s));
+    ASSERT_OK(d->memset_async(m, 1, 100, 0, nullptr));
+    EXPECT_EQ(my_shm_objects().size(), 2u);
+    // Leave everything allocated: the destructor must clean up.
+  }
+  EXPECT_TRUE(my_shm_objects().empty());
+  EXPECT_EQ(open_fds(), fds);
+}
+
+}  // namespace
+}  // namespace memarea::detail

@@ -1,0 +1,79 @@
+#include "tools/bench.hpp"
+
+#include <memarea/device.hpp>
+#include <memarea/error.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+namespace memarea::cli::bench {
+namespace {
+std::map<std::string, case_fn>& cases() {
+  static std::map<std::string, case_fn> all;
+  return all;
+}
+}  // namespace
+
+registrar::registrar(const char* name, case_fn fn) { cases()[name] = std::move(fn); }
+
+double median_us(int reps, const std::function<void()>& fn) {
+  std::vector<double> t;
+  t.reserve(static_cast<std::size_t>(reps));
+  fn();  // warm-up
+  for (int i = 0; i < reps; ++i) {
+    auto a = std::chrono::steady_clock::now();
+    fn();
+    auto b = std::chrono::steady_clock::now();
+    t.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+  }
+  std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
+        bool strict) {
+  std::vector<row> rows;
+  context ctx{repetitions, quick, &rows};
+  std::vector<std::string> failed;
+  for (auto& [name, fn] : cases()) {
+    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    std::cerr << "bench: " << name << "...\n";
+    try {
+      fn(ctx);
+    } catch (const memarea::error& e) {
+      failed.push_back(name + ": " + e.what());
+      std::cerr << "bench: " << name << " failed: " << e.what() << "\n";
+    }
+  }
+  std::cout << fmt::format("{:<28} {:<26} {:>12} {:>12} {:>8}  {:<24} {}\n", "benchmark",
+                           "variant", "memarea", "raw", "ratio", "target", "raw call");
+  bool all_met = true;
+  nlohmann::json j = nlohmann::json::array();
+  for (auto& r : rows) {
+    const double ratio = r.raw > 0 ? r.memarea / r.raw : 0;
+    all_met &= r.met;
+    std::cout << fmt::format("{:<28} {:<26} {:>9.3f} {:<2} {:>9.3f} {:<2} {:>8.3f}  {:<24} {}{}\n",
+                             r.group, r.variant, r.memarea, r.unit, r.raw, r.unit, ratio,
+                             r.target.empty() ? "-" : r.target + (r.met ? " ok" : " MISSED"),
+                             r.raw_name, r.note.empty() ? "" : "  (" + r.note + ")");
+    j.push_back({{"group", r.group}, {"variant", r.variant}, {"unit", r.unit},
+                 {"memarea", r.memarea}, {"raw", r.raw}, {"ratio", ratio},
+                 {"raw_call", r.raw_name}, {"target", r.target}, {"met", r.met},
+                 {"note", r.note}});
+  }
+  for (auto& f : failed) std::cout << "FAILED " << f << "\n";
+  if (!json_path.empty()) {
+    nlohmann::json doc{{"backend", backend_name()}, {"devices", device_count()}, {"rows", j},
+                       {"failed", failed}};
+    std::ofstream(json_path) << doc.dump(2) << "\n";
+  }
+  if (!failed.empty()) return 1;
+  return (strict && !all_met) ? 1 : 0;
+}
+
+}  // namespace memarea::cli::bench

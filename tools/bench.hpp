@@ -1,0 +1,48 @@
+// `memarea bench`: each case measures memarea and the raw driver call side by side in one run
+// and reports the ratio. Cases register themselves from their own files (bench_*.cpp).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace memarea::cli::bench {
+
+/// One measured pair.
+struct row {
+  std::string group;     ///< e.g. "area mmap+munmap"
+  std::string variant;   ///< e.g. "device 1 MiB"
+  std::string unit;      ///< "us" (lower is better) or "GB/s" (higher is better)
+  double memarea = 0;    ///< memarea's figure (median)
+  double raw = 0;        ///< the raw driver call's figure (median), 0 when there is none
+  std::string raw_name;  ///< what the raw figure is, e.g. "cuMemAlloc+cuMemFree"
+  std::string target;    ///< the issue's target, e.g. ">= 0.98x raw", checked in `met`
+  bool met = true;       ///< whether the target is met
+  std::string note;      ///< anything else
+};
+
+/// What a case gets.
+struct context {
+  int repetitions = 20;      ///< timed repetitions per measurement (median taken)
+  bool quick = false;        ///< smaller sizes (sim, CI smoke runs)
+  std::vector<row>* rows = nullptr;
+  void add(row r) const { rows->push_back(std::move(r)); }
+};
+
+using case_fn = std::function<void(context&)>;
+
+/// Registers a case under a name (static registrars in bench_*.cpp).
+struct registrar {
+  registrar(const char* name, case_fn fn);
+};
+
+/// The median of `reps` timings of fn, in microseconds (fn does one operation).
+double median_us(int reps, const std::function<void()>& fn);
+
+/// Runs the cases whose name contains `filter`; prints a table and writes JSON to json_path
+/// when not empty. Returns 0, or 1 when a target was missed and strict is set.
+int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
+        bool strict);
+
+}  // namespace memarea::cli::bench

@@ -1,0 +1,110 @@
+// `memarea info`: backends found or not (and why), devices and their properties, host NUMA nodes.
+#include "tools/commands.hpp"
+
+#include <memarea/memarea.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+namespace memarea::cli {
+
+namespace {
+
+std::string gib(std::size_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+}
+
+}  // namespace
+
+nlohmann::json info_json() {
+  nlohmann::json j;
+  j["memarea_version"] = MEMAREA_VERSION_STRING;
+  j["backend"] = backend_name();
+  auto& bs = j["backends"] = nlohmann::json::array();
+  for (auto& b : backends()) {
+    bs.push_back({{"name", b.name},
+                  {"active", b.active},
+                  {"devices", b.devices},
+                  {"reason", b.reason},
+                  {"version", b.version}});
+  }
+  auto& ds = j["devices"] = nlohmann::json::array();
+  const int n = device_count();
+  for (int d = 0; d < n; ++d) {
+    auto p = get_device_properties(d);
+    ds.push_back({{"ordinal", p.ordinal},
+                  {"name", p.name},
+                  {"backend", p.backend},
+                  {"pci_bus_id", p.pci_bus_id},
+                  {"total_memory", p.total_memory},
+                  {"free_memory", p.free_memory},
+                  {"compute_capability", fmt::format("{}.{}", p.compute_major, p.compute_minor)},
+                  {"unified_addressing", p.unified_addressing},
+                  {"managed_memory", p.managed_memory},
+                  {"concurrent_managed_access", p.concurrent_managed_access},
+                  {"pageable_memory_access", p.pageable_memory_access},
+                  {"can_map_host_memory", p.can_map_host_memory},
+                  {"virtual_memory_management", p.virtual_memory_management},
+                  {"ipc", p.ipc}});
+  }
+  auto& host = j["host"];
+  host["numa_available"] = host::numa_available();
+  auto& nodes = host["numa_nodes"] = nlohmann::json::array();
+  for (auto& node : host::numa_nodes()) {
+    nodes.push_back({{"id", node.id},
+                     {"total_memory", node.total_memory},
+                     {"free_memory", node.free_memory},
+                     {"cpus", node.cpus}});
+  }
+  return j;
+}
+
+int run_info(bool json) {
+  auto j = info_json();
+  if (json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("memarea {}\n\nBackends:\n", j["memarea_version"].get<std::string>());
+  for (auto& b : j["backends"]) {
+    std::cout << fmt::format("  {:<5} {:<7} devices: {}{}{}\n", b["name"].get<std::string>(),
+                             b["active"].get<bool>() ? "active" : "",
+                             b["devices"].get<int>(),
+                             b["version"].get<std::string>().empty()
+                                 ? ""
+                                 : "  (" + b["version"].get<std::string>() + ")",
+                             b["reason"].get<std::string>().empty()
+                                 ? ""
+                                 : "\n        why: " + b["reason"].get<std::string>());
+  }
+  std::cout << fmt::format("\nDevices ({} backend): {}\n", j["backend"].get<std::string>(),
+                           j["devices"].size());
+  for (auto& d : j["devices"]) {
+    std::cout << fmt::format("  [{}] {}  pci {}  cc {}\n", d["ordinal"].get<int>(),
+                             d["name"].get<std::string>(), d["pci_bus_id"].get<std::string>(),
+                             d["compute_capability"].get<std::string>());
+    std::cout << fmt::format("      memory {} total, {} free\n",
+                             gib(d["total_memory"].get<std::size_t>()),
+                             gib(d["free_memory"].get<std::size_t>()));
+    std::string flags;
+    for (const char* k : {"unified_addressing", "managed_memory", "concurrent_managed_access",
+                          "pageable_memory_access", "can_map_host_memory",
+                          "virtual_memory_management", "ipc"}) {
+      flags += fmt::format(" {}={}", k, d[k].get<bool>() ? 1 : 0);
+    }
+    std::cout << "     " << flags << "\n";
+  }
+  std::cout << fmt::format("\nHost NUMA nodes ({}):\n",
+                           j["host"]["numa_available"].get<bool>() ? "NUMA available"
+                                                                   : "NUMA unavailable");
+  for (auto& n : j["host"]["numa_nodes"]) {
+    std::cout << fmt::format("  node {}: {} total, {} free, {} CPUs\n", n["id"].get<int>(),
+                             gib(n["total_memory"].get<std::size_t>()),
+                             gib(n["free_memory"].get<std::size_t>()), n["cpus"].size());
+  }
+  return 0;
+}
+
+}  // namespace memarea::cli

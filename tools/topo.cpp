@@ -1,0 +1,400 @@
+// `memarea topo`: which devices can reach which, over what link, and how fast memarea copies
+// between them (unidirectional and bidirectional bandwidth, small-copy latency), as nvbandwidth
+// measures it. Text, JSON, or an SVG heatmap.
+#include <memarea/area.hpp>
+#include <memarea/copy.hpp>
+#include <memarea/device.hpp>
+#include <memarea/peer.hpp>
+#include <memarea/sim.hpp>
+#include <memarea/stream.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memarea::cli {
+namespace {
+
+// --- NVLink through NVML (loaded at run time; the few types it needs are declared here) ----
+
+using nvml_return = int;  // nvmlReturn_t; NVML_SUCCESS is 0
+using nvml_device = void*;
+struct nvml_pci_info {    // nvmlPciInfo_t (v2 and later layout)
+  char bus_id_legacy[16];
+  unsigned domain;
+  unsigned bus;
+  unsigned device;
+  unsigned pci_device_id;
+  unsigned pci_subsystem_id;
+  char bus_id[32];
+};
+constexpr unsigned nvml_max_links = 18;  // NVML_NVLINK_MAX_LINKS
+
+/// NVML's NVLink queries, or nothing when the library is not there.
+class nvml {
+ public:
+  nvml() {
+    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) return;
+    init_ = reinterpret_cast<nvml_return (*)()>(dlsym(lib_, "nvmlInit_v2"));
+    shutdown_ = reinterpret_cast<nvml_return (*)()>(dlsym(lib_, "nvmlShutdown"));
+    by_pci_ = reinterpret_cast<nvml_return (*)(const char*, nvml_device*)>(
+        dlsym(lib_, "nvmlDeviceGetHandleByPciBusId_v2"));
+    state_ = reinterpret_cast<nvml_return (*)(nvml_device, unsigned, int*)>(
+        dlsym(lib_, "nvmlDeviceGetNvLinkState"));
+    remote_ = reinterpret_cast<nvml_return (*)(nvml_device, unsigned, nvml_pci_info*)>(
+        dlsym(lib_, "nvmlDeviceGetNvLinkRemotePciInfo_v2"));
+    pci_info_ = reinterpret_cast<nvml_return (*)(nvml_device, nvml_pci_info*)>(
+        dlsym(lib_, "nvmlDeviceGetPciInfo_v3"));
+    ok_ = init_ && by_pci_ && state_ && remote_ && init_() == 0;
+  }
+  ~nvml() {
+    if (ok_ && shutdown_) shutdown_();
+    if (lib_) dlclose(lib_);
+  }
+  nvml(const nvml&) = delete;
+  nvml& operator=(const nvml&) = delete;
+  bool ok() const noexcept { return ok_; }
+
+  /// Active links of the device at `pci` to the device at `peer_pci`, and to anything at all
+  /// (a switch, when there are links but none lead to the peer); the first is -k when none
+  /// matched and k links lead somewhere NVML cannot name. nullopt when NVML cannot say.
+  std::optional<std::pair<int, int>> links(const std::string& pci, const std::string& peer_pci) {
+    if (!ok_) return std::nullopt;
+    nvml_device dev = nullptr;
+    if (by_pci_(pci.c_str(), &dev) != 0) return std::nullopt;
+    // The peer as NVML itself names it (in a VM CUDA's bus id may differ from the one the
+    // links report), else as CUDA's bus id string says.
+    unsigned pd = 0, pb = 0, pdev = 0, pf = 0;
+    nvml_device peer = nullptr;
+    nvml_pci_info peer_info{};
+    if (pci_info_ && by_pci_(peer_pci.c_str(), &peer) == 0 && pci_info_(peer, &peer_info) == 0) {
+      pd = peer_info.domain;
+      pb = peer_info.bus;
+      pdev = peer_info.device;
+    } else if (std::sscanf(peer_pci.c_str(), "%x:%x:%x.%x", &pd, &pb, &pdev, &pf) != 4) {
+      return std::nullopt;
+    }
+    int to_peer = 0, active = 0, unnamed = 0;
+    for (unsigned l = 0; l < nvml_max_links; ++l) {
+      int on = 0;
+      if (state_(dev, l, &on) != 0 || on != 1) continue;
+      ++active;
+      nvml_pci_info info{};
+      if (remote_(dev, l, &info) != 0) continue;
+      if (info.domain == pd && info.bus == pb && info.device == pdev) ++to_peer;
+      if (info.domain == 0xffffffffu) ++unnamed;  // e.g. in a VM: NVML cannot name the far end
+      if (std::getenv("MEMAREA_TOPO_DEBUG"))
+        std::cerr << fmt::format("topo: {} link {} -> {:x}:{:x}:{:x} ({}), peer {:x}:{:x}:{:x}\n",
+                                 pci, l, info.domain, info.bus, info.device, info.bus_id, pd, pb,
+                                 pdev);
+    }
+    if (to_peer == 0 && unnamed > 0) return std::pair{-unnamed, active};
+    return std::pair{to_peer, active};
+  }
+
+ private:
+  void* lib_ = nullptr;
+  bool ok_ = false;
+  nvml_return (*init_)() = nullptr;
+  nvml_return (*shutdown_)() = nullptr;
+  nvml_return (*by_pci_)(const char*, nvml_device*) = nullptr;
+  nvml_return (*state_)(nvml_device, unsigned, int*) = nullptr;
+  nvml_return (*remote_)(nvml_device, unsigned, nvml_pci_info*) = nullptr;
+  nvml_return (*pci_info_)(nvml_device, nvml_pci_info*) = nullptr;
+};
+
+// --- measurements --------------------------------------------------------------------------
+
+struct results {
+  int n = 0;
+  std::vector<std::string> names, pci;
+  std::vector<std::vector<int>> access;
+  std::vector<std::vector<std::string>> link;
+  std::vector<std::vector<double>> uni, bidi, latency;  // GB/s, GB/s, us; NaN on the diagonal
+  std::vector<std::vector<std::string>> path;           // "peer" or "staged"
+};
+
+/// Progress on stderr, only for a person watching.
+void progress(const std::string& what) {
+  if (isatty(STDERR_FILENO)) std::cerr << "\rtopo: " << what << "\x1b[K" << std::flush;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Measures one ordered pair with memarea's copies, peer access on where it can be.
+void measure(int a, int b, std::size_t size, int reps, results& r) {
+  std::optional<peer::scoped_access> ab, ba;
+  if (peer::can_access(a, b)) ab.emplace(a, b);
+  if (peer::can_access(b, a)) ba.emplace(b, a);
+  r.path[a][b] = (ab || ba) ? "peer" : "staged";
+  buffer xa = area(a).allocate(size), xb = area(b).allocate(size);
+  buffer ya = area(a).allocate(size), yb = area(b).allocate(size);
+  stream sa(a), sb(b);
+  // Unidirectional a -> b (warm-up first: the staging pool and peer mappings are made once).
+  copy_peer_async(xb.data(), b, xa.data(), a, size, sa);
+  sa.synchronize();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) copy_peer_async(xb.data(), b, xa.data(), a, size, sa);
+  sa.synchronize();
+  r.uni[a][b] = static_cast<double>(size) * reps / seconds_since(t0) / 1e9;
+  // Bidirectional: a -> b and b -> a at once, on a stream of each side; total bytes moved.
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) {
+    copy_peer_async(xb.data(), b, xa.data(), a, size, sa);
+    copy_peer_async(ya.data(), a, yb.data(), b, size, sb);
+  }
+  sa.synchronize();
+  sb.synchronize();
+  r.bidi[a][b] = 2.0 * static_cast<double>(size) * reps / seconds_since(t0) / 1e9;
+  // Latency of a 4 KiB copy, issue to completion (median).
+  std::vector<double> us;
+  for (int i = 0; i < std::max(reps, 5) * 4; ++i) {
+    auto t = std::chrono::steady_clock::now();
+    copy_peer_async(xb.data(), b, xa.data(), a, 4096, sa);
+    sa.synchronize();
+    us.push_back(seconds_since(t) * 1e6);
+  }
+  std::nth_element(us.begin(), us.begin() + static_cast<long>(us.size() / 2), us.end());
+  r.latency[a][b] = us[us.size() / 2];
+}
+
+results run(std::size_t size, int reps) {
+  results r;
+  r.n = device_count();
+  const auto n = static_cast<std::size_t>(r.n);
+  const double nan = std::nan("");
+  r.access.assign(n, std::vector<int>(n, 0));
+  r.link.assign(n, std::vector<std::string>(n, "-"));
+  r.uni.assign(n, std::vector<double>(n, nan));
+  r.bidi = r.latency = r.uni;
+  r.path.assign(n, std::vector<std::string>(n, "-"));
+  const std::string backend = backend_name();
+  std::optional<nvml> ml;
+  if (backend == "cuda") ml.emplace();
+  for (int d = 0; d < r.n; ++d) {
+    auto p = get_device_properties(d);
+    r.names.push_back(p.name);
+    r.pci.push_back(p.pci_bus_id);
+  }
+  for (int a = 0; a < r.n; ++a) {
+    for (int b = 0; b < r.n; ++b) {
+      if (a == b) continue;
+      r.access[a][b] = peer::can_access(a, b) ? 1 : 0;
+      if (backend == "sim") {
+        r.link[a][b] = "sim";
+      } else if (ml && ml->ok()) {
+        auto l = ml->links(r.pci[a], r.pci[b]);
+        if (!l) r.link[a][b] = "unknown";
+        else if (l->first > 0) r.link[a][b] = fmt::format("NV{}", l->first);
+        else if (l->first < 0) r.link[a][b] = fmt::format("NV{}?", -l->first);
+        else if (l->second > 0) r.link[a][b] = "NVSwitch";
+        else r.link[a][b] = "PCIe";
+      } else {
+        r.link[a][b] = backend == "cuda" ? "PCIe" : "unknown";
+      }
+    }
+  }
+  for (int a = 0; a < r.n; ++a) {
+    for (int b = 0; b < r.n; ++b) {
+      if (a == b) continue;
+      progress(fmt::format("measuring {} -> {}", a, b));
+      measure(a, b, size, reps, r);
+    }
+  }
+  if (isatty(STDERR_FILENO)) std::cerr << "\r\x1b[K";
+  return r;
+}
+
+// --- output --------------------------------------------------------------------------------
+
+nlohmann::json matrix_json(const std::vector<std::vector<double>>& m) {
+  auto j = nlohmann::json::array();
+  for (auto& row : m) {
+    auto jr = nlohmann::json::array();
+    for (double v : row) jr.push_back(std::isnan(v) ? nlohmann::json() : nlohmann::json(v));
+    j.push_back(jr);
+  }
+  return j;
+}
+
+void print_matrix(const std::string& title, const results& r,
+                  const std::function<std::string(int, int)>& cell) {
+  std::cout << "\n" << title << "\n" << fmt::format("{:>8}", "src\\dst");
+  for (int b = 0; b < r.n; ++b) std::cout << fmt::format("{:>10}", b);
+  std::cout << "\n";
+  for (int a = 0; a < r.n; ++a) {
+    std::cout << fmt::format("{:>8}", a);
+    for (int b = 0; b < r.n; ++b) std::cout << fmt::format("{:>10}", a == b ? "-" : cell(a, b));
+    std::cout << "\n";
+  }
+}
+
+/// A colour from white (lo) to deep blue (hi); `invert` for "lower is better".
+std::string colour(double v, double lo, double hi, bool invert) {
+  double t = hi > lo ? (v - lo) / (hi - lo) : 1.0;
+  t = std::clamp(invert ? 1.0 - t : t, 0.0, 1.0);
+  auto mix = [t](int from, int to) {
+    return static_cast<int>(std::lround(from + (to - from) * t));
+  };
+  return fmt::format("#{:02x}{:02x}{:02x}", mix(247, 8), mix(251, 48), mix(255, 107));
+}
+
+/// One heatmap panel at (x0, y0); returns its width.
+int svg_panel(std::string& out, int x0, int y0, const std::string& title, const std::string& unit,
+              const results& r, const std::vector<std::vector<double>>& m, bool invert) {
+  constexpr int cell = 64, label = 56;
+  double lo = INFINITY, hi = -INFINITY;
+  for (auto& row : m)
+    for (double v : row)
+      if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  if (!std::isfinite(lo)) lo = hi = 0;
+  out += fmt::format(R"(<text x="{}" y="{}" font-size="15" font-weight="bold">{} ({})</text>)"
+                     "\n",
+                     x0, y0 + 16, title, unit);
+  const int gx = x0 + label, gy = y0 + 48;
+  out += fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="#555">destination →</text>)"
+                     "\n",
+                     gx, gy - 20);
+  for (int b = 0; b < r.n; ++b)
+    out += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="middle">GPU {}</text>)"
+                       "\n",
+                       gx + b * cell + cell / 2, gy - 6, b);
+  for (int a = 0; a < r.n; ++a) {
+    out += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="end">GPU {}</text>)"
+                       "\n",
+                       gx - 6, gy + a * cell + cell / 2 + 4, a);
+    for (int b = 0; b < r.n; ++b) {
+      const double v = m[a][b];
+      const bool none = std::isnan(v);
+      const std::string fill = none ? "#dddddd" : colour(v, lo, hi, invert);
+      out += fmt::format(
+          R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}" stroke="#ffffff"/>)"
+          "\n",
+          gx + b * cell, gy + a * cell, cell, cell, fill);
+      double t = hi > lo ? (v - lo) / (hi - lo) : 1.0;
+      if (invert) t = 1.0 - t;
+      const std::string ink = (!none && t > 0.55) ? "#ffffff" : "#111111";
+      out += fmt::format(
+          R"(<text x="{}" y="{}" font-size="12" text-anchor="middle" fill="{}">{}</text>)"
+          "\n",
+          gx + b * cell + cell / 2, gy + a * cell + cell / 2 + 4, ink,
+          none ? "-" : fmt::format("{:.1f}", v));
+      if (!none)
+        out += fmt::format(
+            R"(<text x="{}" y="{}" font-size="9" text-anchor="middle" fill="{}">{}</text>)"
+            "\n",
+            gx + b * cell + cell / 2, gy + a * cell + cell - 6, ink, r.link[a][b]);
+    }
+  }
+  // The colour scale under the grid.
+  const int sy = gy + r.n * cell + 14, sw = std::max(r.n * cell, 160);
+  for (int i = 0; i < 20; ++i) {
+    const double v = lo + (hi - lo) * i / 19.0;
+    out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="12" fill="{}"/>)"
+                       "\n",
+                       gx + i * sw / 20, sy, sw / 20 + 1, colour(v, lo, hi, invert));
+  }
+  out += fmt::format(R"(<text x="{}" y="{}" font-size="11">{:.1f}</text>)"
+                     "\n",
+                     gx, sy + 26, lo);
+  out += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{:.1f} {}</text>)"
+                     "\n",
+                     gx + sw, sy + 26, hi, unit);
+  out += fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="#555">source ↓</text>)"
+                     "\n",
+                     x0, gy - 20);
+  return label + sw + 40;
+}
+
+std::string svg(const results& r, std::size_t size) {
+  std::string body;
+  int x = 20;
+  const int y = 50;
+  x += svg_panel(body, x, y, "Unidirectional bandwidth", "GB/s", r, r.uni, false);
+  x += svg_panel(body, x, y, "Bidirectional bandwidth", "GB/s", r, r.bidi, false);
+  x += svg_panel(body, x, y, "4 KiB copy latency", "us", r, r.latency, true);
+  const int height = y + 48 + r.n * 64 + 60;
+  std::string head = fmt::format(
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif">)"
+      "\n"
+      R"(<rect width="100%" height="100%" fill="#ffffff"/>)"
+      "\n"
+      R"(<text x="20" y="28" font-size="18" font-weight="bold">memarea topo: {} backend, {} device(s), {} MiB copies</text>)"
+      "\n",
+      x, height, backend_name(), r.n, size >> 20);
+  return head + body + "</svg>\n";
+}
+
+}  // namespace
+
+/// `memarea topo [--json] [--svg FILE] [--size BYTES] [--reps N]`; no size and reps 0 pick
+/// defaults for the backend (sim: small, since its devices live in host memory).
+int run_topo(bool json, const std::string& svg_path, const std::string& size_text, int reps) {
+  const bool on_sim = backend_name() == "sim";
+  std::size_t size = size_text.empty() ? 0 : memarea::sim::parse_size(size_text);
+  if (!size_text.empty() && size == 0) throw error(errc::invalid_value, "topo: --size is 0");
+  if (size == 0) size = on_sim ? (std::size_t{4} << 20) : (std::size_t{256} << 20);
+  if (reps <= 0) reps = on_sim ? 3 : 10;
+  if (device_count() < 2 && !json) std::cerr << "topo: fewer than 2 devices: nothing to measure\n";
+  const results r = run(size, reps);
+  if (!svg_path.empty()) {
+    std::ofstream f(svg_path);
+    f << svg(r, size);
+    if (!f) throw error(errc::invalid_value, "topo: cannot write " + svg_path);
+  }
+  if (json) {
+    nlohmann::json j;
+    j["backend"] = backend_name();
+    j["size"] = size;
+    j["reps"] = reps;
+    auto& ds = j["devices"] = nlohmann::json::array();
+    for (int d = 0; d < r.n; ++d)
+      ds.push_back({{"ordinal", d}, {"name", r.names[d]}, {"pci_bus_id", r.pci[d]}});
+    j["access"] = r.access;
+    j["link"] = r.link;
+    j["path"] = r.path;
+    j["unidirectional_gbps"] = matrix_json(r.uni);
+    j["bidirectional_gbps"] = matrix_json(r.bidi);
+    j["latency_4k_us"] = matrix_json(r.latency);
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("backend {}, {} device(s); copies of {} bytes, {} repetitions\n",
+                           backend_name(), r.n, size, reps);
+  for (int d = 0; d < r.n; ++d)
+    std::cout << fmt::format("  GPU {}: {} {}\n", d, r.names[d], r.pci[d]);
+  if (r.n < 2) return 0;
+  print_matrix("peer access (1: can access)", r,
+               [&](int a, int b) { return std::to_string(r.access[a][b]); });
+  print_matrix("link (NVn: n NVLinks to the peer; NVn?: n active NVLinks whose far end NVML "
+               "cannot name)",
+               r, [&](int a, int b) { return r.link[a][b]; });
+  print_matrix("copy path (peer access enabled where possible)", r,
+               [&](int a, int b) { return r.path[a][b]; });
+  print_matrix("unidirectional bandwidth (GB/s)", r,
+               [&](int a, int b) { return fmt::format("{:.2f}", r.uni[a][b]); });
+  print_matrix("bidirectional bandwidth (GB/s, both directions together)", r,
+               [&](int a, int b) { return fmt::format("{:.2f}", r.bidi[a][b]); });
+  print_matrix("4 KiB copy latency (us)", r,
+               [&](int a, int b) { return fmt::format("{:.2f}", r.latency[a][b]); });
+  return 0;
+}
+
+}  // namespace memarea::cli
