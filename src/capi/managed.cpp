@@ -1,4 +1,5 @@
 // The managed-memory C API (memarea.h, seed 002): thin wrappers over core/managed_impl.hpp.
+#include <cstring>
 #include "capi/c_call.hpp"
 #include "core/managed_impl.hpp"
 
@@ -31,7 +32,12 @@ memarea_status memarea_mem_prefetch_async(const void* ptr, size_t count, int dev
 
 memarea_status memarea_mem_advise(const void* ptr, size_t count, memarea_mem_advice advice,
                                   int device) {
+  // C callers may pass any integer: read it as one, so an out-of-range value is refused, not UB.
+  int raw = 0;
+  std::memcpy(&raw, &advice, sizeof raw);
   return c_call(__func__, [&] {
+    if (raw < MEMAREA_MEM_ADVISE_SET_READ_MOSTLY || raw > MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY)
+      throw memarea::error(memarea::errc::invalid_value, "advice is not a memarea_mem_advice");
     memarea::detail::managed_advise(ptr, count, advice, memarea::detail::location_of_id(device));
   });
 }
