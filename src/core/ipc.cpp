@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -156,6 +157,23 @@ std::atomic<bool> g_state_live{false};
 
 constexpr auto kPurgeInterval = std::chrono::milliseconds(100);  // dead-pid scans, at most
 constexpr auto kOwnerCheckInterval = std::chrono::milliseconds(50);
+
+/// Removes the segments of exporters that died without cleaning up (crash, SIGKILL, abort), so
+/// they do not accumulate in /dev/shm; run once per process, at its first export.
+void remove_dead_segments() {
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    long long pid = 0;
+    unsigned long long token = 0;
+    char tail = 0;
+    if (std::sscanf(e->d_name, "memarea-ipc-%lld-%llu%c", &pid, &token, &tail) != 2) continue;
+    if (pid <= 0 || pid > INT32_MAX) continue;
+    if (process_alive(static_cast<std::int32_t>(pid), token)) continue;
+    shm_unlink((std::string("/") + e->d_name).c_str());
+  }
+  closedir(d);
+}
 
 /// Frees an importer slot if its process is gone; true when it did.
 bool purge_if_dead(buffer_slot& b, importer_slot& s) {
@@ -561,6 +579,7 @@ class state {
 
   void ensure_segment_locked() {
     if (seg_) return;
+    remove_dead_segments();
     const std::string name = segment_name(pid_, token_);
     int fd = -1;
     for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -530,4 +531,26 @@ TEST(IpcConcurrent, EightThreadsImportOneHandle) {
   EXPECT_EQ(bad.load(), 0);
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(owner.ask("importers"), "0");
+}
+
+TEST(IpcProcess, SegmentsOfDeadExportersAreRemoved) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  // A pid that is surely gone: a child that exited and was reaped.
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  int st = 0;
+  waitpid(dead, &st, 0);
+  const std::string name = "/memarea-ipc-" + std::to_string(dead) + "-12345";
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ::close(fd);
+  ASSERT_EQ(segments_of(dead), 1);
+  {
+    child exporter({"export", "4096", str(new_seed())});  // its first export sweeps
+    EXPECT_EQ(exporter.line().size(), 256u);
+  }
+  EXPECT_EQ(segments_of(dead), 0);
+  shm_unlink(name.c_str());  // in case the sweep missed it
 }
