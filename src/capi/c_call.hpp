@@ -4,6 +4,7 @@
 #include <memarea/error.hpp>
 #include <memarea/memarea.h>
 
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -33,6 +34,23 @@ memarea_status c_call(const char* fn, F&& f) noexcept {
     set_last_error(std::string(fn) + ": unknown exception");
     return MEMAREA_ERROR_UNKNOWN;
   }
+}
+
+/// The integer a C caller passed for an enum parameter. C may pass any int; reading it as the
+/// enum type when it is out of range is undefined in C++, so it is read through its bytes.
+template <class E>
+int enum_bits(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+/// Throws invalid_value unless lo <= v <= hi (an enum value a C caller passed).
+inline void require_enum(int v, int lo, int hi, const char* name) {
+  if (v < lo || v > hi)
+    throw error(errc::invalid_value, std::string(name) + " " + std::to_string(v) +
+                                         " is not a valid value");
 }
 
 /// Throws invalid_value when an output pointer is NULL.

@@ -32,12 +32,10 @@ memarea_status memarea_mem_prefetch_async(const void* ptr, size_t count, int dev
 
 memarea_status memarea_mem_advise(const void* ptr, size_t count, memarea_mem_advice advice,
                                   int device) {
-  // C callers may pass any integer: read it as one, so an out-of-range value is refused, not UB.
-  int raw = 0;
-  std::memcpy(&raw, &advice, sizeof raw);
+  const int raw = memarea::detail::enum_bits(advice);
   return c_call(__func__, [&] {
-    if (raw < MEMAREA_MEM_ADVISE_SET_READ_MOSTLY || raw > MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY)
-      throw memarea::error(memarea::errc::invalid_value, "advice is not a memarea_mem_advice");
+    memarea::detail::require_enum(raw, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
+                                  MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, "advice");
     memarea::detail::managed_advise(ptr, count, advice, memarea::detail::location_of_id(device));
   });
 }
@@ -45,7 +43,10 @@ memarea_status memarea_mem_advise(const void* ptr, size_t count, memarea_mem_adv
 memarea_status memarea_mem_range_get_attribute(void* data, size_t data_size,
                                                memarea_mem_range_attribute attribute,
                                                const void* ptr, size_t count) {
+  const int raw = memarea::detail::enum_bits(attribute);
   return c_call(__func__, [&] {
+    memarea::detail::require_enum(raw, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                                  MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, "attribute");
     memarea::detail::managed_range_attribute(data, data_size, attribute, ptr, count);
   });
 }
@@ -55,6 +56,13 @@ memarea_status memarea_mem_range_get_attributes(void** data, size_t* data_sizes,
                                                 size_t num_attributes, const void* ptr,
                                                 size_t count) {
   return c_call(__func__, [&] {
+    if (attributes) {
+      for (size_t i = 0; i < num_attributes; ++i)
+        memarea::detail::require_enum(memarea::detail::enum_bits(attributes[i]),
+                                      MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                                      MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION,
+                                      "attributes[i]");
+    }
     memarea::detail::managed_range_attributes(data, data_sizes, attributes, num_attributes, ptr,
                                               count);
   });

@@ -27,8 +27,11 @@ memarea_status memarea_device_disable_peer_access(int peer_device) {
 
 memarea_status memarea_device_get_p2p_attribute(int* value, memarea_p2p_attribute attr,
                                                 int src_device, int dst_device) {
+  const int raw = memarea::detail::enum_bits(attr);
   return c_call(__func__, [&] {
     require(value, "value");
+    memarea::detail::require_enum(raw, MEMAREA_P2P_ATTR_PERFORMANCE_RANK,
+                                  MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED, "attr");
     *value = memarea::peer::attribute(attr, src_device, dst_device);
   });
 }
