@@ -108,14 +108,18 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
   r.made_by = origin::area;
   r.area_flags = flags;
   r.area_device = area_device;
+  adopt(r);
+  return ptr;
+}
+
+void adopt(record& r) {
   r.id = allocations().next_id();
   try {
     allocations().insert(r);
   } catch (...) {
-    (void)release(r);
+    (void)release(r);  // the registry could not take it: nothing may leak
     throw;
   }
-  return ptr;
 }
 
 dstatus release(const record& r) {

@@ -21,6 +21,8 @@ void area_munmap(int area_device, unsigned flags, void* ptr, std::size_t size);
 /// Frees a registered allocation after validate(record) accepted it (validate throws to
 /// refuse); invalid_value when ptr is not the start of a live allocation.
 void free_record(void* ptr, const std::function<void(const record&)>& validate, const char* what);
+/// Gives r a fresh id and records it; if the registry throws, r goes back to the driver first.
+void adopt(record& r);
 /// Gives an allocation back to the driver.
 dstatus release(const record& r);
 /// IPC's say on freeing r (src/core/ipc.cpp), called by free_record under the registry's lock

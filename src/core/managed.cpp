@@ -166,13 +166,7 @@ void* managed_malloc(std::size_t size, unsigned flags) {
   r.made_by = origin::managed;
   r.area_flags = flags;
   r.area_device = -1;
-  r.id = allocations().next_id();
-  try {
-    allocations().insert(r);
-  } catch (...) {
-    (void)release(r);
-    throw;
-  }
+  adopt(r);
   return ptr;
 }
 
