@@ -2,6 +2,7 @@
 // CUDA, the driver layer elsewhere) in the same run, peer access on and off, one direction and
 // both at once. With access off memarea pipelines through pinned host buffers and the raw call
 // lets the driver stage on its own.
+#include "core/copy_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "tools/bench.hpp"
@@ -208,7 +209,73 @@ void peer_copies(context& ctx) {
   }
 }
 
+/// Tuning data for the staged path (access off, one direction): the default adaptive split and
+/// fixed chunk sizes with 2 and 4 buffers, against the driver's staged copy in the same run.
+/// Not a target: it shows why the defaults are what they are (docs/gpu-results.md).
+void staging_sweep(context& ctx) {
+  if (ctx.quick) return;
+  if (device_count() < 2) {
+    std::cerr << "bench staging: needs 2 devices; no rows\n";
+    return;
+  }
+  const int a = 0, b = 1;
+  if (peer::is_enabled(a, b) || peer::is_enabled(b, a)) {
+    std::cerr << "bench staging: peer access is on between 0 and 1; no rows\n";
+    return;
+  }
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const detail::staging_settings defaults = detail::staging();
+  struct setting {
+    std::string name;
+    detail::staging_settings s;
+  };
+  std::vector<setting> settings{{"default (adaptive)", defaults}};
+  for (std::size_t c : {MiB / 2, MiB, 2 * MiB, 4 * MiB, 8 * MiB, 16 * MiB})
+    for (int nb : {2, 4}) {
+      detail::staging_settings s = defaults;
+      s.chunk = s.min_chunk = c;
+      s.buffers = nb;
+      s.driver_up_to = 0;
+      settings.push_back({fmt::format("{} x{}", size_name(c), nb), s});
+    }
+  stream sa(a);
+  raw_copier raw(sa, a, b);
+  for (std::size_t n : {4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB}) {
+    buffer x = area(a).allocate(n), y = area(b).allocate(n);
+    const int reps = n >= 256 * MiB ? std::max(3, ctx.repetitions / 4) : ctx.repetitions;
+    auto median3 = [&](const std::function<void()>& fn) {
+      std::vector<double> t;
+      for (int round = 0; round < 3; ++round) t.push_back(median_us(reps, fn));
+      std::sort(t.begin(), t.end());
+      return t[1];
+    };
+    const double raw_us = median3([&] {
+      raw.enqueue(y.data(), x.data(), n);
+      raw.wait();
+    });
+    for (const auto& st : settings) {
+      detail::set_staging(st.s);
+      const double mem_us = median3([&] {
+        copy_peer_async(y.data(), b, x.data(), a, n, sa);
+        sa.synchronize();
+      });
+      row r;
+      r.group = "staging sweep";
+      r.variant = fmt::format("0->1 {}, {}", size_name(n), st.name);
+      r.unit = "GB/s";
+      r.memarea = static_cast<double>(n) / mem_us / 1e3;
+      r.raw = static_cast<double>(n) / raw_us / 1e3;
+      r.raw_name = raw.name() + " (driver stages)";
+      r.note = fmt::format("path {}, chunk {}", detail::to_string(detail::last_copy_path()),
+                           size_name(st.s.chunk_for(n)));
+      ctx.add(r);
+    }
+  }
+  detail::set_staging(defaults);
+}
+
 const registrar reg("peer", peer_copies);
+const registrar reg_staging("staging", staging_sweep);
 
 }  // namespace
 }  // namespace memarea::cli::bench

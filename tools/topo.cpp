@@ -24,6 +24,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace memarea::cli {
@@ -127,6 +128,9 @@ struct results {
   std::vector<std::vector<std::string>> link;
   std::vector<std::vector<double>> uni, bidi, latency;  // GB/s, GB/s, us; NaN on the diagonal
   std::vector<std::vector<std::string>> path;           // "peer" or "staged"
+  /// Every ordered pair copying at once (each on a stream of its source): per pair and total.
+  std::vector<std::vector<double>> concurrent;  // GB/s; NaN on the diagonal
+  double concurrent_total = std::nan("");       // GB/s, all pairs together
 };
 
 /// Progress on stderr, only for a person watching.
@@ -175,6 +179,48 @@ void measure(int a, int b, std::size_t size, int reps, results& r) {
   r.latency[a][b] = us[us.size() / 2];
 }
 
+/// Every ordered pair copies `size` bytes `reps` times at once, each on its own stream of the
+/// source device, with peer access on wherever it can be (as a collective's all-to-all would).
+/// Per-pair figures count the time until that pair's stream drained; the total counts all bytes
+/// over the time until the last one did.
+void measure_all_pairs(std::size_t size, int reps, results& r) {
+  const int n = r.n;
+  std::vector<peer::scoped_access> access;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b && peer::can_access(a, b)) access.emplace_back(a, b);
+  struct lane {
+    int a, b;
+    buffer src, dst;
+    stream s;
+    double seconds = 0;
+  };
+  std::vector<lane> lanes;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) lanes.push_back({a, b, area(a).allocate(size), area(b).allocate(size), stream(a)});
+  for (auto& l : lanes) copy_peer_async(l.dst.data(), l.b, l.src.data(), l.a, size, l.s);  // warm
+  for (auto& l : lanes) l.s.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i)
+    for (auto& l : lanes) copy_peer_async(l.dst.data(), l.b, l.src.data(), l.a, size, l.s);
+  // Streams drain in any order: one waiter each, so no pair is charged for another's wait.
+  std::vector<std::thread> waiters;
+  for (auto& l : lanes)
+    waiters.emplace_back([&l, t0] {
+      l.s.synchronize();
+      l.seconds = seconds_since(t0);
+    });
+  for (auto& w : waiters) w.join();
+  double last = 0;
+  for (auto& l : lanes) {
+    r.concurrent[l.a][l.b] = static_cast<double>(size) * reps / l.seconds / 1e9;
+    last = std::max(last, l.seconds);
+  }
+  r.concurrent_total = static_cast<double>(size) * reps * static_cast<double>(lanes.size()) /
+                       last / 1e9;
+}
+
 results run(std::size_t size, int reps) {
   results r;
   r.n = device_count();
@@ -183,7 +229,7 @@ results run(std::size_t size, int reps) {
   r.access.assign(n, std::vector<int>(n, 0));
   r.link.assign(n, std::vector<std::string>(n, "-"));
   r.uni.assign(n, std::vector<double>(n, nan));
-  r.bidi = r.latency = r.uni;
+  r.bidi = r.latency = r.concurrent = r.uni;
   r.path.assign(n, std::vector<std::string>(n, "-"));
   const std::string backend = backend_name();
   std::optional<nvml> ml;
@@ -217,6 +263,10 @@ results run(std::size_t size, int reps) {
       progress(fmt::format("measuring {} -> {}", a, b));
       measure(a, b, size, reps, r);
     }
+  }
+  if (r.n >= 2) {
+    progress("measuring all pairs at once");
+    measure_all_pairs(size, reps, r);
   }
   if (isatty(STDERR_FILENO)) std::cerr << "\r\x1b[K";
   return r;
@@ -330,6 +380,7 @@ std::string svg(const results& r, std::size_t size) {
   x += svg_panel(body, x, y, "Unidirectional bandwidth", "GB/s", r, r.uni, false);
   x += svg_panel(body, x, y, "Bidirectional bandwidth", "GB/s", r, r.bidi, false);
   x += svg_panel(body, x, y, "4 KiB copy latency", "us", r, r.latency, true);
+  x += svg_panel(body, x, y, "All pairs at once", "GB/s", r, r.concurrent, false);
   const int height = y + 48 + r.n * 64 + 60;
   std::string head = fmt::format(
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif">)"
@@ -373,6 +424,9 @@ int run_topo(bool json, const std::string& svg_path, const std::string& size_tex
     j["unidirectional_gbps"] = matrix_json(r.uni);
     j["bidirectional_gbps"] = matrix_json(r.bidi);
     j["latency_4k_us"] = matrix_json(r.latency);
+    j["all_pairs_at_once_gbps"] = matrix_json(r.concurrent);
+    j["all_pairs_at_once_total_gbps"] =
+        std::isnan(r.concurrent_total) ? nlohmann::json() : nlohmann::json(r.concurrent_total);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -394,6 +448,9 @@ int run_topo(bool json, const std::string& svg_path, const std::string& size_tex
                [&](int a, int b) { return fmt::format("{:.2f}", r.bidi[a][b]); });
   print_matrix("4 KiB copy latency (us)", r,
                [&](int a, int b) { return fmt::format("{:.2f}", r.latency[a][b]); });
+  print_matrix("all pairs at once (GB/s per pair, every ordered pair copying together)", r,
+               [&](int a, int b) { return fmt::format("{:.2f}", r.concurrent[a][b]); });
+  std::cout << fmt::format("all pairs at once, total: {:.2f} GB/s\n", r.concurrent_total);
   return 0;
 }
 

@@ -4,7 +4,8 @@
 // device memory of two devices, the driver's peer copy runs when peer access is on in either
 // direction (see memarea/peer.hpp); otherwise memarea pipelines the copy through pinned host
 // buffers that it allocates once and reuses: chunk i+1 leaves the source device while chunk i
-// lands on the destination (copies shorter than two chunks go to the driver's own staging). That path orders itself on the caller's stream with events (work
+// lands on the destination. Chunks grow with the copy (1 to 8 MiB by default); short copies go
+// to the driver's own staging. That path orders itself on the caller's stream with events (work
 // queued before the call runs first, work queued after waits for the whole copy) and never
 // blocks the calling thread.
 #pragma once

@@ -152,14 +152,23 @@ struct stager {
 /// Leaked at exit on purpose: the driver may be gone before static destructors run.
 class staging_pool {
  public:
-  /// MEMAREA_STAGING_CHUNK (e.g. "8M") and MEMAREA_STAGING_BUFFERS tune the defaults; bad
-  /// values are ignored (a tuning knob must not stop copies from working).
+  /// MEMAREA_STAGING_CHUNK / _MIN_CHUNK / _DRIVER_UP_TO (sizes, e.g. "8M"), _PIECES and
+  /// _BUFFERS tune the defaults; a bad value drops them all (a tuning knob must not stop copies
+  /// from working, and half-applied settings could contradict each other).
   staging_pool() {
     try {
+      staging_settings s;
       if (const char* c = std::getenv("MEMAREA_STAGING_CHUNK"))
-        settings_.chunk = std::max<std::size_t>(parse_size(c, "MEMAREA_STAGING_CHUNK"), 4096);
+        s.chunk = std::max<std::size_t>(parse_size(c, "MEMAREA_STAGING_CHUNK"), 4096);
+      if (const char* c = std::getenv("MEMAREA_STAGING_MIN_CHUNK"))
+        s.min_chunk = std::max<std::size_t>(parse_size(c, "MEMAREA_STAGING_MIN_CHUNK"), 4096);
+      if (const char* c = std::getenv("MEMAREA_STAGING_DRIVER_UP_TO"))
+        s.driver_up_to = parse_size(c, "MEMAREA_STAGING_DRIVER_UP_TO");
+      if (const char* c = std::getenv("MEMAREA_STAGING_PIECES"))
+        s.pieces = std::clamp<std::size_t>(parse_size(c, "MEMAREA_STAGING_PIECES"), 1, 4096);
       if (const char* b = std::getenv("MEMAREA_STAGING_BUFFERS"))
-        settings_.buffers = std::clamp(std::atoi(b), 2, 16);
+        s.buffers = std::clamp(std::atoi(b), 2, 16);
+      settings_ = s;
     } catch (const error&) {
       settings_ = {};
     }
@@ -185,6 +194,7 @@ class staging_pool {
     std::unique_lock lock(m_);
     std::unique_ptr<stager> evicted;
     if (st->settings.chunk == settings_.chunk && st->settings.buffers == settings_.buffers) {
+      st->settings = settings_;  // the split may have changed; the buffers still fit
       idle_.push_back(std::move(st));
       // Bounded: many device pairs must not pin memory without end; the oldest goes.
       if (idle_.size() > max_idle) {
@@ -237,7 +247,7 @@ void run_pipeline(stager& st, char* dst, const char* src, std::size_t n, stream_
   check(gpu.event_record(entry, on.device, on.native), what);
   check(gpu.stream_wait_event(st.src, st.to_host, entry), what);
   check(gpu.stream_wait_event(st.dst, st.to_device, entry), what);
-  const std::size_t chunk = st.settings.chunk;
+  const std::size_t chunk = st.settings.chunk_for(n);
   const auto nb = static_cast<std::size_t>(st.settings.buffers);
   std::size_t i = 0;
   for (std::size_t off = 0; off < n; off += chunk, ++i) {
@@ -288,9 +298,9 @@ stream_ref dispatch(void* dst, const endpoint& d, const void* src, const endpoin
       return on;
     }
     if (!named) on = {s.device, nullptr};
-    if (n <= 2 * staging().chunk) {
+    if (staging().use_driver(n)) {
       // Too little to overlap: the driver's own staging has less to set up (measured on two
-      // H200s: the pipeline is 0.4x at 4 KiB and 0.7x at 1 MiB; it wins from 4 chunks on).
+      // H200s: the pipeline is 0.4x at 4 KiB and 0.7x at 1 MiB).
       if (d.kind == MEMAREA_MEMORY_DEVICE && s.kind == MEMAREA_MEMORY_DEVICE) {
         check(gpu.memcpy_peer_async(dst, d.device, src, s.device, n, on.device, on.native),
               "peer copy (driver staging)");
@@ -346,8 +356,18 @@ staging_settings staging() noexcept {
   }
 }
 
+std::size_t staging_settings::chunk_for(std::size_t n) const noexcept {
+  const std::size_t lo = std::min(min_chunk, chunk);
+  std::size_t c = lo;
+  // The largest power-of-two multiple of lo that still cuts n into about `pieces` chunks.
+  while (c < chunk && c * 2 <= n / std::max<std::size_t>(pieces, 1)) c *= 2;
+  return std::min(c, chunk);
+}
+
 void set_staging(const staging_settings& s) {
-  if (s.chunk == 0) throw error(errc::invalid_value, "staging chunk must not be 0");
+  if (s.chunk == 0 || s.min_chunk == 0)
+    throw error(errc::invalid_value, "staging chunk sizes must not be 0");
+  if (s.pieces == 0) throw error(errc::invalid_value, "staging pieces must not be 0");
   if (s.buffers < 2 || s.buffers > 16)
     throw error(errc::invalid_value,
                 fmt::format("staging buffers must be 2..16, not {}", s.buffers));

@@ -36,7 +36,7 @@ enum class copy_path {
   host,         ///< std::memmove: no GPU backend
   driver,       ///< the driver's copy (same device, host <-> device, managed)
   driver_peer,  ///< the driver's peer copy (peer access on in either direction)
-  driver_staged,///< the driver's peer copy with access off (<= 2 chunks: it stages)
+  driver_staged,///< the driver's peer copy with access off (too short to pipeline: it stages)
   staged,       ///< memarea's pipelined copy through pinned host buffers
 };
 /// The path of the calling thread's last copy.
@@ -44,17 +44,32 @@ copy_path last_copy_path() noexcept;
 /// "none", "host", "driver", "driver_peer", "driver_staged" or "staged".
 const char* to_string(copy_path p) noexcept;
 
-/// Settings of the staged path: bytes per chunk and pinned buffers in flight per pair. Copies
-/// of up to two chunks go to the driver's own staging instead (too little to overlap).
-/// Defaults can be tuned with MEMAREA_STAGING_CHUNK and MEMAREA_STAGING_BUFFERS.
+/// Settings of the staged path. A copy of n bytes is cut into chunks of
+/// chunk_for(n) = n / pieces rounded down to a power of two and clamped to [min_chunk, chunk]:
+/// small chunks fill and drain the two-stage pipeline quickly (its cost is about one chunk),
+/// large ones cost fewer driver calls. `buffers` pinned buffers of `chunk` bytes per ordered
+/// device pair hold the chunks in flight, so the source side never waits for a cross-device
+/// event while another buffer is free. Copies of at most driver_up_to bytes, or of at most two
+/// chunks, go to the driver's own staging (too little to overlap). Defaults can be changed with
+/// MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _PIECES, _BUFFERS and _DRIVER_UP_TO.
 struct staging_settings {
-  std::size_t chunk = std::size_t{8} << 20;  ///< best of 2..16 MiB on two H200s (1 GiB copies)
-  int buffers = 2;
+  std::size_t chunk = std::size_t{8} << 20;         ///< largest chunk, and each buffer's size
+  int buffers = 4;                                  ///< pinned buffers per ordered pair, 2..16
+  std::size_t min_chunk = std::size_t{1} << 20;     ///< smallest chunk of the adaptive split
+  std::size_t pieces = 32;                          ///< chunks a copy is cut into, about
+  std::size_t driver_up_to = std::size_t{4} << 20;  ///< copies this short use the driver
+
+  /// The chunk size a copy of n bytes uses.
+  std::size_t chunk_for(std::size_t n) const noexcept;
+  /// Whether a copy of n bytes goes to the driver's own staging.
+  bool use_driver(std::size_t n) const noexcept {
+    return n <= driver_up_to || n <= 2 * chunk_for(n);
+  }
 };
 /// The current staging settings.
 staging_settings staging() noexcept;
 /// Changes them (tests use small chunks; benches tune). Pooled buffers of other settings are
-/// freed once idle. invalid_value for chunk 0 or buffers outside 2..16.
+/// freed once idle. invalid_value for chunk or min_chunk 0, pieces 0, or buffers outside 2..16.
 void set_staging(const staging_settings& s);
 
 /// Copies n bytes of device memory of src_device to device memory of dst_device through pinned

@@ -20,10 +20,19 @@ using memarea::detail::copy_path;
 
 namespace {
 
-/// Sets the staging settings for a scope and restores the previous ones.
+/// Sets fixed-size staging chunks for a scope (every copy of more than two chunks is
+/// pipelined) and restores the previous settings.
 struct staging_guard {
   staging_guard(std::size_t chunk, int buffers) : old(detail::staging()) {
-    detail::set_staging({chunk, buffers});
+    detail::staging_settings s;
+    s.chunk = chunk;
+    s.min_chunk = chunk;
+    s.buffers = buffers;
+    s.driver_up_to = 0;
+    detail::set_staging(s);
+  }
+  explicit staging_guard(const detail::staging_settings& s) : old(detail::staging()) {
+    detail::set_staging(s);
   }
   ~staging_guard() { detail::set_staging(old); }
   detail::staging_settings old;
@@ -278,8 +287,61 @@ TEST(Copy, StagingSettingsAreValidated) {
   EXPECT_MEMAREA_ERROR(detail::set_staging({0, 2}), errc::invalid_value);
   EXPECT_MEMAREA_ERROR(detail::set_staging({4096, 1}), errc::invalid_value);
   EXPECT_MEMAREA_ERROR(detail::set_staging({4096, 17}), errc::invalid_value);
+  detail::staging_settings s;
+  s.min_chunk = 0;
+  EXPECT_MEMAREA_ERROR(detail::set_staging(s), errc::invalid_value);
+  s = {};
+  s.pieces = 0;
+  EXPECT_MEMAREA_ERROR(detail::set_staging(s), errc::invalid_value);
   EXPECT_EQ(detail::staging().chunk, old.chunk);
   EXPECT_EQ(detail::staging().buffers, old.buffers);
+  EXPECT_EQ(detail::staging().min_chunk, old.min_chunk);
+  EXPECT_EQ(detail::staging().pieces, old.pieces);
+}
+
+TEST(Copy, StagingChunkFollowsTheCopySize) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const detail::staging_settings s;  // the defaults: 1..8 MiB, about 32 pieces, driver <= 4 MiB
+  EXPECT_EQ(s.chunk_for(1), 1 * MiB);
+  EXPECT_EQ(s.chunk_for(16 * MiB), 1 * MiB);
+  EXPECT_EQ(s.chunk_for(64 * MiB), 2 * MiB);
+  EXPECT_EQ(s.chunk_for(64 * MiB - 1), 1 * MiB);  // never fewer than `pieces` chunks
+  EXPECT_EQ(s.chunk_for(128 * MiB), 4 * MiB);
+  EXPECT_EQ(s.chunk_for(256 * MiB), 8 * MiB);
+  EXPECT_EQ(s.chunk_for(std::size_t{1} << 40), 8 * MiB);
+  EXPECT_TRUE(s.use_driver(4 * MiB));
+  EXPECT_FALSE(s.use_driver(4 * MiB + 1));
+  detail::staging_settings t = s;
+  t.driver_up_to = 0;
+  EXPECT_TRUE(t.use_driver(2 * MiB));       // two 1 MiB chunks: nothing to overlap
+  EXPECT_FALSE(t.use_driver(2 * MiB + 1));  // three chunks
+  t.min_chunk = 16 * MiB;                   // above chunk: chunk wins
+  EXPECT_EQ(t.chunk_for(1 * MiB), 8 * MiB);
+}
+
+TEST(Copy, AdaptiveStagingCopiesEveryByte) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  detail::staging_settings s;
+  s.chunk = 64 * 1024;
+  s.min_chunk = 4096;
+  s.pieces = 8;
+  s.buffers = 3;
+  s.driver_up_to = 0;
+  staging_guard g(s);
+  const std::size_t cap = 1 << 20;
+  buffer a = area(0).allocate(cap), b = area(1).allocate(cap);
+  for (std::size_t n : {std::size_t{3 * 4096 + 1}, std::size_t{40000}, std::size_t{262147},
+                        cap - 5}) {
+    auto data = random_bytes(n);
+    copy(a.data(), data.data(), n);
+    std::vector<unsigned char> zero(n, 0);
+    copy(b.data(), zero.data(), n);
+    copy(b.data(), a.data(), n);
+    EXPECT_EQ(detail::last_copy_path(), copy_path::staged) << n;
+    std::vector<unsigned char> back(n);
+    copy(back.data(), b.data(), n);
+    EXPECT_EQ(back, data) << n << " bytes with chunks of " << s.chunk_for(n);
+  }
 }
 
 TEST(Copy, UnreachablePairsStillCopy) {
