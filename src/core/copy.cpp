@@ -22,6 +22,8 @@
 #include <mutex>
 #include <vector>
 
+#include <pthread.h>
+
 namespace memarea {
 namespace detail {
 
@@ -224,14 +226,32 @@ class staging_pool {
 
   static constexpr std::size_t max_idle = 16;
 
+  /// In a child of fork(): the idle stagers' streams and events belong to the parent's driver
+  /// state (which the sim driver sets aside there), so they are let go without being destroyed
+  /// and the child makes its own. The child runs one thread here: no lock is taken (one held
+  /// by another thread at fork would never be released; forking mid-call is not supported).
+  void forget_after_fork() noexcept {
+    for (auto& st : idle_) (void)st.release();
+    idle_.clear();
+  }
+
  private:
   std::mutex m_;
   staging_settings settings_;
   std::vector<std::unique_ptr<stager>> idle_;
 };
 
+staging_pool* g_pool = nullptr;
+
 staging_pool& pool() {
-  static auto* p = new staging_pool;
+  static auto* p = [] {
+    auto* made = new staging_pool;
+    g_pool = made;
+    (void)pthread_atfork(nullptr, nullptr, [] {
+      if (g_pool) g_pool->forget_after_fork();
+    });
+    return made;
+  }();
   return *p;
 }
 

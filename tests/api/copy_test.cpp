@@ -14,6 +14,9 @@
 #include <optional>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace memarea;
 using namespace memarea::test;
 using memarea::detail::copy_path;
@@ -342,6 +345,51 @@ TEST(Copy, AdaptiveStagingCopiesEveryByte) {
     copy(back.data(), b.data(), n);
     EXPECT_EQ(back, data) << n << " bytes with chunks of " << s.chunk_for(n);
   }
+}
+
+TEST(Copy, StagedCopyInAChildOfFork) {
+  // The staging pool's idle streams and events belong to the parent: a child of fork() (sim;
+  // CUDA and HIP are not fork-safe) must make its own instead of using them.
+  MEMAREA_REQUIRE_DEVICES(2);
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
+  if (backend_name() != "sim") GTEST_SKIP() << "only sim survives fork() without exec";
+  if (peer::is_enabled(0, 1) || peer::is_enabled(1, 0)) GTEST_SKIP() << "peer access is on";
+  staging_guard g(4096, 2);
+  const std::size_t n = 5 * 4096 + 9;
+  buffer a = area(0).allocate(n), b = area(1).allocate(n);
+  const auto data = random_bytes(n);
+  copy(a.data(), data.data(), n);
+  copy(b.data(), a.data(), n);  // leaves an idle stager in the pool
+  ASSERT_EQ(detail::last_copy_path(), copy_path::staged);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(30);  // a stuck child dies instead of hanging the suite
+    int rc = 0;
+    try {
+      buffer c = area(1).allocate(n);
+      copy(c.data(), a.data(), n);
+      if (detail::last_copy_path() != copy_path::staged) rc = 2;
+      std::vector<unsigned char> back(n);
+      copy(back.data(), c.data(), n);
+      if (rc == 0 && back != data) rc = 3;
+    } catch (...) {
+      rc = 4;
+    }
+    _exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: not staged, 3: wrong bytes, 4: it threw";
+  // The parent's pool still works.
+  std::vector<unsigned char> back(n);
+  copy(b.data(), a.data(), n);
+  copy(back.data(), b.data(), n);
+  EXPECT_EQ(back, data);
 }
 
 TEST(Copy, UnreachablePairsStillCopy) {
