@@ -20,6 +20,11 @@ int main() {
       return 0;
     }
     const int dev = memarea::device_count() - 1;
+    if (!memarea::get_device_properties(dev).managed_memory) {
+      // Allocating would be MEMAREA_ERROR_NOT_SUPPORTED; examples/host_numa.cpp needs no device.
+      std::printf("device %d has no managed memory; nothing to show\n", dev);
+      return 0;
+    }
     memarea::set_device(dev);
     const std::size_t n = std::size_t{4} << 20;
     mm::managed_buffer buf(n);  // on the current device, whole 4 KiB pages

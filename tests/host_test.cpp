@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <numaif.h>
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -256,4 +257,79 @@ TEST(Host, HugeSizeIsRefused) {
   EXPECT_EQ(st.code, errc::out_of_memory);
   EXPECT_EQ(st.native, ENOMEM);
   EXPECT_EQ(p, nullptr);
+}
+
+TEST(Host, NodeExists) {
+  EXPECT_TRUE(h::node_exists(0));
+  for (const auto& n : h::numa_nodes()) EXPECT_TRUE(h::node_exists(n.id)) << n.id;
+  EXPECT_FALSE(h::node_exists(-1));
+  EXPECT_FALSE(h::node_exists(k_bad_node));
+}
+
+TEST(Host, MigratePlacesUntouchedPagesToo) {
+  // A prefetch promises the whole range on the node: pages never written are faulted in there
+  // (MADV_POPULATE_WRITE, Linux 5.14+), with their content (zeros) unchanged.
+  const size_t ps = h::page_size();
+  host_block b(4 * ps, -1);
+  ASSERT_NE(b.ptr, nullptr);
+  b.bytes()[0] = 9;
+  ASSERT_TRUE(h::migrate(b.ptr, 4 * ps, 0).ok());
+  int node = 99;
+  ASSERT_TRUE(h::query_node(b.ptr, 4 * ps, &node).ok());
+  if (h::numa_available() && ::madvise(b.ptr, ps, MADV_POPULATE_WRITE) == 0) {
+    EXPECT_EQ(node, 0);
+  }
+  EXPECT_EQ(b.bytes()[0], 9);
+  for (size_t i = 1; i < 4 * ps; ++i) ASSERT_EQ(b.bytes()[i], 0);
+}
+
+TEST(Host, SetPolicy) {
+  const size_t ps = h::page_size();
+  host_block b(4 * ps, 0);
+  ASSERT_NE(b.ptr, nullptr);
+  using p = h::policy;
+  for (p pol : {p::preferred, p::bind}) {
+    auto st = h::set_policy(b.bytes() + 3, 2 * ps, pol, 0);  // unaligned: rounded out
+    EXPECT_TRUE(st.ok()) << st.detail;
+  }
+  auto st = h::set_policy(b.ptr, 4 * ps, p::default_policy, -1);  // the node is ignored
+  EXPECT_TRUE(st.ok()) << st.detail;
+  if (h::numa_available()) {
+    // The kernel took it: the policy of the range reads back.
+    int mode = -1;
+    ASSERT_TRUE(h::set_policy(b.ptr, ps, p::preferred, 0).ok());
+    ASSERT_EQ(::get_mempolicy(&mode, nullptr, 0, b.ptr, MPOL_F_ADDR), 0);
+    EXPECT_EQ(mode, MPOL_PREFERRED);
+    ASSERT_EQ(::get_mempolicy(&mode, nullptr, 0, b.bytes() + ps, MPOL_F_ADDR), 0);
+    EXPECT_EQ(mode, MPOL_DEFAULT);  // the next page kept its own
+    ASSERT_TRUE(h::set_policy(b.ptr, ps, p::default_policy, 0).ok());
+    ASSERT_EQ(::get_mempolicy(&mode, nullptr, 0, b.ptr, MPOL_F_ADDR), 0);
+    EXPECT_EQ(mode, MPOL_DEFAULT);
+  }
+  // Pages placed under a policy stay where they are and keep their data.
+  std::memset(b.ptr, 0x21, 4 * ps);
+  ASSERT_TRUE(h::set_policy(b.ptr, 4 * ps, p::preferred, 0).ok());
+  for (size_t i = 0; i < 4 * ps; ++i) ASSERT_EQ(b.bytes()[i], 0x21);
+
+  // Refusals.
+  EXPECT_EQ(h::set_policy(nullptr, ps, p::preferred, 0).code, errc::invalid_value);
+  EXPECT_EQ(h::set_policy(b.ptr, 0, p::preferred, 0).code, errc::invalid_value);
+  st = h::set_policy(b.ptr, ps, p::preferred, k_bad_node);
+  EXPECT_EQ(st.code, errc::invalid_device);
+  EXPECT_NE(st.detail.find("4096"), std::string::npos) << st.detail;
+  EXPECT_EQ(h::set_policy(b.ptr, ps, p::bind, -1).code, errc::invalid_device);
+  EXPECT_EQ(h::set_policy(b.ptr, ps, static_cast<p>(42), 0).code, errc::invalid_value);
+}
+
+TEST(Host, SetPolicyOnUnmappedRangeIsInvalidValue) {
+  const size_t ps = h::page_size();
+  void* p = nullptr;
+  ASSERT_TRUE(h::allocate(3 * ps, -1, &p).ok());
+  char* c = static_cast<char*>(p);
+  ASSERT_EQ(::munmap(c + ps, ps), 0);
+  auto st = h::set_policy(c, 3 * ps, h::policy::preferred, 0);
+  EXPECT_EQ(st.code, errc::invalid_value);
+  EXPECT_EQ(st.native, ENOMEM);
+  EXPECT_TRUE(h::deallocate(c, ps).ok());
+  EXPECT_TRUE(h::deallocate(c + 2 * ps, ps).ok());
 }

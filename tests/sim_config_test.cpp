@@ -12,7 +12,8 @@ namespace {
 
 constexpr const char* kVars[] = {"MEMAREA_SIM_DEVICES", "MEMAREA_SIM_DEVICE_MEMORY",
                                  "MEMAREA_SIM_PEER_GROUPS", "MEMAREA_SIM_MAX_PEERS",
-                                 "MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS"};
+                                 "MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS",
+                                 "MEMAREA_SIM_MANAGED_MEMORY"};
 
 /// Clears every MEMAREA_SIM_* variable for the test and restores the caller's values after it.
 class SimConfigEnv : public ::testing::Test {
@@ -61,6 +62,7 @@ TEST_F(SimConfigEnv, DefaultsWhenUnset) {
   EXPECT_TRUE(c.peer_groups.empty());
   EXPECT_EQ(c.max_peers, 8);
   EXPECT_TRUE(c.concurrent_managed_access);
+  EXPECT_TRUE(c.managed_memory);
 }
 
 TEST_F(SimConfigEnv, EmptyCountsAsUnset) {
@@ -68,6 +70,8 @@ TEST_F(SimConfigEnv, EmptyCountsAsUnset) {
   sim_config c = sim_config_from_env();
   EXPECT_EQ(c.devices, 0);
   EXPECT_EQ(c.max_peers, 8);
+  EXPECT_TRUE(c.concurrent_managed_access);
+  EXPECT_TRUE(c.managed_memory);
 }
 
 TEST_F(SimConfigEnv, Devices) {
@@ -164,18 +168,34 @@ TEST_F(SimConfigEnv, ConcurrentManagedAccess) {
   }
 }
 
+TEST_F(SimConfigEnv, ManagedMemory) {
+  set("MEMAREA_SIM_MANAGED_MEMORY", "0");
+  sim_config c = sim_config_from_env();
+  EXPECT_FALSE(c.managed_memory);
+  // The other switch is parsed on its own; the driver derives "no concurrent access" from both.
+  EXPECT_TRUE(c.concurrent_managed_access);
+  set("MEMAREA_SIM_MANAGED_MEMORY", "1");
+  EXPECT_TRUE(sim_config_from_env().managed_memory);
+  for (const char* bad : {"2", "no", "false", "-0", "00", "1 ", " 0", "0x0"}) {
+    SCOPED_TRACE(bad);
+    expect_bad("MEMAREA_SIM_MANAGED_MEMORY", bad);
+  }
+}
+
 TEST_F(SimConfigEnv, AllTogether) {
   set("MEMAREA_SIM_DEVICES", "10");
   set("MEMAREA_SIM_DEVICE_MEMORY", "256M");
   set("MEMAREA_SIM_PEER_GROUPS", "0,1,2,3,4;5,6,7,8,9");
   set("MEMAREA_SIM_MAX_PEERS", "4");
   set("MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS", "0");
+  set("MEMAREA_SIM_MANAGED_MEMORY", "0");
   sim_config c = sim_config_from_env();
   EXPECT_EQ(c.devices, 10);
   EXPECT_EQ(c.device_memory, size_t{256} << 20);
   EXPECT_EQ(c.peer_groups.size(), 2u);
   EXPECT_EQ(c.max_peers, 4);
   EXPECT_FALSE(c.concurrent_managed_access);
+  EXPECT_FALSE(c.managed_memory);
 }
 
 }  // namespace

@@ -742,6 +742,35 @@ TEST(SimDriver, ManagedPrefetch) {
   ASSERT_OK(off->free_managed(m));
 }
 
+TEST(SimDriver, WithoutManagedMemory) {
+  sim_config c = config(2, 1 << 20);
+  c.managed_memory = false;  // concurrent_managed_access stays true: it must not show through
+  auto d = make_sim_driver(c);
+  ASSERT_EQ(d->device_count(), 2);
+  for (int dev = 0; dev < 2; ++dev) {
+    memarea_device_properties p;
+    ASSERT_OK(d->get_properties(dev, &p));
+    EXPECT_EQ(p.managed_memory, 0);
+    EXPECT_EQ(p.concurrent_managed_access, 0);
+    void* m = reinterpret_cast<void*>(0x1);
+    EXPECT_CODE(d->malloc_managed(dev, 4096, MEMAREA_MEM_ATTACH_GLOBAL, &m), errc::not_supported);
+    EXPECT_CODE(d->malloc_managed(dev, 4096, MEMAREA_MEM_ATTACH_HOST, &m), errc::not_supported);
+    // Bad arguments are judged before the capability, as on a device that has it.
+    EXPECT_CODE(d->malloc_managed(dev, 0, MEMAREA_MEM_ATTACH_GLOBAL, &m), errc::invalid_value);
+    EXPECT_CODE(d->malloc_managed(dev, 4096, MEMAREA_MEM_ATTACH_SINGLE, &m), errc::invalid_value);
+    EXPECT_EQ(m, reinterpret_cast<void*>(0x1));
+    size_t free_b = 0, total = 0;
+    ASSERT_OK(d->mem_get_info(dev, &free_b, &total));
+    EXPECT_EQ(free_b, total) << "a refused allocation was charged";
+  }
+  EXPECT_CODE(d->malloc_managed(2, 4096, MEMAREA_MEM_ATTACH_GLOBAL, nullptr),
+              errc::invalid_value);
+  // Other memory is unaffected.
+  void* dev_mem = nullptr;
+  ASSERT_OK(d->malloc_device(0, 4096, &dev_mem));
+  ASSERT_OK(d->free_device(dev_mem));
+}
+
 TEST(SimDriver, StreamAttach) {
   auto d = make_sim_driver(config(1));
   auto* sd = dynamic_cast<sim::sim_driver*>(d.get());

@@ -1,5 +1,8 @@
-// memarea — the host: NUMA nodes and pageable memory placement.
+// memarea — the host: NUMA nodes, and pageable host memory placed on them. Works with every
+// backend, none included. docs/managed.md says what prefetch and advice do on this memory.
 #pragma once
+
+#include <memarea/pointer.hpp>
 
 #include <cstddef>
 #include <vector>
@@ -18,5 +21,37 @@ struct numa_node {
 bool numa_available() noexcept;
 /// The host's NUMA nodes (one node 0 when NUMA is unavailable).
 std::vector<numa_node> numa_nodes();
+
+/// allocate()'s node for "no node": pages go where the process's policy puts them (first touch).
+inline constexpr int any_node = -1;
+
+/// Allocates size bytes of pageable host memory, page-aligned, and records it in memarea's
+/// registry (kind memory_kind::host, device MEMAREA_CPU_DEVICE_ID), so lookup() answers for any
+/// interior pointer, copy() takes it as either end, and managed::prefetch / advise / the range
+/// queries work on it. `node` is a NUMA node of numa_nodes(), to which the pages are bound
+/// (MPOL_BIND, as numa_alloc_onnode), or any_node. The size is rounded up to whole host pages
+/// (the tail is the caller's to use); pages are not touched until the caller writes them.
+/// Throws invalid_value (size 0), invalid_device (a node that does not exist or has no memory),
+/// out_of_memory.
+[[nodiscard]] void* allocate(std::size_t size, int node = any_node);
+/// Frees what allocate() returned by its base pointer (managed::free and memarea_free take it
+/// too); invalid_value, freeing nothing, when ptr is not the start of a live memarea allocation.
+void free(void* ptr);
+
+/// The NUMA node holding the pages of [ptr, ptr+n) (rounded out to pages; any mapped host
+/// memory, not only memarea's): the node when every page is on it, -1 when no page has been
+/// written yet, MEMAREA_INVALID_DEVICE_ID (-2) when the pages are on several nodes or only some
+/// are placed. Throws invalid_value (NULL, n 0, a range that is not entirely mapped).
+int node_of(const void* ptr, std::size_t n);
+
+/// An owning, move-only allocation of pageable host memory (data(), size(), reset(), release()
+/// as owned_allocation; released memory is freed with host::free).
+class host_buffer : public owned_allocation {
+ public:
+  host_buffer() = default;
+  /// allocate(size, node).
+  explicit host_buffer(std::size_t size, int node = any_node)
+      : owned_allocation(allocate(size, node), size) {}
+};
 
 }  // namespace memarea::host

@@ -9,6 +9,8 @@
 //  - Freeing exported memory while another process has it open is deferred until the last of
 //    them closes (or dies), unless the free policy is `refuse`, which throws busy instead.
 //  - Closed mappings stay cached (LRU, set_cache_limit) so re-opening costs a hash lookup.
+//  - In a child of fork() without exec the parent's IPC state is not inherited: on sim the child
+//    is a new importer and exporter; on CUDA and HIP the calls fail with not_supported.
 #pragma once
 
 #include <memarea/error.hpp>
@@ -43,8 +45,9 @@ struct handle {
   bool operator==(const handle&) const = default;
 };
 
-/// A handle for ptr, any pointer inside a memarea device allocation. Repeated exports of one
-/// allocation are served from a cache (no driver call). Throws not_supported for memarea
+/// A handle for ptr, any pointer inside a memarea device allocation. The driver is asked once per
+/// allocation; repeating an export of one pointer is served from a small per-thread cache that a
+/// free of the allocation invalidates (a few nanoseconds). Throws not_supported for memarea
 /// memory that legacy IPC cannot share (host, managed, imported, shareable) and invalid_value
 /// for a pointer memarea did not allocate.
 handle export_handle(const void* ptr);
@@ -86,16 +89,20 @@ enum class free_policy {
   defer,   ///< the free succeeds; the driver free waits for the last importer's close or death
   refuse,  ///< the free throws busy (MEMAREA_ERROR_BUSY) and changes nothing
 };
-/// The process-wide policy (default: defer).
+/// Sets the process-wide policy (default: defer).
 void set_free_policy(free_policy p);
+/// The process-wide policy now.
 free_policy get_free_policy();
 /// A policy for one allocation (ptr: any pointer inside it), overriding the process-wide one
 /// until the allocation is freed. invalid_value when ptr is not a memarea allocation.
 void set_free_policy(const void* ptr, free_policy p);
 
-/// How many closed mappings stay cached (LRU; default 64, or MEMAREA_IPC_CACHE_LIMIT).
-/// Lowering it evicts at once; 0 closes every mapping at its last close.
+/// How many closed mappings stay cached (LRU; default 64, or MEMAREA_IPC_CACHE_LIMIT: decimal
+/// digits only, read at the process's first IPC call; any other non-empty value makes the IPC
+/// calls fail with invalid_value). Lowering it evicts at once; 0 closes every mapping at its
+/// last close.
 void set_cache_limit(std::size_t n);
+/// The import cache's bound now.
 std::size_t cache_limit();
 /// Number of closed mappings held in the cache now.
 std::size_t cached_mappings();

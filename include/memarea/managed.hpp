@@ -4,6 +4,7 @@
 
 #include <memarea/error.hpp>
 #include <memarea/memarea.h>
+#include <memarea/pointer.hpp>
 #include <memarea/stream.hpp>
 
 #include <cstddef>
@@ -66,51 +67,41 @@ std::string to_string(const location& l);
 /// invalid_value (changing nothing) when ptr is not the start of a live memarea allocation.
 void free(void* ptr);
 
-/// An owning, move-only managed allocation.
-class managed_buffer {
+/// An owning, move-only managed allocation (data(), size(), reset(), release() as
+/// owned_allocation; released memory is freed with managed::free).
+class managed_buffer : public owned_allocation {
  public:
   managed_buffer() = default;
   /// allocate(size, flags).
-  explicit managed_buffer(std::size_t size, unsigned flags = attach_flags::global);
-  ~managed_buffer() { reset(); }
-  managed_buffer(managed_buffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr; }
-  managed_buffer& operator=(managed_buffer&& o) noexcept;
-  managed_buffer(const managed_buffer&) = delete;
-  managed_buffer& operator=(const managed_buffer&) = delete;
-
-  void* data() const noexcept { return ptr_; }
-  /// The size asked for (the allocation may be larger: whole pages).
-  std::size_t size() const noexcept { return size_; }
-  explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  /// Frees now (no-op when empty).
-  void reset() noexcept;
-  /// Gives up ownership; the caller frees with managed::free.
-  void* release() noexcept {
-    void* p = ptr_;
-    ptr_ = nullptr;
-    return p;
-  }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t size_ = 0;
+  explicit managed_buffer(std::size_t size, unsigned flags = attach_flags::global)
+      : owned_allocation(allocate(size, flags), size) {}
 };
 
 /// Migrates [ptr, ptr+n) to `to`, queued on stream s (NULL: the current device's default
-/// stream). The range must lie inside one managed allocation and is rounded out to 4 KiB pages.
+/// stream). The range must lie inside one managed allocation, or one allocation of memarea's
+/// pageable host memory (host::allocate), and is rounded out to 4 KiB pages.
 /// Where the device (the target, or the stream's for host targets) lacks concurrent managed
-/// access it is a successful no-op, as in RMM. Throws invalid_value (not managed, out of range,
-/// n 0), invalid_device (bad device or NUMA node), not_supported (host NUMA on HIP).
+/// access it is a successful no-op, as in RMM. Host memory: to host_numa(n) the pages move to
+/// node n once s is idle (synchronously, move_pages), to host() nothing moves, to a device it is
+/// not_supported. Throws invalid_value (not managed, out of range, n 0), invalid_device (bad
+/// device or NUMA node), not_supported (host NUMA on HIP; host memory to a device).
 void prefetch(const void* ptr, std::size_t n, location to, memarea_stream_t s = nullptr);
 /// As prefetch on a memarea::stream.
 inline void prefetch(const void* ptr, std::size_t n, location to, const stream& s) {
   prefetch(ptr, n, to, s.get());
 }
 
-/// Applies `a` to [ptr, ptr+n) (rounded out to pages). `where` is needed by
-/// set_preferred_location and (un)set_accessed_by; the others ignore it (but a given one must
-/// be valid).
+/// Applies `a` to [ptr, ptr+n) (rounded out to pages) of managed or memarea host memory. `where`
+/// is needed by set_preferred_location and (un)set_accessed_by; the others ignore it (but a
+/// given one must be valid). On host memory: preferred host_numa(n) sets the range's NUMA
+/// policy to prefer node n (mbind MPOL_PREFERRED), host() and unset put the allocation's own
+/// policy back; read-mostly and accessed-by the host are recorded for the queries only; a device
+/// is not_supported, except accessed-by a device that reads pageable memory
+/// (pageable_memory_access), which its driver takes. docs/managed.md has the whole table.
 void advise(const void* ptr, std::size_t n, advice a, location where = location::invalid());
+
+// The queries below answer for managed memory and for memarea's host memory (what was advised
+// and prefetched); the range rules are prefetch's.
 
 /// True when every page of the range is read-mostly.
 bool read_mostly(const void* ptr, std::size_t n);

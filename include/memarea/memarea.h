@@ -219,6 +219,28 @@ MEMAREA_API memarea_status memarea_mem_range_get_attributes(
     size_t num_attributes, const void *ptr, size_t count);
 MEMAREA_API memarea_status memarea_stream_attach_mem_async(memarea_stream_t stream, void *ptr,
                                                            size_t length, unsigned flags);
+/** As memarea_mem_prefetch_async, to host NUMA node numa_node (CUDA 13's host NUMA location):
+ *  managed memory on CUDA 12.2+ drivers (sim: the host; HIP: MEMAREA_ERROR_NOT_SUPPORTED), and
+ *  memarea's pageable host memory, whose pages move there. A node that does not exist:
+ *  MEMAREA_ERROR_INVALID_DEVICE. */
+MEMAREA_API memarea_status memarea_mem_prefetch_host_numa_async(const void *ptr, size_t count,
+                                                                int numa_node,
+                                                                memarea_stream_t stream);
+/** As memarea_mem_advise with host NUMA node numa_node as the location (preferred location,
+ *  accessed by); the other advice ignores it but still requires an existing node. */
+MEMAREA_API memarea_status memarea_mem_advise_host_numa(const void *ptr, size_t count,
+                                                        memarea_mem_advice advice, int numa_node);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Pageable host memory on NUMA nodes (docs/managed.md)                                     */
+
+/** Allocates size bytes of pageable host memory, page-aligned and rounded up to whole pages,
+ *  bound to NUMA node numa_node (-1: no node, first touch decides). memarea records it (kind
+ *  MEMAREA_MEMORY_HOST): memarea_pointer_get_info, the copies and the managed-memory range
+ *  calls take it; memarea_free frees it. Works without any GPU. Size 0:
+ *  MEMAREA_ERROR_INVALID_VALUE; a node that does not exist (or has no memory):
+ *  MEMAREA_ERROR_INVALID_DEVICE. */
+MEMAREA_API memarea_status memarea_host_malloc(void **ptr, size_t size, int numa_node);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Inter-process sharing (seed 001)                                                         */

@@ -38,4 +38,41 @@ allocation_info lookup(const void* ptr);
 /// As lookup, but empty instead of throwing not_found.
 std::optional<allocation_info> find(const void* ptr);
 
+/// An owning, move-only handle on an allocation that memarea frees by its base pointer alone
+/// (as memarea_free does): what managed::managed_buffer and host::host_buffer share.
+class owned_allocation {
+ public:
+  owned_allocation() = default;
+  ~owned_allocation() { reset(); }
+  owned_allocation(owned_allocation&& o) noexcept : ptr_(o.ptr_), size_(o.size_) {
+    o.ptr_ = nullptr;
+  }
+  owned_allocation& operator=(owned_allocation&& o) noexcept;
+  owned_allocation(const owned_allocation&) = delete;
+  owned_allocation& operator=(const owned_allocation&) = delete;
+
+  /// The allocation's start (nullptr when empty).
+  void* data() const noexcept { return ptr_; }
+  /// The size asked for (the allocation may be larger: whole pages).
+  std::size_t size() const noexcept { return size_; }
+  /// True while an allocation is owned.
+  explicit operator bool() const noexcept { return ptr_ != nullptr; }
+  /// Frees now (no-op when empty).
+  void reset() noexcept;
+  /// Gives up ownership; the caller frees (memarea_free, managed::free, host::free).
+  void* release() noexcept {
+    void* p = ptr_;
+    ptr_ = nullptr;
+    return p;
+  }
+
+ protected:
+  /// Takes ownership of ptr, a live memarea allocation of `size` bytes asked for.
+  owned_allocation(void* ptr, std::size_t size) noexcept : ptr_(ptr), size_(size) {}
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 }  // namespace memarea

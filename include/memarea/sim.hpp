@@ -14,6 +14,9 @@ struct settings {
   std::vector<std::vector<int>> peer_groups;  ///< MEMAREA_SIM_PEER_GROUPS="0,1;2,3"; empty: all
   int max_peers = 8;                          ///< MEMAREA_SIM_MAX_PEERS
   bool concurrent_managed_access = true;      ///< MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS
+  /// MEMAREA_SIM_MANAGED_MEMORY: false makes devices without managed memory (allocating it is
+  /// not_supported, and concurrent managed access is off whatever the field above says).
+  bool managed_memory = true;
 };
 
 /// Reads the MEMAREA_SIM_* variables; throws memarea::error(invalid_value) naming the variable

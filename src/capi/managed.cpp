@@ -68,6 +68,25 @@ memarea_status memarea_mem_range_get_attributes(void** data, size_t* data_sizes,
   });
 }
 
+memarea_status memarea_mem_prefetch_host_numa_async(const void* ptr, size_t count, int numa_node,
+                                                    memarea_stream_t stream) {
+  return c_call(__func__, [&] {
+    memarea::detail::managed_prefetch(ptr, count, memarea::detail::location::host_numa(numa_node),
+                                      stream);
+  });
+}
+
+memarea_status memarea_mem_advise_host_numa(const void* ptr, size_t count,
+                                            memarea_mem_advice advice, int numa_node) {
+  const int raw = memarea::detail::enum_bits(advice);
+  return c_call(__func__, [&] {
+    memarea::detail::require_enum(raw, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
+                                  MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, "advice");
+    memarea::detail::managed_advise(ptr, count, advice,
+                                    memarea::detail::location::host_numa(numa_node));
+  });
+}
+
 memarea_status memarea_stream_attach_mem_async(memarea_stream_t stream, void* ptr, size_t length,
                                                unsigned flags) {
   return c_call(__func__,

@@ -1,5 +1,7 @@
 // Areas: allocation by flag combination, the registry, lookup and synchronous copies.
 #include "core/area_impl.hpp"
+#include "core/host_impl.hpp"
+#include "core/managed_impl.hpp"
 #include "core/registry.hpp"
 #include "core/system.hpp"
 
@@ -85,6 +87,8 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
       break;
     case MEMAREA_MEMORY_MANAGED: {
       // Managed memory is handed out in whole pages; the tail is the caller's to use too.
+      if (!device_capabilities(device).managed)
+        throw error(errc::not_supported, what + ": the device has no managed memory");
       if (size > SIZE_MAX - managed_granularity)
         throw error(errc::out_of_memory, what + ": larger than any address space");
       span = round_up_managed(size);
@@ -134,6 +138,8 @@ dstatus release(const record& r) {
       return gpu.host_unregister(r.base);
     case MEMAREA_MEMORY_MANAGED:
       return gpu.free_managed(r.base);
+    case MEMAREA_MEMORY_HOST:
+      return host_release(r);
     default:
       return dstatus{errc::unknown, 0, "", "release: unknown kind"};
   }
@@ -246,6 +252,26 @@ void buffer::reset() noexcept {
     area_.munmap(ptr_, size_);
   } catch (...) {
     // A buffer only holds what its area gave it; freeing cannot be refused.
+  }
+  ptr_ = nullptr;
+}
+
+owned_allocation& owned_allocation::operator=(owned_allocation&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ptr_ = o.ptr_;
+    size_ = o.size_;
+    o.ptr_ = nullptr;
+  }
+  return *this;
+}
+
+void owned_allocation::reset() noexcept {
+  if (!ptr_) return;
+  try {
+    detail::managed_free(ptr_);
+  } catch (...) {
+    // It owns a live allocation; freeing it is refused only if the backend broke.
   }
   ptr_ = nullptr;
 }

@@ -134,6 +134,7 @@ detail::sim_config to_config(const settings& s) {
   c.peer_groups = s.peer_groups;
   c.max_peers = s.max_peers;
   c.concurrent_managed_access = s.concurrent_managed_access;
+  c.managed_memory = s.managed_memory;
   return c;
 }
 }  // namespace
@@ -141,7 +142,7 @@ detail::sim_config to_config(const settings& s) {
 settings from_environment() {
   auto c = detail::sim_config_from_env();
   return settings{c.devices, c.device_memory, c.peer_groups, c.max_peers,
-                  c.concurrent_managed_access};
+                  c.concurrent_managed_access, c.managed_memory};
 }
 
 void configure(const settings& s) { detail::configure_sim(to_config(s)); }

@@ -1,6 +1,10 @@
 // Legacy IPC handles: export with a per-allocation cache, import with a reference-counted LRU
 // cache, and lifetimes shared through a small segment per exporting process (ipc_shm.hpp).
 //
+// State: one per process, made by the first IPC call; a child of fork() sets its parent's aside
+// and makes its own (or refuses, on backends that do not survive fork). Repeated exports are
+// served from a per-thread cache validated by a generation counter (g_export_generation).
+//
 // Locks: `ex` (export side) is innermost: free_record's hook takes it under the registry's
 // lock, so code holding `ex` never touches the registry. `im` (import side) may take the
 // registry's lock inside it and never takes `ex`.
@@ -24,12 +28,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <list>
 #include <map>
 #include <mutex>
@@ -95,11 +101,9 @@ std::optional<std::pair<std::uint64_t, char>> proc_stat(std::int32_t pid) {
 }  // namespace
 
 std::uint64_t self_token() {
-  static const std::uint64_t token = [] {
-    auto s = proc_stat(static_cast<std::int32_t>(getpid()));
-    return s ? s->first : 0;
-  }();
-  return token;
+  // Not cached: a child of fork() has its own start time.
+  auto s = proc_stat(static_cast<std::int32_t>(getpid()));
+  return s ? s->first : 0;
 }
 
 bool process_alive(std::int32_t pid, std::uint64_t token) {
@@ -149,11 +153,39 @@ namespace {
 using namespace ipc_internal;
 using clock_type = std::chrono::steady_clock;
 
-/// Set in a child after fork(): the parent's state is not the child's to use or clean up.
-std::atomic<bool> g_forked{false};
-void on_fork_child() { g_forked.store(true); }
-/// True while the state exists: frees consult it only then (and never create it).
-std::atomic<bool> g_state_live{false};
+class state;
+/// This process's state; null until the first IPC call, in a child of fork() until its first
+/// IPC call, and after exit.
+std::atomic<state*> g_state{nullptr};
+/// Set once the state was shut down at exit: later IPC calls are refused, not given a new one.
+std::atomic<bool> g_exited{false};
+/// The states of ancestors that a fork() child inherited: never used nor destroyed there (their
+/// locks and bookkeeping are the parent's), kept reachable for leak checkers.
+state* g_inherited = nullptr;
+
+/// Bumped by every free of an exported allocation, in a child of fork() and at exit. A handle in a thread's export cache is valid only under the value it was
+/// made under, so a cached handle can never outlive its allocation (free, then a new allocation
+/// at the same address, gets a new handle). Starts at 1: an empty cache slot (0) never matches.
+std::atomic<std::uint64_t> g_export_generation{1};
+
+/// Recent exports of one thread: pointer -> finished handle. Trivial, so thread_local costs no
+/// guard or destructor.
+struct export_cache {
+  static constexpr unsigned kSlots = 8;
+  struct slot {
+    const void* ptr;
+    std::uint64_t generation;
+    unsigned char bytes[128];
+  };
+  slot slots[kSlots];
+  unsigned next;
+};
+thread_local constinit export_cache t_exports{};
+
+void on_fork_child();
+/// Registered when memarea is loaded, so that a child of fork() is told even when its parent
+/// had no IPC state yet.
+[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, on_fork_child);
 
 constexpr auto kPurgeInterval = std::chrono::milliseconds(100);  // dead-pid scans, at most
 constexpr auto kOwnerCheckInterval = std::chrono::milliseconds(50);
@@ -272,42 +304,56 @@ struct opened_ptr {
 
 class state {
  public:
+  /// This process's state, made by the first IPC call. Throws not_supported in a child of
+  /// fork() whose backend cannot be used there, and invalid_value for a malformed
+  /// MEMAREA_IPC_CACHE_LIMIT.
   static state& get() {
-    static state instance;
-    if (g_forked.load(std::memory_order_relaxed))
-      throw error(errc::not_supported,
-                  "memarea IPC cannot be used in a child after fork() without exec (the "
-                  "parent's mappings and handles are not the child's)");
-    return instance;
+    if (state* s = g_state.load(std::memory_order_acquire)) [[likely]]
+      return *s;
+    return make();
   }
 
   state() : pid_(static_cast<std::int32_t>(getpid())), token_(self_token()) {
-    // Constructed after the system and the registry, so destroyed before them: at exit this
-    // state still has a driver to close mappings and free deferred memory with.
-    (void)system::get();
-    (void)allocations();
-    pthread_atfork(nullptr, nullptr, on_fork_child);
     if (const char* v = std::getenv("MEMAREA_IPC_CACHE_LIMIT"); v && *v) {
-      char* end = nullptr;
-      errno = 0;
-      unsigned long long n = std::strtoull(v, &end, 10);
-      if (errno || *end || v[0] == '-')
+      // Digits only: no sign, spaces or suffix (strtoull would wrap "-1" and skip spaces).
+      std::size_t n = 0;
+      const char* end = v + std::strlen(v);
+      auto [stop, ec] = std::from_chars(v, end, n);
+      if (ec != std::errc() || stop != end)
         throw error(errc::invalid_value,
-                    fmt::format("MEMAREA_IPC_CACHE_LIMIT='{}' is not a number of mappings", v));
-      limit_.store(static_cast<std::size_t>(n));
+                    fmt::format("MEMAREA_IPC_CACHE_LIMIT='{}' is not a number of mappings (a "
+                                "decimal integer from 0 to {}); fix it or unset it",
+                                v, std::numeric_limits<std::size_t>::max()));
+      limit_.store(n);
     }
-    g_state_live.store(true);
+  }
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
+
+  /// Closes every mapping, finishes what the deferred frees can and removes this process's
+  /// segment (at exit).
+  void shutdown() {
+    {
+      std::lock_guard lock(im_);
+      while (!entries_.empty()) {
+        auto it = entries_.begin();
+        it->second.refs = 0;
+        evict_locked(it);
+      }
+      opened_.clear();
+    }
+    std::lock_guard lock(ex_);
+    (void)poll_exports_locked(true);
+    if (seg_) {
+      at(seg_->owner_alive).store(0);
+      munmap(seg_, sizeof(segment));
+      shm_unlink(seg_name_.c_str());
+      seg_ = nullptr;
+    }
   }
 
-  ~state() {
-    g_state_live.store(false);
-    if (g_forked.load()) return;  // a forked child: nothing here is its own
-    try {
-      shutdown();
-    } catch (...) {
-      // Exit path: the process's death releases whatever is left.
-    }
-  }
+  /// The state a fork() child inherited, before this one (see g_inherited).
+  state* older = nullptr;
 
   // --- export ----------------------------------------------------------------------------------
 
@@ -387,6 +433,10 @@ class state {
                               "refuse; free it after they close it",
                               r.base, at(b.importers).load()));
     policies_.erase(r.id);
+    // Before the record goes: no thread may serve a cached handle of this allocation again.
+    // (Only exported allocations can be in a thread's cache: an export racing with this free
+    // made its entry after this check, sees the record gone and caches nothing.)
+    g_export_generation.fetch_add(1);
     // Stale from now on; an importer registering concurrently sees this store or is counted
     // below (both sides store, then load, sequentially consistent).
     at(b.live).store(0);
@@ -572,6 +622,13 @@ class state {
   std::size_t cached() {
     std::lock_guard lock(im_);
     return lru_.size();
+  }
+  /// (owner pid, buffer id) of the cached mappings, most recently used first.
+  std::vector<std::pair<std::int32_t, std::uint64_t>> cached_keys() {
+    std::lock_guard lock(im_);
+    std::vector<std::pair<std::int32_t, std::uint64_t>> v;
+    for (const key& k : lru_) v.emplace_back(k.pid, k.buffer);
+    return v;
   }
 
  private:
@@ -864,25 +921,7 @@ class state {
     }
   }
 
-  void shutdown() {
-    {
-      std::lock_guard lock(im_);
-      while (!entries_.empty()) {
-        auto it = entries_.begin();
-        it->second.refs = 0;
-        evict_locked(it);
-      }
-      opened_.clear();
-    }
-    std::lock_guard lock(ex_);
-    (void)poll_exports_locked(true);
-    if (seg_) {
-      at(seg_->owner_alive).store(0);
-      munmap(seg_, sizeof(segment));
-      shm_unlink(seg_name_.c_str());
-      seg_ = nullptr;
-    }
-  }
+  static state& make();
 
   const std::int32_t pid_;
   const std::uint64_t token_;
@@ -909,7 +948,85 @@ class state {
   std::atomic<clock_type::time_point> last_sweep_{clock_type::now()};
 };
 
+/// Shuts the state down at exit. A function-local static made after the system and the
+/// registry, so destroyed before them: the state still has a driver to close mappings and free
+/// deferred memory with.
+struct exit_guard {
+  exit_guard() = default;
+  exit_guard(const exit_guard&) = delete;
+  exit_guard& operator=(const exit_guard&) = delete;
+  ~exit_guard() {
+    g_exited.store(true);
+    g_export_generation.fetch_add(1);
+    state* s = g_state.exchange(nullptr);
+    if (!s) return;
+    try {
+      s->shutdown();
+    } catch (...) {
+      // Exit path: the process's death releases whatever is left.
+    }
+    delete s;
+  }
+};
+
+state& state::make() {
+  auto& sys = system::get();
+  (void)allocations();
+  static exit_guard guard;
+  if (g_exited.load())
+    throw error(errc::not_supported, "memarea IPC was called after it shut down at exit");
+  if (sys.creator_pid() != static_cast<int>(getpid()) && !sys.gpu().survives_fork())
+    throw error(errc::not_supported,
+                fmt::format("memarea IPC cannot be used in a child of fork() (without exec) whose "
+                            "parent had started the {} backend: its driver is not fork-safe. "
+                            "exec a new program, or fork before the first memarea call",
+                            sys.gpu().name()));
+  auto fresh = std::make_unique<state>();  // throws for a malformed MEMAREA_IPC_CACHE_LIMIT
+  state* winner = nullptr;
+  if (!g_state.compare_exchange_strong(winner, fresh.get(), std::memory_order_acq_rel))
+    return *winner;  // another thread made it first; ours did nothing yet
+  return *fresh.release();
+}
+
+void on_fork_child() {
+  // Single-threaded here. The parent's state (its segment, exports, imports, locks that other
+  // threads may have held) is not the child's: keep it untouched and start a new one on the
+  // first IPC call, with the child's pid. Every thread-cached handle is the parent's.
+  if (state* s = g_state.exchange(nullptr)) {
+    s->older = g_inherited;
+    g_inherited = s;
+  }
+  g_export_generation.fetch_add(1);
+}
+
+/// export_handle through the calling thread's cache of recent exports.
+ipc::handle export_cached(const void* ptr) {
+  // Read before the slow path: a free racing with it bumps the generation, so what the slow
+  // path returns is cached under an old one and never served again.
+  const std::uint64_t generation = g_export_generation.load(std::memory_order_acquire);
+  export_cache& c = t_exports;
+  ipc::handle h;
+  for (const auto& slot : c.slots) {
+    if (slot.ptr == ptr && slot.generation == generation) {
+      std::memcpy(h.bytes.data(), slot.bytes, sizeof slot.bytes);
+      return h;
+    }
+  }
+  h = state::get().export_handle(ptr);
+  auto& slot = c.slots[c.next++ % export_cache::kSlots];
+  slot.ptr = ptr;
+  slot.generation = generation;
+  std::memcpy(slot.bytes, h.bytes.data(), sizeof slot.bytes);
+  return h;
+}
+
 }  // namespace
+
+namespace ipc_internal {
+std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys() {
+  return state::get().cached_keys();
+}
+}  // namespace ipc_internal
 
 bool ipc_on_free(const record& r) {
   if (r.area_device == kImportedSentinel)
@@ -923,8 +1040,8 @@ bool ipc_on_free(const record& r) {
                             "/ ipc::release_shareable",
                             r.base));
   // Frees never create the IPC state: a process that exported nothing pays one atomic load.
-  if (!g_state_live.load() || g_forked.load()) return false;
-  return state::get().on_free(r);
+  state* s = g_state.load(std::memory_order_acquire);
+  return s ? s->on_free(r) : false;
 }
 
 }  // namespace memarea::detail
@@ -979,7 +1096,7 @@ handle handle::from_hex(std::string_view hex) {
   return h;
 }
 
-handle export_handle(const void* ptr) { return state::get().export_handle(ptr); }
+handle export_handle(const void* ptr) { return detail::export_cached(ptr); }
 
 void* open(const handle& h, int device, unsigned flags) {
   return state::get().open(h, device, flags);

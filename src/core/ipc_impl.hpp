@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace memarea::detail::ipc_internal {
 
@@ -53,5 +56,9 @@ std::uint64_t self_token();
 bool process_alive(std::int32_t pid, std::uint64_t token);
 /// The shared segment's name of an exporting process.
 std::string segment_name(std::int32_t pid, std::uint64_t token);
+
+/// (owner pid, buffer id) of the closed mappings held in this process's import cache, most
+/// recently used first (for tests: which mapping the LRU bound evicted).
+std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys();
 
 }  // namespace memarea::detail::ipc_internal

@@ -4,6 +4,7 @@
 #include "core/managed_impl.hpp"
 
 #include "core/area_impl.hpp"
+#include "core/host_impl.hpp"
 #include "core/registry.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
@@ -17,38 +18,12 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace memarea {
 namespace detail {
 namespace {
-
-/// Device capabilities that never change for the life of the process, read once per device:
-/// prefetch asks for them on every call and get_properties also queries free memory.
-struct managed_caps {
-  bool known = false;
-  bool managed = false;
-  bool concurrent = false;
-};
-
-managed_caps caps_of(int device) {
-  static std::mutex mutex;
-  static std::vector<managed_caps> cache;
-  auto& sys = system::get();
-  sys.check_device(device, "managed memory");
-  std::lock_guard lock(mutex);
-  if (cache.empty()) cache.resize(static_cast<std::size_t>(sys.device_count()));
-  auto& c = cache[static_cast<std::size_t>(device)];
-  if (!c.known) {
-    memarea_device_properties p;
-    std::memset(&p, 0, sizeof p);
-    check(sys.gpu().get_properties(device, &p), "managed memory: device properties");
-    c.managed = p.managed_memory != 0;
-    c.concurrent = p.concurrent_managed_access != 0;
-    c.known = true;
-  }
-  return c;
-}
 
 /// A validated range: its allocation and the range rounded out to whole pages, clipped to the
 /// allocation (which starts on a page and spans whole pages).
@@ -58,17 +33,15 @@ struct page_range {
   std::size_t size = 0;
 };
 
-/// The page-rounded range of [ptr, ptr+count), which must lie inside one allocation of `kind`
-/// (managed, or also pageable host memory when allow_host).
-page_range check_managed_range(const void* ptr, std::size_t count, const char* what,
-                               bool allow_host = false) {
+/// The page-rounded range of [ptr, ptr+count), which must lie inside one managed allocation or
+/// one allocation of memarea's pageable host memory.
+page_range check_managed_range(const void* ptr, std::size_t count, const char* what) {
   if (!ptr) throw error(errc::invalid_value, fmt::format("{}: pointer is NULL", what));
   if (count == 0) throw error(errc::invalid_value, fmt::format("{}: count is 0", what));
   auto r = allocations().find(ptr);
-  if (!r || (r->kind != MEMAREA_MEMORY_MANAGED &&
-             !(allow_host && r->kind == MEMAREA_MEMORY_HOST)))
+  if (!r || (r->kind != MEMAREA_MEMORY_MANAGED && r->kind != MEMAREA_MEMORY_HOST))
     throw error(errc::invalid_value,
-                fmt::format("{}: {} is not in a managed allocation memarea made{}", what, ptr,
+                fmt::format("{}: {} is not in a managed (or memarea host) allocation{}", what, ptr,
                             r ? fmt::format(" (it is {} memory)",
                                             to_string(static_cast<memory_kind>(r->kind)))
                               : std::string()));
@@ -91,16 +64,17 @@ page_range check_managed_range(const void* ptr, std::size_t count, const char* w
 void check_location(const location& l, const char* what) {
   switch (l.kind) {
     case location::type::device:
+      // An id below -1 is never a device, with or without a backend: invalid, not "no device".
+      if (l.id < 0)
+        throw error(errc::invalid_device, fmt::format("{}: {} is not a device id", what, l.id));
       system::get().check_device(l.id, what);
       return;
     case location::type::host:
       return;
-    case location::type::host_numa: {
-      for (const auto& n : host::numa_nodes())
-        if (n.id == l.id) return;
+    case location::type::host_numa:
+      if (host::node_exists(l.id)) return;
       throw error(errc::invalid_device,
                   fmt::format("{}: host NUMA node {} does not exist", what, l.id));
-    }
     case location::type::invalid:
       break;
   }
@@ -137,6 +111,26 @@ void check_attribute(memarea_mem_range_attribute attribute, std::size_t data_siz
 
 }  // namespace
 
+/// Read once per device: prefetch asks on every call, and get_properties also queries free
+/// memory, which costs a driver round trip.
+device_caps device_capabilities(int device) {
+  static std::mutex mutex;
+  static std::vector<std::optional<device_caps>> cache;
+  auto& sys = system::get();
+  sys.check_device(device, "device capabilities");
+  std::lock_guard lock(mutex);
+  if (cache.empty()) cache.resize(static_cast<std::size_t>(sys.device_count()));
+  auto& c = cache[static_cast<std::size_t>(device)];
+  if (!c) {
+    memarea_device_properties p;
+    std::memset(&p, 0, sizeof p);
+    check(sys.gpu().get_properties(device, &p), "device capabilities: device properties");
+    c = device_caps{p.managed_memory != 0, p.concurrent_managed_access != 0,
+                    p.pageable_memory_access != 0};
+  }
+  return *c;
+}
+
 void* managed_malloc(std::size_t size, unsigned flags) {
   if (flags != MEMAREA_MEM_ATTACH_GLOBAL && flags != MEMAREA_MEM_ATTACH_HOST)
     throw error(errc::invalid_value,
@@ -145,7 +139,7 @@ void* managed_malloc(std::size_t size, unsigned flags) {
                             flags));
   if (size == 0) throw error(errc::invalid_value, "malloc_managed: size is 0");
   const int device = current_device();
-  if (!caps_of(device).managed)
+  if (!device_capabilities(device).managed)
     throw error(errc::not_supported,
                 fmt::format("malloc_managed: device {} does not support managed memory", device));
   if (size > SIZE_MAX - managed_granularity)
@@ -175,7 +169,8 @@ void managed_free(void* ptr) {
       ptr,
       [&](const record& r) {
         // Only memory memarea allocated itself can be freed by pointer alone.
-        if (r.made_by != origin::managed && r.made_by != origin::area)
+        if (r.made_by != origin::managed && r.made_by != origin::area &&
+            r.made_by != origin::host)
           throw error(errc::invalid_value,
                       fmt::format("free: {} was not allocated by memarea", ptr));
       },
@@ -188,28 +183,19 @@ location location_of_id(int device) noexcept {
 
 void managed_prefetch(const void* ptr, std::size_t count, location to, memarea_stream_t s) {
   const char* what = "mem_prefetch_async";
-  auto range = check_managed_range(ptr, count, what, /*allow_host=*/true);
+  auto range = check_managed_range(ptr, count, what);
   check_location(to, what);
-  auto ref = resolve(s);
-  auto& gpu = system::get().gpu();
   if (range.rec.kind == MEMAREA_MEMORY_HOST) {
-    // Pageable host memory of memarea's host area: only NUMA placement means anything.
-    if (to.kind == location::type::device)
-      throw error(errc::not_supported,
-                  fmt::format("{}: {} is pageable host memory; it cannot be prefetched to "
-                              "device {}",
-                              what, ptr, to.id));
-    if (to.kind == location::type::host) return;  // already on the host
-    // move_pages is synchronous: wait for the work queued before it, as stream order demands.
-    check(gpu.stream_synchronize(ref.device, ref.native), what);
-    check(host::migrate(range.ptr, range.size, to.id), what);
+    host_prefetch(range.rec, range.ptr, range.size, to, s);
     return;
   }
+  auto ref = resolve(s);
+  auto& gpu = system::get().gpu();
   // Without concurrent managed access the driver cannot migrate while the host may touch the
   // pages, so prefetch is only a hint to drop (as RMM and Umpire do); the device that runs it
   // is the target, or the stream's device for the host.
   const int runner = to.kind == location::type::device ? to.id : ref.device;
-  if (!caps_of(runner).concurrent) return;
+  if (!device_capabilities(runner).concurrent) return;
   check(gpu.mem_prefetch_async(range.ptr, range.size, to, ref.device, ref.native),
         fmt::format("{} of {} bytes at {}", what, count, ptr).c_str());
 }
@@ -225,6 +211,10 @@ void managed_advise(const void* ptr, std::size_t count, memarea_mem_advice advic
                               advice == MEMAREA_MEM_ADVISE_SET_ACCESSED_BY ||
                               advice == MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
   if (needs_location || where.kind != location::type::invalid) check_location(where, what);
+  if (range.rec.kind == MEMAREA_MEMORY_HOST) {
+    host_advise(range.rec, range.ptr, range.size, advice, where);
+    return;
+  }
   check(system::get().gpu().mem_advise(range.ptr, range.size, advice, where),
         fmt::format("{} {} on {} bytes at {}", what, static_cast<int>(advice), count, ptr)
             .c_str());
@@ -239,9 +229,13 @@ void managed_range_attribute(void* data, std::size_t data_size,
   auto range = check_managed_range(ptr, count, what);
   // A scratch answer keeps *data unchanged when the driver fails.
   std::vector<unsigned char> scratch(data_size);
-  check(system::get().gpu().mem_range_get_attribute(scratch.data(), data_size, attribute,
-                                                    range.ptr, range.size),
-        what);
+  if (range.rec.kind == MEMAREA_MEMORY_HOST) {
+    host_range_attribute(range.rec, scratch.data(), data_size, attribute, range.ptr, range.size);
+  } else {
+    check(system::get().gpu().mem_range_get_attribute(scratch.data(), data_size, attribute,
+                                                      range.ptr, range.size),
+          what);
+  }
   std::memcpy(data, scratch.data(), data_size);
 }
 
@@ -264,6 +258,11 @@ void managed_range_attributes(void** data, const std::size_t* data_sizes,
   std::vector<std::vector<unsigned char>> answers(num_attributes);
   for (std::size_t i = 0; i < num_attributes; ++i) {
     answers[i].resize(data_sizes[i]);
+    if (range.rec.kind == MEMAREA_MEMORY_HOST) {
+      host_range_attribute(range.rec, answers[i].data(), data_sizes[i], attributes[i], range.ptr,
+                           range.size);
+      continue;
+    }
     check(gpu.mem_range_get_attribute(answers[i].data(), data_sizes[i], attributes[i], range.ptr,
                                       range.size),
           fmt::format("{} (attribute {})", what, i).c_str());
@@ -353,29 +352,6 @@ std::string to_string(const location& l) {
 void* allocate(std::size_t size, unsigned flags) { return detail::managed_malloc(size, flags); }
 
 void free(void* ptr) { detail::managed_free(ptr); }
-
-managed_buffer::managed_buffer(std::size_t size, unsigned flags)
-    : ptr_(allocate(size, flags)), size_(size) {}
-
-managed_buffer& managed_buffer::operator=(managed_buffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ptr_ = o.ptr_;
-    size_ = o.size_;
-    o.ptr_ = nullptr;
-  }
-  return *this;
-}
-
-void managed_buffer::reset() noexcept {
-  if (!ptr_) return;
-  try {
-    managed::free(ptr_);
-  } catch (...) {
-    // The buffer owns a live allocation; freeing it is refused only if the backend broke.
-  }
-  ptr_ = nullptr;
-}
 
 void prefetch(const void* ptr, std::size_t n, location to, memarea_stream_t s) {
   detail::managed_prefetch(ptr, n, to_driver(to), s);

@@ -11,6 +11,15 @@
 
 namespace memarea::detail {
 
+/// What a device can do with managed and pageable memory; fixed for the life of the process.
+struct device_caps {
+  bool managed = false;     ///< managed memory can be allocated
+  bool concurrent = false;  ///< concurrent managed access: prefetch is more than a hint
+  bool pageable = false;    ///< the device reads pageable host memory (advice may name it)
+};
+/// The capabilities of `device`, read once and cached; invalid_device / no_device for a bad one.
+device_caps device_capabilities(int device);
+
 /// memarea_malloc_managed: flags GLOBAL or HOST, on the calling thread's current device,
 /// size rounded up to whole pages, recorded as origin::managed.
 void* managed_malloc(std::size_t size, unsigned flags);

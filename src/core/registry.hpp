@@ -17,6 +17,7 @@ namespace memarea::detail {
 enum class origin : std::uint8_t {
   area,     ///< memarea_area_mmap / area::mmap
   managed,  ///< memarea_malloc_managed
+  host,     ///< memarea_host_malloc / host::allocate (pageable, NUMA-placed)
 };
 
 /// One live allocation.
@@ -26,7 +27,7 @@ struct record {
   std::size_t requested = 0;        ///< the size the caller asked for (munmap must match)
   memarea_memory_kind kind = MEMAREA_MEMORY_UNKNOWN;
   int device = MEMAREA_INVALID_DEVICE_ID;  ///< where it lives (CPU id for host memory)
-  int context_device = 0;           ///< the device whose context allocated it
+  int context_device = 0;           ///< the device whose context allocated it (-1: none)
   origin made_by = origin::area;
   unsigned area_flags = 0;          ///< the area's value that made it
   int area_device = -1;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <optional>
 
@@ -32,7 +34,7 @@ system& system::get() {
   return instance;
 }
 
-system::system() {
+system::system() : creator_pid_(static_cast<int>(getpid())) {
   std::optional<sim_config> sim;
   {
     std::lock_guard lock(g_config_mutex);

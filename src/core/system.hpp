@@ -36,6 +36,9 @@ class system {
   bool valid_device(int device) const noexcept { return device >= 0 && device < count_; }
   /// Reports of every backend (probes the inactive ones on first call).
   std::vector<backend_report> reports();
+  /// The process that chose the backend: another one than getpid() in a child created by
+  /// fork() without exec, where only backends whose driver survives_fork() may be used.
+  int creator_pid() const noexcept { return creator_pid_; }
 
   system(const system&) = delete;
   system& operator=(const system&) = delete;
@@ -45,6 +48,7 @@ class system {
   system();
   std::unique_ptr<driver> gpu_;
   int count_ = 0;
+  int creator_pid_ = 0;
   std::mutex mutex_;
   std::vector<backend_report> reports_;
   bool probed_all_ = false;

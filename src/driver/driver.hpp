@@ -88,6 +88,9 @@ class driver {
   virtual std::string version() const = 0;
   /// Number of devices; 0 when the library is missing or reports none.
   virtual int device_count() const noexcept = 0;
+  /// Whether a child created by fork() without exec may go on using this driver after the
+  /// parent did. The vendor runtimes may not (CUDA and HIP are not fork-safe); the sim may.
+  virtual bool survives_fork() const noexcept { return false; }
   /// Fills every field of *props (free_memory at the time of the call).
   virtual dstatus get_properties(int device, memarea_device_properties* props) = 0;
   virtual dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) = 0;
@@ -183,6 +186,9 @@ struct sim_config {
   std::vector<std::vector<int>> peer_groups;///< MEMAREA_SIM_PEER_GROUPS; empty: all can reach all
   int max_peers = 8;                        ///< MEMAREA_SIM_MAX_PEERS
   bool concurrent_managed_access = true;    ///< MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS=0 turns off
+  /// MEMAREA_SIM_MANAGED_MEMORY=0: devices without managed memory (malloc_managed is
+  /// not_supported; no managed memory also means no concurrent managed access).
+  bool managed_memory = true;
 };
 
 /// Parses the MEMAREA_SIM_* environment; throws memarea::error(invalid_value) with a message that

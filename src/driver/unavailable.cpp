@@ -12,6 +12,7 @@ class unavailable_driver final : public driver {
   std::string unavailable_reason() const override { return reason_; }
   std::string version() const override { return ""; }
   int device_count() const noexcept override { return 0; }
+  bool survives_fork() const noexcept override { return true; }  // nothing to inherit
 
   dstatus get_current_device(int* device) override {
     if (device) *device = 0;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,5 +73,39 @@ struct host_block {
   void* ptr;
   std::size_t size;
 };
+
+/// A memarea allocation made by a C call (make(&ptr) returns its status), freed with
+/// memarea_free on scope exit.
+struct c_allocation {
+  template <class Make>
+  c_allocation(std::size_t n, Make&& make) : size(n) {
+    EXPECT_EQ(make(&ptr), MEMAREA_SUCCESS) << memarea_last_error_message();
+  }
+  ~c_allocation() {
+    if (ptr) {
+      EXPECT_EQ(memarea_free(ptr), MEMAREA_SUCCESS) << memarea_last_error_message();
+    }
+  }
+  c_allocation(const c_allocation&) = delete;
+  c_allocation& operator=(const c_allocation&) = delete;
+  char* at(std::size_t off) const { return static_cast<char*>(ptr) + off; }
+  void* ptr = nullptr;
+  std::size_t size;
+};
+
+/// One 4-byte range attribute through the C API (managed or memarea host memory); expects
+/// success.
+inline int attr_int(memarea_mem_range_attribute a, const void* p, std::size_t n) {
+  int v = 12345;
+  memarea_status st = memarea_mem_range_get_attribute(&v, sizeof v, a, p, n);
+  EXPECT_EQ(st, MEMAREA_SUCCESS) << memarea_last_error_message();
+  return v;
+}
+
+/// managed::accessed_by as a set (the order is not what is tested).
+inline std::set<int> accessed_set(const void* p, std::size_t n) {
+  auto v = ::memarea::managed::accessed_by(p, n);
+  return {v.begin(), v.end()};
+}
 
 }  // namespace memarea::test

@@ -75,9 +75,13 @@ TEST(Device, SimPropertiesFollowTheSettings) {
   if (const char* m = std::getenv("MEMAREA_SIM_DEVICE_MEMORY")) {
     EXPECT_EQ(p.total_memory, sim::parse_size(m));
   }
+  const char* mm = std::getenv("MEMAREA_SIM_MANAGED_MEMORY");
+  const bool managed = !(mm && std::string(mm) == "0");
+  EXPECT_EQ(p.managed_memory, managed);
+  EXPECT_EQ(sim::from_environment().managed_memory, managed);  // the C++ settings mirror it
+  // No managed memory means no concurrent access to it, whatever the other setting says.
   const char* cma = std::getenv("MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS");
-  EXPECT_EQ(p.concurrent_managed_access, !(cma && std::string(cma) == "0"));
-  EXPECT_TRUE(p.managed_memory);
+  EXPECT_EQ(p.concurrent_managed_access, managed && !(cma && std::string(cma) == "0"));
   EXPECT_TRUE(p.unified_addressing);
 }
 

@@ -13,9 +13,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <poll.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <latch>
+#include <optional>
 #include <thread>
+#include <utility>
+
+extern char** environ;
 
 using namespace memarea;
 using namespace memarea::test;
@@ -65,22 +74,45 @@ bool holds(const void* dev, std::uint64_t seed, std::size_t n, std::size_t off =
   return std::memcmp(got.data(), v.data() + off, n - off) == 0;
 }
 
+/// Environment changes for a child: NAME -> value, or nullopt to remove NAME.
+using env_changes = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+/// This process's environment with `changes` applied (storage for execve's envp).
+std::vector<std::string> environment_with(const env_changes& changes) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    const bool changed = std::any_of(changes.begin(), changes.end(), [&](const auto& c) {
+      return entry.rfind(c.first + "=", 0) == 0;
+    });
+    if (!changed) env.push_back(entry);
+  }
+  for (const auto& [name, value] : changes)
+    if (value) env.push_back(name + "=" + *value);
+  return env;
+}
+
 /// A helper process with its stdin and stdout piped to us.
 class child {
  public:
-  explicit child(std::vector<std::string> args, int keep_fd = -1) {
+  explicit child(std::vector<std::string> args, int keep_fd = -1, const env_changes& env = {}) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    // Built before fork: the child only calls async-signal-safe functions until execve.
+    std::vector<std::string> env_storage = environment_with(env);
+    std::vector<char*> envp;
+    for (auto& e : env_storage) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(kHelper));
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       dup2(in[0], 0);
       dup2(out[1], 1);
       if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(kHelper));
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kHelper, argv.data());
+      execve(kHelper, argv.data(), envp.data());
       _exit(127);
     }
     ::close(in[0]);
@@ -223,6 +255,66 @@ TEST(Ipc, StaleHandleAfterFreeAndReallocation) {
   ipc::close(o);
   a.munmap(q, n);
   EXPECT_MEMAREA_ERROR((void)ipc::open(fresh), errc::invalid_handle);
+}
+
+TEST(Ipc, CachedExportNeverOutlivesItsAllocation) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  const area a(0);
+  const std::size_t n = 8192;
+  void* p = a.mmap(n);
+  const auto first = ipc::export_handle(p);
+  ASSERT_EQ(ipc::export_handle(p), first) << "a repeated export (from this thread's cache)";
+  // Free, then allocate until the address comes back (backends usually reuse it at once).
+  void* q = nullptr;
+  bool reused = false;
+  a.munmap(p, n);
+  std::vector<void*> elsewhere;
+  for (int attempt = 0; attempt < 8 && !reused; ++attempt) {
+    q = a.mmap(n);
+    reused = q == p;
+    if (!reused) elsewhere.push_back(q);
+  }
+  if (!reused) q = elsewhere.back(), elsewhere.pop_back();
+  for (void* e : elsewhere) a.munmap(e, n);
+  const auto second = ipc::export_handle(q);
+  EXPECT_NE(second, first) << (reused ? "same address, new allocation" : "another address");
+  EXPECT_MEMAREA_ERROR((void)ipc::open(first), errc::invalid_handle);
+  void* o = ipc::open(second);
+  EXPECT_EQ(o, q);
+  ipc::close(o);
+  if (!reused) std::cout << "note: the backend never reused the address; stale check only\n";
+
+  // A free on another thread invalidates this one's cache too: a worker exports q (cached
+  // there), the main thread frees it and allocates again, the worker exports the new memory.
+  std::latch exported(1), reallocated(1);
+  void* r = nullptr;
+  ipc::handle worker_old, worker_cached, worker_new;
+  std::thread worker([&] {
+    worker_old = ipc::export_handle(q);
+    worker_cached = ipc::export_handle(q);
+    exported.count_down();
+    reallocated.wait();
+    worker_new = ipc::export_handle(r);
+  });
+  exported.wait();
+  a.munmap(q, n);
+  r = a.mmap(n);
+  reallocated.count_down();
+  worker.join();
+  EXPECT_EQ(worker_cached, worker_old);
+  EXPECT_EQ(worker_new, ipc::export_handle(r));
+  EXPECT_NE(worker_new, worker_old);
+  EXPECT_MEMAREA_ERROR((void)ipc::open(worker_old), errc::invalid_handle);
+
+  // More pointers than the cache has slots: every handle stays right.
+  std::vector<ipc::handle> hs;
+  for (std::size_t off = 0; off < 20; ++off)
+    hs.push_back(ipc::export_handle(static_cast<char*>(r) + off * 64));
+  for (std::size_t off = 0; off < 20; ++off)
+    EXPECT_EQ(ipc::export_handle(static_cast<char*>(r) + off * 64), hs[off]) << off;
+  a.munmap(r, n);
+  // Freed: an error, not the handle this thread cached.
+  EXPECT_MEMAREA_ERROR((void)ipc::export_handle(r), errc::invalid_value);
 }
 
 TEST(Ipc, FdOverASocketInOneProcess) {
@@ -387,6 +479,47 @@ TEST(IpcProcess, CacheLimitEvictsLeastRecentlyUsed) {
   ipc::set_cache_limit(old_limit);
 }
 
+TEST(IpcProcess, CacheLimitFromTheEnvironment) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  // MEMAREA_IPC_CACHE_LIMIT is read once per process (at its first IPC call): each setting runs
+  // in a helper that imports three buffers of this process.
+  const std::size_t own_limit = ipc::cache_limit();
+  std::vector<buffer> bufs;
+  std::vector<std::string> hx;
+  for (int i = 0; i < 3; ++i) {
+    bufs.push_back(area(0).allocate(4096));
+    hx.push_back(hex(ipc::export_handle(bufs.back().data())));
+  }
+  auto run = [&](std::optional<std::string> value, std::vector<int> order) {
+    std::vector<std::string> args{"lru"};
+    for (int i : order) args.push_back(hx[static_cast<std::size_t>(i)]);
+    child c(args, -1, {{"MEMAREA_IPC_CACHE_LIMIT", std::move(value)}});
+    std::string out = c.line();
+    return std::make_pair(out, c.wait());
+  };
+  using result = std::pair<std::string, int>;
+  EXPECT_EQ(run("2", {0, 1, 2}), result("limit=2 cached=011", 0))
+      << "the third import evicts the least recently used";
+  EXPECT_EQ(run("2", {0, 1, 0, 2}), result("limit=2 cached=1011", 0))
+      << "least recently used, not first in";
+  EXPECT_EQ(run("1", {0, 1, 2}), result("limit=1 cached=001", 0));
+  EXPECT_EQ(run("0", {0, 1, 2}), result("limit=0 cached=000", 0)) << "0 disables the cache";
+  EXPECT_EQ(run("18446744073709551615", {0, 1, 2}),
+            result("limit=18446744073709551615 cached=111", 0));
+  EXPECT_EQ(run(std::nullopt, {0, 1, 2}), result("limit=64 cached=111", 0)) << "unset: 64";
+  EXPECT_EQ(run("", {0, 1, 2}), result("limit=64 cached=111", 0)) << "empty is unset";
+  for (const char* bad : {"abc", "-1", "-0", "+2", " 2", "2 ", "2k", "0x10", "1e3", "2.5",
+                          "18446744073709551616", "99999999999999999999999"}) {
+    SCOPED_TRACE(std::string("MEMAREA_IPC_CACHE_LIMIT='") + bad + "'");
+    auto [out, rc] = run(bad, {0});
+    EXPECT_EQ(rc, 2);
+    EXPECT_EQ(out.rfind("MEMAREA_ERROR_INVALID_VALUE ", 0), 0u) << out;
+    EXPECT_NE(out.find("MEMAREA_IPC_CACHE_LIMIT"), std::string::npos) << out;
+  }
+  EXPECT_EQ(ipc::cache_limit(), own_limit) << "this process's bound is its own";
+}
+
 TEST(IpcProcess, FreeWhileImportedIsDeferredUntilTheLastClose) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();
@@ -533,6 +666,44 @@ TEST(IpcConcurrent, EightThreadsImportOneHandle) {
   EXPECT_EQ(owner.ask("importers"), "0");
 }
 
+TEST(IpcConcurrent, ExportsWhileOtherThreadsFree) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  // Every thread exports a shared buffer (from its cache) while the others allocate, export and
+  // free their own: each free invalidates every thread's cache, and no export may be stale.
+  const area a(0);
+  buffer shared = a.allocate(4096);
+  const auto shared_handle = ipc::export_handle(shared.data());
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      try {
+        for (int i = 0; i < 100; ++i) {
+          if (ipc::export_handle(shared.data()) != shared_handle) ++wrong;
+          void* p = a.mmap(8192);
+          const auto h = ipc::export_handle(p);
+          if (ipc::export_handle(p) != h) ++wrong;
+          void* o = ipc::open(h);
+          if (o != p) ++wrong;
+          ipc::close(o);
+          a.munmap(p, 8192);
+          try {
+            (void)ipc::open(h);
+            ++wrong;  // a freed buffer opened
+          } catch (const error& e) {
+            if (e.status() != errc::invalid_handle) ++wrong;
+          }
+        }
+      } catch (const error&) {
+        ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+}
+
 TEST(IpcProcess, SegmentsOfDeadExportersAreRemoved) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();
@@ -553,4 +724,245 @@ TEST(IpcProcess, SegmentsOfDeadExportersAreRemoved) {
   }
   EXPECT_EQ(segments_of(dead), 0);
   shm_unlink(name.c_str());  // in case the sweep missed it
+}
+
+// --- fork() without exec ---------------------------------------------------------------------------
+
+namespace {
+
+/// A child of fork(): killed and reaped if the test leaves before it exited.
+struct forked {
+  pid_t pid = -1;
+  bool reaped = false;
+  forked() = default;
+  forked(const forked&) = delete;
+  forked& operator=(const forked&) = delete;
+  ~forked() {
+    if (pid > 0 && !reaped) {
+      ::kill(pid, SIGKILL);
+      int st = 0;
+      while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  /// Exit status, 128+signal, or -1 (then killed) when it did not exit within `seconds`.
+  int wait(int seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    int st = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      pid_t r = waitpid(pid, &st, WNOHANG);
+      if (r == pid) {
+        reaped = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      if (r < 0 && errno != EINTR) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return -1;
+  }
+};
+
+/// Reads exactly n bytes from fd within `seconds`; false on timeout, EOF or error.
+bool read_within(int fd, void* buf, std::size_t n, int seconds) {
+  auto* p = static_cast<unsigned char*>(buf);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (n > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    const int r = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    const ssize_t got = ::read(fd, p, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* buf, std::size_t n) {
+  return ::write(fd, buf, n) == static_cast<ssize_t>(n);
+}
+
+/// What the forked child checks; its exit code names the first check that failed.
+struct fork_case {
+  ipc::handle parent_handle;  ///< of `interior`, a pointer into the parent's buffer
+  char* base = nullptr;       ///< the parent's buffer (inherited)
+  char* interior = nullptr;
+  void* parent_open = nullptr;  ///< an open() of parent_handle in the parent, not closed
+  const stream* parent_stream = nullptr;  ///< a stream the parent made (its thread stayed there)
+  std::size_t n = 0, off = 0;
+  std::uint64_t seed = 0, back = 0;
+  int in = -1, out = -1;  ///< pipes from and to the parent
+};
+
+/// The child's side on a backend that refuses IPC after fork (CUDA, HIP): it must say so
+/// without calling the driver.
+int refusing_child(const fork_case& c) {
+  auto refused = [](auto&& call) {
+    try {
+      call();
+      return false;
+    } catch (const error& e) {
+      return e.status() == errc::not_supported;
+    }
+  };
+  if (!refused([&] { (void)ipc::open(c.parent_handle); })) return 10;
+  if (!refused([&] { (void)ipc::export_handle(c.interior); })) return 11;
+  if (!refused([&] { ipc::close(c.parent_open); })) return 12;
+  return 0;
+}
+
+/// The child's side on sim: a new process that imports its parent's memory and exports its own.
+int importing_child(const fork_case& c) {
+  // Not the parent's state: its open is not ours to close, and its export (cached in this
+  // thread before fork) is not served.
+  try {
+    ipc::close(c.parent_open);
+    return 20;
+  } catch (const error& e) {
+    if (e.status() != errc::invalid_value) return 21;
+  }
+  try {
+    (void)ipc::export_handle(c.interior);
+    return 22;
+  } catch (const error& e) {
+    if (e.status() != errc::invalid_value) return 23;  // the parent's memory: not ours
+  }
+  try {
+    c.parent_stream->synchronize();  // would wait forever on a thread that is not here
+    return 33;
+  } catch (const error& e) {
+    if (e.status() != errc::invalid_value) return 34;
+  }
+  void* p = ipc::open(c.parent_handle);
+  if (p == c.interior) return 24;  // short-circuited as if it were the exporter
+  if (lookup(p).kind != memory_kind::ipc_imported) return 25;
+  if (!holds(p, c.seed, c.n, c.off)) return 26;  // through the child's own (new) streams
+  fill(p, c.back, c.n - c.off);
+  char msg = 'o';
+  if (!write_all(c.out, &msg, 1)) return 27;
+  if (!read_within(c.in, &msg, 1, 30) || msg != 'c') return 28;
+  ipc::close(p);
+
+  buffer mine = area(0).allocate(4096);
+  fill(mine.data(), c.back, 4096);
+  const auto h = ipc::export_handle(mine.data());
+  void* self = ipc::open(h);
+  if (self != mine.data()) return 29;
+  ipc::close(self);
+  if (!write_all(c.out, h.bytes.data(), h.bytes.size())) return 30;
+  if (!read_within(c.in, &msg, 1, 30) || msg != 'd') return 31;
+  // Freeing the parent's memory here unmaps the child's view only (the parent checks).
+  area(0).munmap(c.base, c.n);
+  return 0;
+}
+
+/// Removes the IPC segments a process left behind (a child that _exit()ed skips its cleanup).
+void remove_segments_of(pid_t pid) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    const std::string prefix = "memarea-ipc-" + std::to_string(pid) + "-";
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) names.push_back(e->d_name);
+    closedir(d);
+  }
+  for (const auto& name : names) shm_unlink(("/" + name).c_str());
+}
+
+}  // namespace
+
+TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
+  MEMAREA_REQUIRE_DEVICES(1);
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork (the sim's "
+                  "streams do); the TSan preset runs the concurrency tests only";
+#endif
+  const bool sim = backend_name() == "sim";
+  fork_case c;
+  c.n = 70000;
+  c.off = 4096 + 17;
+  buffer b = area(0).allocate(c.n);
+  c.base = static_cast<char*>(b.data());
+  c.interior = c.base + c.off;
+  c.seed = new_seed();
+  c.back = new_seed();
+  fill(b.data(), c.seed, c.n);
+  c.parent_handle = ipc::export_handle(c.interior);
+  c.parent_open = ipc::open(c.parent_handle);
+  ASSERT_EQ(c.parent_open, c.interior);
+  const stream parent_stream(0);
+  c.parent_stream = &parent_stream;
+  const int segments_before = segments_of(getpid());
+  ASSERT_EQ(segments_before, 1);
+
+  int down[2], up[2];
+  ASSERT_EQ(pipe2(down, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(up, O_CLOEXEC), 0);
+  std::fflush(nullptr);
+  forked child_proc;
+  child_proc.pid = fork();
+  ASSERT_GE(child_proc.pid, 0) << std::strerror(errno);
+  if (child_proc.pid == 0) {
+    alarm(60);  // a stuck child dies (SIGALRM) instead of hanging the suite
+    ::close(down[1]);
+    ::close(up[0]);
+    c.in = down[0];
+    c.out = up[1];
+    int rc = 99;
+    try {
+      rc = sim ? importing_child(c) : refusing_child(c);
+    } catch (...) {
+      rc = 98;
+    }
+    _exit(rc);
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  const int to_child = down[1], from_child = up[0];
+
+  if (sim) {
+    char msg = 0;
+    ASSERT_TRUE(read_within(from_child, &msg, 1, 30) && msg == 'o')
+        << "the child did not open the parent's handle; exit status " << child_proc.wait(5);
+    EXPECT_EQ(ipc::importers(b.data()), 1) << "the child counts as an importer";
+    EXPECT_TRUE(holds(c.interior, c.back, c.n - c.off)) << "the child's writes are visible";
+    msg = 'c';
+    ASSERT_TRUE(write_all(to_child, &msg, 1));
+    ipc::handle theirs;
+    ASSERT_TRUE(read_within(from_child, theirs.bytes.data(), theirs.bytes.size(), 30))
+        << "exit status " << child_proc.wait(5);
+    {
+      ipc::mapping m(theirs);
+      EXPECT_TRUE(holds(m.get(), c.back, 4096)) << "the child exports its own memory";
+    }
+    msg = 'd';
+    ASSERT_TRUE(write_all(to_child, &msg, 1));
+  }
+  const pid_t child_pid = child_proc.pid;
+  EXPECT_EQ(child_proc.wait(60), 0) << "the child's exit status names its failed check";
+  ::close(to_child);
+  ::close(from_child);
+  ipc::collect();  // drops the cached mapping of the exited child
+  remove_segments_of(child_pid);
+
+  // The parent's state is untouched.
+  if (sim && kHelper) {
+    // The child's free of the inherited buffer left it alive for other processes.
+    const std::size_t left = c.n - c.off;
+    child other({"check", hex(c.parent_handle), str(left), str(c.back), "0", "0"});
+    EXPECT_EQ(other.line(), "ok");
+    EXPECT_EQ(other.wait(), 0);
+  }
+  EXPECT_EQ(segments_of(getpid()), segments_before);
+  EXPECT_EQ(ipc::importers(b.data()), 0);
+  EXPECT_EQ(ipc::export_handle(c.interior), c.parent_handle);
+  void* again = ipc::open(c.parent_handle);
+  EXPECT_EQ(again, c.interior);
+  ipc::close(again);
+  ipc::close(c.parent_open);
+  EXPECT_MEMAREA_ERROR(ipc::close(c.parent_open), errc::invalid_value);
 }

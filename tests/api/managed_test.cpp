@@ -5,6 +5,8 @@
 
 #include "core/registry.hpp"
 
+#include <memarea/aml/area/cuda.h>
+#include <memarea/aml/area/hip.h>
 #include <memarea/managed.hpp>
 #include <memarea/memarea.h>
 
@@ -27,34 +29,20 @@ std::size_t live_allocations() { return detail::allocations().size(); }
 
 bool concurrent(int device) { return get_device_properties(device).concurrent_managed_access; }
 
-int attr_int(memarea_mem_range_attribute a, const void* p, std::size_t n) {
-  int v = 12345;
-  memarea_status st = memarea_mem_range_get_attribute(&v, sizeof v, a, p, n);
-  EXPECT_EQ(st, MEMAREA_SUCCESS) << memarea_last_error_message();
-  return v;
-}
+/// Whether the backend has devices with managed memory (config sim2_no_managed has none).
+bool has_managed() { return devices() > 0 && get_device_properties(0).managed_memory; }
 
-std::set<int> accessed_set(const void* p, std::size_t n) {
-  auto v = mm::accessed_by(p, n);
-  return {v.begin(), v.end()};
-}
+/// Skips the test unless there are n devices with managed memory.
+#define MEMAREA_REQUIRE_MANAGED(n)                                                 \
+  do {                                                                             \
+    MEMAREA_REQUIRE_DEVICES(n);                                                    \
+    if (!has_managed()) GTEST_SKIP() << "the devices have no managed memory";      \
+  } while (0)
 
 /// A managed allocation through the C API, freed on scope exit.
-struct c_managed {
-  explicit c_managed(std::size_t n, unsigned flags = MEMAREA_MEM_ATTACH_GLOBAL) : size(n) {
-    EXPECT_EQ(memarea_malloc_managed(&ptr, n, flags), MEMAREA_SUCCESS)
-        << memarea_last_error_message();
-  }
-  ~c_managed() {
-    if (ptr) {
-      EXPECT_EQ(memarea_free(ptr), MEMAREA_SUCCESS) << memarea_last_error_message();
-    }
-  }
-  c_managed(const c_managed&) = delete;
-  c_managed& operator=(const c_managed&) = delete;
-  char* at(std::size_t off) const { return static_cast<char*>(ptr) + off; }
-  void* ptr = nullptr;
-  std::size_t size;
+struct c_managed : c_allocation {
+  explicit c_managed(std::size_t n, unsigned flags = MEMAREA_MEM_ATTACH_GLOBAL)
+      : c_allocation(n, [&](void** p) { return memarea_malloc_managed(p, n, flags); }) {}
 };
 
 }  // namespace
@@ -62,7 +50,7 @@ struct c_managed {
 // --- allocation and free -----------------------------------------------------------------------
 
 TEST(Managed, AllocateRoundsRecordsAndHoldsData) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   for (int d = 0; d < devices(); ++d) {
     set_device(d);
     for (unsigned flags : {unsigned{MEMAREA_MEM_ATTACH_GLOBAL}, unsigned{MEMAREA_MEM_ATTACH_HOST}}) {
@@ -112,6 +100,7 @@ TEST(Managed, AllocateBadInputIsRefusedAndChangesNothing) {
                   MEMAREA_ERROR_NO_DEVICE);
     return;
   }
+  if (!has_managed()) return;  // DeviceWithoutManagedMemoryIsNotSupported tests the rest
   // More than the sim device has, and more than any address space.
   if (backend_name() == "sim") {
     EXPECT_STATUS(memarea_malloc_managed(&p, get_device_properties(0).total_memory + 1,
@@ -124,7 +113,7 @@ TEST(Managed, AllocateBadInputIsRefusedAndChangesNothing) {
 }
 
 TEST(Managed, AllocateIsOnTheCurrentDeviceAndLeavesItAlone) {
-  MEMAREA_REQUIRE_DEVICES(2);
+  MEMAREA_REQUIRE_MANAGED(2);
   const int last = devices() - 1;
   set_device(last);
   mm::managed_buffer b(100);
@@ -135,7 +124,7 @@ TEST(Managed, AllocateIsOnTheCurrentDeviceAndLeavesItAlone) {
 }
 
 TEST(Managed, FreeTakesAnyAllocationByBaseOnly) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   const std::size_t before = live_allocations();
   // Area allocations of every kind go through memarea_free too.
   for (unsigned flags : {area_flags::device_only, area_flags::host, area_flags::unified,
@@ -162,8 +151,65 @@ TEST(Managed, FreeOfForeignPointersIsInvalidValue) {
   EXPECT_STATUS(memarea_free(heap.data()), MEMAREA_ERROR_INVALID_VALUE);
 }
 
-TEST(Managed, BufferIsMoveOnlyAndFreesOnce) {
+TEST(Managed, DeviceWithoutManagedMemoryIsNotSupported) {
   MEMAREA_REQUIRE_DEVICES(1);
+  if (has_managed()) GTEST_SKIP() << "device 0 has managed memory (config sim2_no_managed: none)";
+  const std::size_t before = live_allocations();
+  std::vector<std::size_t> free_before;
+  for (int d = 0; d < devices(); ++d) free_before.push_back(get_device_properties(d).free_memory);
+  for (int d = 0; d < devices(); ++d) {
+    SCOPED_TRACE(testing::Message() << "device " << d);
+    auto props = get_device_properties(d);
+    EXPECT_FALSE(props.managed_memory);
+    EXPECT_FALSE(props.concurrent_managed_access) << "concurrent access without managed memory";
+    set_device(d);
+    void* p = reinterpret_cast<void*>(0x1234);
+    for (unsigned flags : {MEMAREA_MEM_ATTACH_GLOBAL, MEMAREA_MEM_ATTACH_HOST}) {
+      for (std::size_t size : {std::size_t{1}, kPage, std::size_t{1} << 20}) {
+        EXPECT_STATUS(memarea_malloc_managed(&p, size, flags), MEMAREA_ERROR_NOT_SUPPORTED);
+      }
+    }
+    // Bad arguments are still judged first, as on a device that has managed memory.
+    EXPECT_STATUS(memarea_malloc_managed(&p, 0, MEMAREA_MEM_ATTACH_GLOBAL),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_malloc_managed(&p, kPage, MEMAREA_MEM_ATTACH_SINGLE),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(p, reinterpret_cast<void*>(0x1234)) << "a refused call wrote *ptr";
+    EXPECT_MEMAREA_ERROR((void)mm::allocate(kPage), errc::not_supported);
+    EXPECT_MEMAREA_ERROR((void)mm::allocate(kPage, mm::attach_flags::host), errc::not_supported);
+    EXPECT_MEMAREA_ERROR(mm::managed_buffer b(kPage), errc::not_supported);
+    // Areas with UNIFIED allocate managed memory: the C++ area, the C area and AML's.
+    for (unsigned flags : {area_flags::unified, area_flags::unified | area_flags::global,
+                           area_flags::unified | area_flags::host}) {
+      EXPECT_MEMAREA_ERROR((void)area(d, flags).mmap(kPage), errc::not_supported);
+      EXPECT_MEMAREA_ERROR((void)area(-1, flags).allocate(kPage), errc::not_supported);
+      memarea_area_t a = nullptr;
+      ASSERT_EQ(memarea_area_create(&a, d, flags), MEMAREA_SUCCESS);
+      EXPECT_STATUS(memarea_area_mmap(a, &p, kPage, nullptr), MEMAREA_ERROR_NOT_SUPPORTED);
+      EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
+    }
+    EXPECT_EQ(p, reinterpret_cast<void*>(0x1234));
+    for (aml_area* aml : {&aml_area_hip_unified, &aml_area_cuda_unified}) {
+      aml_errno = AML_SUCCESS;
+      EXPECT_EQ(aml_area_mmap(aml, kPage, nullptr), nullptr);
+      EXPECT_EQ(aml_errno, AML_ENOTSUP);
+    }
+    EXPECT_EQ(get_device(), d);
+  }
+  set_device(0);
+  // Nothing is left allocated, nor charged to any device.
+  EXPECT_EQ(live_allocations(), before);
+  for (int d = 0; d < devices(); ++d) EXPECT_EQ(get_device_properties(d).free_memory, free_before[d]);
+  // The range calls have nothing to work on: device memory is not managed memory.
+  buffer dev = area(0).allocate(kPage);
+  EXPECT_STATUS(memarea_mem_prefetch_async(dev.data(), kPage, 0, nullptr),
+                MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_mem_advise(dev.data(), kPage, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY, 0),
+                MEMAREA_ERROR_INVALID_VALUE);
+}
+
+TEST(Managed, BufferIsMoveOnlyAndFreesOnce) {
+  MEMAREA_REQUIRE_MANAGED(1);
   const std::size_t before = live_allocations();
   {
     mm::managed_buffer a(5000);
@@ -187,7 +233,7 @@ TEST(Managed, BufferIsMoveOnlyAndFreesOnce) {
 // --- prefetch ----------------------------------------------------------------------------------
 
 TEST(Managed, PrefetchToEveryDeviceAndBackKeepsTheData) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   const std::size_t n = (std::size_t{8} << 20) + 123;
   c_managed m(n);
   auto in = random_bytes(n);
@@ -217,7 +263,7 @@ TEST(Managed, PrefetchToEveryDeviceAndBackKeepsTheData) {
 }
 
 TEST(Managed, PrefetchRoundsTheRangeOutToPages) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   if (!concurrent(0)) GTEST_SKIP() << "prefetch is a no-op without concurrent managed access";
   c_managed m(4 * kPage);
   // Ten bytes across the boundary of pages 1 and 2 prefetch both pages, and only them.
@@ -233,7 +279,7 @@ TEST(Managed, PrefetchRoundsTheRangeOutToPages) {
 }
 
 TEST(Managed, PrefetchWithoutConcurrentManagedAccessIsANoOp) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   const char* cma = std::getenv("MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS");
   if (!(cma && std::string(cma) == "0") && concurrent(0))
     GTEST_SKIP() << "device 0 has concurrent managed access";
@@ -264,7 +310,7 @@ TEST(Managed, PrefetchBadInput) {
   EXPECT_STATUS(memarea_mem_prefetch_async(&on_stack, sizeof on_stack, 0, nullptr),
                 MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_STATUS(memarea_mem_prefetch_async(nullptr, 64, 0, nullptr), MEMAREA_ERROR_INVALID_VALUE);
-  if (devices() == 0) return;
+  if (!has_managed()) return;
   c_managed m(2 * kPage);
   EXPECT_STATUS(memarea_mem_prefetch_async(m.ptr, 0, 0, nullptr), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_STATUS(memarea_mem_prefetch_async(m.ptr, 2 * kPage + 1, 0, nullptr),
@@ -295,7 +341,7 @@ TEST(Managed, PrefetchBadInput) {
 }
 
 TEST(Managed, PrefetchOnAStreamAndToTheHostNumaNode) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   mm::managed_buffer b(3 * kPage);
   stream s(0);
   mm::prefetch(b.data(), b.size(), mm::location::device(0), s);
@@ -315,10 +361,52 @@ TEST(Managed, PrefetchOnAStreamAndToTheHostNumaNode) {
   }
 }
 
+TEST(Managed, HostNumaCallsOfTheCApi) {
+  MEMAREA_REQUIRE_MANAGED(1);
+  c_managed m(2 * kPage);
+  const int node = host::numa_nodes().front().id;
+  const memarea_status st = memarea_mem_prefetch_host_numa_async(m.ptr, m.size, node, nullptr);
+  if (st == MEMAREA_ERROR_NOT_SUPPORTED) {
+    // HIP takes no host NUMA location; CUDA drivers older than 12.2 take no location at all.
+    EXPECT_STRNE(memarea_last_error_message(), "");
+  } else {
+    EXPECT_STATUS(st, MEMAREA_SUCCESS);
+    EXPECT_STATUS(memarea_device_synchronize(), MEMAREA_SUCCESS);
+    EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m.ptr, m.size),
+              concurrent(get_device()) ? MEMAREA_CPU_DEVICE_ID : MEMAREA_INVALID_DEVICE_ID);
+    EXPECT_STATUS(memarea_mem_advise_host_numa(m.ptr, m.size,
+                                               MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, node),
+                  MEMAREA_SUCCESS);
+    // CUDA and sim answer a host NUMA preference with the legacy id: the host.
+    EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m.ptr, m.size),
+              MEMAREA_CPU_DEVICE_ID);
+  }
+  // Refusals, whatever the backend: the pointer first, then the node.
+  int on_stack = 0;
+  EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(&on_stack, 4, node, nullptr),
+                MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_mem_advise_host_numa(&on_stack, 4, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
+                                             node),
+                MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(m.ptr, 0, node, nullptr),
+                MEMAREA_ERROR_INVALID_VALUE);
+  for (int bad : {-1, -2, 1 << 20}) {
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(m.ptr, m.size, bad, nullptr),
+                  MEMAREA_ERROR_INVALID_DEVICE);
+    EXPECT_STATUS(memarea_mem_advise_host_numa(m.ptr, m.size, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY,
+                                               bad),
+                  MEMAREA_ERROR_INVALID_DEVICE);
+  }
+  for (int a : {0, 7})
+    EXPECT_STATUS(memarea_mem_advise_host_numa(m.ptr, m.size, static_cast<memarea_mem_advice>(a),
+                                               node),
+                  MEMAREA_ERROR_INVALID_VALUE);
+}
+
 // --- advice and attributes -----------------------------------------------------------------------
 
 TEST(Managed, ReadMostlyRoundTrip) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   c_managed m(3 * kPage);
   const auto rm = MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY;
   EXPECT_EQ(attr_int(rm, m.ptr, m.size), 0);
@@ -342,7 +430,7 @@ TEST(Managed, ReadMostlyRoundTrip) {
 }
 
 TEST(Managed, PreferredLocationRoundTrip) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   c_managed m(2 * kPage);
   const auto pl = MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION;
   EXPECT_EQ(attr_int(pl, m.ptr, m.size), MEMAREA_INVALID_DEVICE_ID);
@@ -365,7 +453,7 @@ TEST(Managed, PreferredLocationRoundTrip) {
 }
 
 TEST(Managed, AccessedBySeveralDevicesRoundTrip) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   c_managed m(2 * kPage);
   EXPECT_TRUE(mm::accessed_by(m.ptr, m.size).empty());
   std::set<int> want;
@@ -401,7 +489,7 @@ TEST(Managed, AdviseBadInput) {
   int on_stack = 0;
   EXPECT_STATUS(memarea_mem_advise(&on_stack, 4, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY, 0),
                 MEMAREA_ERROR_INVALID_VALUE);
-  if (devices() == 0) return;
+  if (!has_managed()) return;
   c_managed m(kPage);
   for (int a = MEMAREA_MEM_ADVISE_SET_READ_MOSTLY; a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY; ++a) {
     SCOPED_TRACE(a);
@@ -435,7 +523,7 @@ TEST(Managed, AttributeBadInputLeavesDataAlone) {
   EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
                                                 &on_stack, 4),
                 MEMAREA_ERROR_INVALID_VALUE);
-  if (devices() == 0) return;
+  if (!has_managed()) return;
   c_managed m(2 * kPage);
   for (auto a : {MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
                  MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
@@ -471,7 +559,7 @@ TEST(Managed, AttributeBadInputLeavesDataAlone) {
 }
 
 TEST(Managed, PluralQueryAnswersAsTheSingular) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   c_managed m(2 * kPage);
   const int last = devices() - 1;
   mm::advise(m.ptr, m.size, mm::advice::set_read_mostly);
@@ -530,7 +618,7 @@ TEST(Managed, PluralQueryAnswersAsTheSingular) {
 // --- stream attachment ---------------------------------------------------------------------------
 
 TEST(Managed, AttachWholeAllocations) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   c_managed m(kPage + 10);
   memarea_stream_t s = nullptr;
   ASSERT_EQ(memarea_stream_create(&s), MEMAREA_SUCCESS);
@@ -560,7 +648,7 @@ TEST(Managed, AttachBadInput) {
   int on_stack = 0;
   EXPECT_STATUS(memarea_stream_attach_mem_async(nullptr, &on_stack, 0, MEMAREA_MEM_ATTACH_GLOBAL),
                 MEMAREA_ERROR_INVALID_VALUE);
-  if (devices() == 0) return;
+  if (!has_managed()) return;
   c_managed m(2 * kPage);
   for (unsigned flags : {0u, 3u, 5u, 6u, 7u, 8u, 0x100u})
     EXPECT_STATUS(memarea_stream_attach_mem_async(nullptr, m.ptr, 0, flags),
@@ -596,7 +684,7 @@ TEST(Managed, LocationIdsAndNames) {
 }
 
 TEST(Managed, AreaUnifiedMemoryTakesTheSameCalls) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   buffer b = area(0, area_flags::unified).allocate(3 * kPage);
   mm::advise(b.data(), b.size(), mm::advice::set_read_mostly);
   EXPECT_TRUE(mm::read_mostly(b.data(), b.size()));
@@ -607,7 +695,7 @@ TEST(Managed, AreaUnifiedMemoryTakesTheSameCalls) {
 }
 
 TEST(Managed, ConcurrentAllocateAdviseQueryFree) {
-  MEMAREA_REQUIRE_DEVICES(1);
+  MEMAREA_REQUIRE_MANAGED(1);
   const std::size_t before = live_allocations();
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;

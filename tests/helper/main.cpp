@@ -14,14 +14,21 @@
 //                                  "importers" -> the count; EOF: exit
 //   recv-fd SOCK N SEED WSEED    receive an fd over socket SOCK, import N bytes, check SEED,
 //                                write WSEED, release, exit
+//   lru HEX...                   open and close each handle in turn, then print
+//                                "limit=L cached=FLAGS": L the import cache's bound, FLAGS a 1
+//                                per argument whose mapping is still cached, else 0; a memarea
+//                                error prints "STATUS message" (exit 2)
 // Exit status: 0 success, 2 memarea error (status name printed), 3 data mismatch, 4/5 wrong
 // outcome of expect, 64 usage.
+#include "core/ipc_impl.hpp"
+
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/ipc.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -185,6 +192,28 @@ int recv_fd(int argc, char** argv) {
   return 0;
 }
 
+int lru(int argc, char** argv) {
+  if (argc < 3) return 64;
+  try {
+    std::vector<memarea::ipc::handle> hs;
+    for (int i = 2; i < argc; ++i) hs.push_back(memarea::ipc::handle::from_hex(argv[i]));
+    for (const auto& h : hs) memarea::ipc::close(memarea::ipc::open(h));
+    const auto cached = memarea::detail::ipc_internal::cached_mapping_keys();
+    std::string flags;
+    for (const auto& h : hs) {
+      const auto w = memarea::detail::ipc_internal::parse(h);
+      const bool in = std::find(cached.begin(), cached.end(),
+                                std::make_pair(w.pid, w.buffer_id)) != cached.end();
+      flags += in ? '1' : '0';
+    }
+    say("limit=" + std::to_string(memarea::ipc::cache_limit()) + " cached=" + flags);
+    return 0;
+  } catch (const memarea::error& e) {
+    say(std::string(memarea::to_string(e.status())) + " " + e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,6 +225,7 @@ int main(int argc, char** argv) {
     if (cmd == "hold") return hold(argc, argv);
     if (cmd == "export") return export_loop(argc, argv);
     if (cmd == "recv-fd") return recv_fd(argc, argv);
+    if (cmd == "lru") return lru(argc, argv);
   } catch (const memarea::error& e) {
     say(memarea::to_string(e.status()));
     std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";

@@ -98,17 +98,6 @@ bool page_range(const void* ptr, size_t size, uintptr_t* begin, uintptr_t* end) 
   return true;
 }
 
-/// Whether `node` names a node that exists here. Without NUMA support only node 0 exists.
-bool node_exists(int node) noexcept {
-  if (node < 0) return false;
-  if (!numa_available()) return node == 0;
-  if (node > ::numa_max_node()) return false;
-  if (numa_nodes_ptr != nullptr) {
-    return ::numa_bitmask_isbitset(numa_nodes_ptr, static_cast<unsigned>(node)) != 0;
-  }
-  return ::numa_node_size64(node, nullptr) >= 0;
-}
-
 /// The invalid_device status for a node that is not on this host, naming the valid range.
 dstatus bad_node(int node, const char* what) {
   const int max = numa_available() ? ::numa_max_node() : 0;
@@ -162,9 +151,34 @@ bool destructive_advice(int advice) noexcept {
   }
 }
 
+/// mbind(mode) of [begin, begin+len) to the one node `node` (ignored for MPOL_DEFAULT). The
+/// nodemask is built by hand because libnuma's bitmask allocator exits the process on OOM.
+/// Returns the errno (0 on success).
+int mbind_node(void* begin, size_t len, int mode, int node) {
+  if (mode == MPOL_DEFAULT) {
+    return ::mbind(begin, len, MPOL_DEFAULT, nullptr, 0, 0) == 0 ? 0 : errno;
+  }
+  const size_t bits_per = sizeof(unsigned long) * CHAR_BIT;
+  std::vector<unsigned long> mask(static_cast<size_t>(node) / bits_per + 1, 0UL);
+  mask[static_cast<size_t>(node) / bits_per] |= 1UL << (static_cast<size_t>(node) % bits_per);
+  // The kernel reads maxnode-1 bits, hence the + 1 (as libnuma itself passes).
+  const unsigned long maxnode = mask.size() * bits_per + 1;
+  return ::mbind(begin, len, mode, mask.data(), maxnode, 0) == 0 ? 0 : errno;
+}
+
 }  // namespace
 
 bool numa_available() noexcept { return ::numa_available() >= 0; }
+
+bool node_exists(int node) noexcept {
+  if (node < 0) return false;
+  if (!numa_available()) return node == 0;
+  if (node > ::numa_max_node()) return false;
+  if (numa_nodes_ptr != nullptr) {
+    return ::numa_bitmask_isbitset(numa_nodes_ptr, static_cast<unsigned>(node)) != 0;
+  }
+  return ::numa_node_size64(node, nullptr) >= 0;
+}
 
 size_t page_size() noexcept {
   static const size_t ps = [] {
@@ -218,7 +232,6 @@ std::vector<numa_node> numa_nodes() {
 
 /// mmap rather than malloc: page alignment is what mbind/move_pages/madvise need, and the pages
 /// stay untouched (no first-touch placement) until the caller writes, so the policy decides.
-/// The nodemask is built by hand because libnuma's bitmask allocator exits the process on OOM.
 dstatus allocate(size_t size, int node, void** ptr) {
   if (ptr == nullptr) return refused(errc::invalid_value, "host allocate: ptr is null");
   if (size == 0) return refused(errc::invalid_value, "host allocate: size is 0");
@@ -239,13 +252,7 @@ dstatus allocate(size_t size, int node, void** ptr) {
 
   // Without NUMA support node 0 is the only memory there is; no policy to set.
   if (node >= 0 && numa_available()) {
-    const size_t bits_per = sizeof(unsigned long) * CHAR_BIT;
-    std::vector<unsigned long> mask(static_cast<size_t>(node) / bits_per + 1, 0UL);
-    mask[static_cast<size_t>(node) / bits_per] |= 1UL << (static_cast<size_t>(node) % bits_per);
-    // The kernel reads maxnode-1 bits, hence the + 1 (as libnuma itself passes).
-    const unsigned long maxnode = mask.size() * bits_per + 1;
-    if (::mbind(p, rounded, MPOL_BIND, mask.data(), maxnode, 0) != 0) {
-      const int err = errno;
+    if (const int err = mbind_node(p, rounded, MPOL_BIND, node); err != 0) {
       ::munmap(p, rounded);
       // EINVAL here means the node has no memory (e.g. a CPU-only node): a bad device choice.
       return from_errno(err == EINVAL ? errc::invalid_device : errno_to_errc(err), err,
@@ -282,8 +289,9 @@ dstatus deallocate(void* ptr, size_t size) {
 
 /// move_pages() rather than mbind(MPOL_MF_MOVE): it moves the resident pages without changing
 /// the memory policy of the range, so neighbours sharing the rounded first/last page keep theirs.
-/// Pages not yet touched (-ENOENT) or backed by the zero page (-EFAULT after check_mapped) have
-/// nothing to move and are skipped; they land where their policy says when first written.
+/// Pages still not backed after the populate step (-ENOENT: an old kernel, or a range that cannot
+/// be written; -EFAULT after check_mapped: the zero page) have nothing to move and are skipped;
+/// they land where their policy says when first written.
 dstatus migrate(const void* ptr, size_t size, int node) {
   if (ptr == nullptr) return refused(errc::invalid_value, "host migrate: ptr is null");
   if (size == 0) return refused(errc::invalid_value, "host migrate: size is 0");
@@ -294,6 +302,10 @@ dstatus migrate(const void* ptr, size_t size, int node) {
   if (!node_exists(node)) return bad_node(node, "host migrate");
   if (dstatus s = check_mapped(begin, end, "host migrate"); !s.ok()) return s;
   if (!numa_available()) return dstatus::success();  // one node: everything is on node 0
+  // A prefetch promises the whole range on `node`; never-written pages have nothing to move, so
+  // they are faulted in first (zero-filled, their content unchanged). Best effort: kernels
+  // before 5.14 (EINVAL) and ranges that cannot be written leave them to first touch.
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 
   const size_t ps = page_size();
   const size_t total = (end - begin) / ps;
@@ -415,6 +427,35 @@ dstatus advise(const void* ptr, size_t size, int madvice) {
     errc code = errno_to_errc(err);
     if (err == ENOMEM) code = errc::invalid_value;  // madvise: part of the range is unmapped
     return from_errno(code, err, fmt::format("host advise: madvise({})", madvice));
+  }
+  return dstatus::success();
+}
+
+dstatus set_policy(const void* ptr, size_t size, policy p, int node) {
+  if (ptr == nullptr) return refused(errc::invalid_value, "host set_policy: ptr is null");
+  if (size == 0) return refused(errc::invalid_value, "host set_policy: size is 0");
+  uintptr_t begin = 0, end = 0;
+  if (!page_range(ptr, size, &begin, &end)) {
+    return refused(errc::invalid_value, "host set_policy: range overflows the address space");
+  }
+  int mode = MPOL_DEFAULT;
+  switch (p) {
+    case policy::default_policy: break;
+    case policy::preferred: mode = MPOL_PREFERRED; break;
+    case policy::bind: mode = MPOL_BIND; break;
+    default:
+      return refused(errc::invalid_value,
+                     fmt::format("host set_policy: unknown policy {}", static_cast<int>(p)));
+  }
+  if (mode != MPOL_DEFAULT && !node_exists(node)) return bad_node(node, "host set_policy");
+  if (dstatus s = check_mapped(begin, end, "host set_policy"); !s.ok()) return s;
+  if (!numa_available()) return dstatus::success();  // one node: nothing to choose between
+  if (const int err = mbind_node(reinterpret_cast<void*>(begin), end - begin, mode, node);
+      err != 0) {
+    // EINVAL for a node that exists is a node without memory (or outside the cpuset).
+    return from_errno(err == EINVAL && mode != MPOL_DEFAULT ? errc::invalid_device
+                                                            : errno_to_errc(err),
+                      err, fmt::format("host set_policy: mbind({}) to NUMA node {}", mode, node));
   }
   return dstatus::success();
 }

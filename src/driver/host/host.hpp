@@ -21,6 +21,8 @@ struct numa_node {
 bool numa_available() noexcept;
 /// The host's NUMA nodes (one node 0 with all memory when NUMA is unavailable).
 std::vector<numa_node> numa_nodes();
+/// Whether `node` is a NUMA node of this host (without NUMA support: node 0 only).
+bool node_exists(int node) noexcept;
 /// Page size of the host.
 size_t page_size() noexcept;
 
@@ -28,12 +30,26 @@ size_t page_size() noexcept;
 dstatus allocate(size_t size, int node, void** ptr);
 /// Frees what allocate() returned (size as allocated).
 dstatus deallocate(void* ptr, size_t size);
-/// Moves the pages of [ptr, ptr+size) to `node` (move_pages / mbind MPOL_MF_MOVE).
+/// Moves the pages of [ptr, ptr+size) (rounded out to pages) to `node` with move_pages, leaving
+/// the range's memory policy alone. Pages never written are first faulted in
+/// (MADV_POPULATE_WRITE, Linux 5.14+; before that they stay where first touch puts them), so that
+/// the whole range ends up on `node`, as a prefetch promises.
 dstatus migrate(const void* ptr, size_t size, int node);
 /// The node each page of [ptr, ptr+size) is on; -1 where the page is not yet touched. When all
 /// pages agree *node is that node, else -2 (MEMAREA_INVALID_DEVICE_ID).
 dstatus query_node(const void* ptr, size_t size, int* node);
 /// madvise the range (MADV_* value) after rounding it to pages.
 dstatus advise(const void* ptr, size_t size, int madvice);
+
+/// A memory policy for a range (mbind), deciding where pages are placed when first faulted.
+enum class policy {
+  default_policy,  ///< MPOL_DEFAULT: the process's policy (first touch unless numactl said else)
+  preferred,       ///< MPOL_PREFERRED: `node` first, other nodes when it is full
+  bind,            ///< MPOL_BIND: `node` only
+};
+/// Sets the policy of [ptr, ptr+size), rounded out to pages; pages already placed stay where
+/// they are (no MPOL_MF_MOVE: advice, not migration). node is ignored for default_policy and
+/// must exist otherwise (invalid_device). Without NUMA support it only validates.
+dstatus set_policy(const void* ptr, size_t size, policy p, int node);
 
 }  // namespace memarea::detail::host

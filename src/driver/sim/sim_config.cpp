@@ -46,6 +46,13 @@ long long parse_int(std::string_view token, const char* what, std::string_view w
   return v;
 }
 
+/// A 0/1 switch; anything else ("yes", "true", "01") is refused rather than guessed at.
+bool parse_switch(std::string_view text, const char* what) {
+  if (text == "1") return true;
+  if (text != "0") bad_value(what, text, "must be 0 or 1");
+  return false;
+}
+
 /// The variable's value, or nullptr when it is unset or empty (empty counts as unset so that
 /// `MEMAREA_SIM_X= cmd` can switch a setting off in a shell).
 const char* env(const char* name) {
@@ -163,14 +170,10 @@ sim_config sim_config_from_env() {
         parse_int(v, "MEMAREA_SIM_MAX_PEERS", v, 0, std::numeric_limits<int>::max()));
   }
   if (const char* v = env("MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS")) {
-    std::string_view s = v;
-    if (s == "1") {
-      c.concurrent_managed_access = true;
-    } else if (s == "0") {
-      c.concurrent_managed_access = false;
-    } else {
-      bad_value("MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS", s, "must be 0 or 1");
-    }
+    c.concurrent_managed_access = parse_switch(v, "MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS");
+  }
+  if (const char* v = env("MEMAREA_SIM_MANAGED_MEMORY")) {
+    c.managed_memory = parse_switch(v, "MEMAREA_SIM_MANAGED_MEMORY");
   }
   return c;
 }

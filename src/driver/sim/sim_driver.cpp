@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 
 namespace memarea::detail {
 namespace sim {
+static_assert(kMaxDevices <= page_attributes::max_devices, "accessed-by masks hold every device");
 namespace {
 
 /// The sim's own error names, so messages show which layer refused ("SIM_ERROR_...").
@@ -136,7 +138,52 @@ std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p);
 
 // --- construction ------------------------------------------------------------------------------
 
+// --- fork() without exec ------------------------------------------------------------------------
+
+namespace {
+/// Every live sim driver, for the fork handlers. Never destroyed: a driver made during static
+/// initialisation may outlive any static of this file.
+std::mutex g_live_mutex;
+std::vector<sim_driver*>& live_drivers() {
+  static auto* all = new std::vector<sim_driver*>();
+  return *all;
+}
+/// What children of fork() inherited and must never destroy (their worker threads stayed in the
+/// parent: destroying a stream would join a thread of another process). Reachable, so leak
+/// checkers stay quiet.
+std::vector<std::shared_ptr<void>>* g_inherited = nullptr;
+
+void lock_live() { g_live_mutex.lock(); }
+void unlock_live() { g_live_mutex.unlock(); }
+}  // namespace
+
+void sim_driver::on_fork_child() {
+  // Single-threaded now. Streams and events are the parent's (their threads did not come
+  // along): set aside, so the child's first use starts fresh ones. Device memory stays mapped
+  // (it is shared memory, so shared with the parent) but is the parent's: never unlinked or
+  // exported here. The parent's IPC imports stay mapped too; a new open maps its own.
+  if (!g_inherited) g_inherited = new std::vector<std::shared_ptr<void>>();
+  for (sim_driver* d : live_drivers()) {
+    for (auto& st : d->default_streams_)
+      if (st) g_inherited->push_back(std::move(st));
+    for (auto& [k, st] : d->streams_) g_inherited->push_back(std::move(st));
+    for (auto& [k, ev] : d->events_) g_inherited->push_back(std::move(ev));
+    d->streams_.clear();
+    d->events_.clear();
+    d->imported_.clear();
+    for (auto& [base, a] : d->allocations_)
+      if (a.from == origin::device) a.inherited = true;
+  }
+  unlock_live();
+}
+
 sim_driver::sim_driver(const sim_config& config) : config_(config), instance_(next_id()) {
+  {
+    static const int registered = pthread_atfork(lock_live, unlock_live, on_fork_child);
+    (void)registered;
+    std::lock_guard lk(g_live_mutex);
+    live_drivers().push_back(this);
+  }
   // The config may come from memarea::sim::configure rather than the parsed environment, so it is
   // validated again; a bad one gives a driver without devices (factories never throw).
   std::string bad;
@@ -181,6 +228,11 @@ sim_driver::sim_driver(const sim_config& config) : config_(config), instance_(ne
 }
 
 sim_driver::~sim_driver() {
+  {
+    std::lock_guard lk(g_live_mutex);
+    auto& all = live_drivers();
+    all.erase(std::remove(all.begin(), all.end(), this), all.end());
+  }
   std::vector<std::shared_ptr<stream>> all;
   {
     std::lock_guard lk(m_);
@@ -382,7 +434,7 @@ void sim_driver::unmap(std::uintptr_t base, allocation& a) {
   switch (a.from) {
     case origin::device:
       munmap(p, a.map_len);
-      shm_unlink(a.shm_name.c_str());
+      if (!a.inherited) shm_unlink(a.shm_name.c_str());
       break;
     case origin::host:
     case origin::managed:
@@ -417,8 +469,10 @@ dstatus sim_driver::get_properties(int device, memarea_device_properties* props)
     p.free_memory = config_.device_memory - used_[static_cast<size_t>(device)];
   }
   p.unified_addressing = 1;
-  p.managed_memory = 1;
-  p.concurrent_managed_access = config_.concurrent_managed_access ? 1 : 0;
+  p.managed_memory = config_.managed_memory ? 1 : 0;
+  // Concurrent access to managed memory needs managed memory (as CUDA reports it).
+  p.concurrent_managed_access =
+      (config_.managed_memory && config_.concurrent_managed_access) ? 1 : 0;
   p.pageable_memory_access = 0;
   p.can_map_host_memory = 1;
   p.virtual_memory_management = 1;
@@ -704,6 +758,10 @@ dstatus sim_driver::malloc_managed(int device, size_t size, unsigned attach_flag
     return fail(errc::invalid_value, "attach flags {:#x} must be GLOBAL or HOST", attach_flags);
   }
   if (size == 0) return fail(errc::invalid_value, "managed allocations cannot be empty");
+  if (!config_.managed_memory) {
+    return fail(errc::not_supported,
+                "device {} has no managed memory (MEMAREA_SIM_MANAGED_MEMORY=0)", device);
+  }
   size_t len = 0;
   if (!round_page(size, &len)) {
     return fail(errc::out_of_memory, "{} bytes cannot be allocated", size);
@@ -728,7 +786,7 @@ dstatus sim_driver::malloc_managed(int device, size_t size, unsigned attach_flag
   a.flags = attach_flags;
   a.id = next_id();
   try {
-    a.pages.resize(len / kPage);
+    a.pages = page_attributes(len / kPage);
   } catch (const std::bad_alloc&) {
     munmap(p, len);
     std::lock_guard lk(m_);
@@ -1125,6 +1183,11 @@ dstatus sim_driver::ipc_get_handle(void* base, ipc_native_handle* handle) {
     }
     return fail(errc::invalid_value, "{} is not device memory of this driver", fmt::ptr(base));
   }
+  if (it->second.inherited) {
+    return fail(errc::invalid_value,
+                "{} was allocated by the parent process before fork(); only it can export it",
+                fmt::ptr(base));
+  }
   ipc_payload p;
   std::memset(&p, 0, sizeof p);
   std::memcpy(p.magic, kIpcMagic, sizeof p.magic);
@@ -1217,7 +1280,9 @@ dstatus sim_driver::ipc_close_handle(void* ptr) {
   if (!st.ok() || !erased) return st;
   {
     std::lock_guard lk(m_);
-    imported_.erase(a.shm_name);
+    // After fork() the child's own mapping of a name may differ from an inherited one.
+    if (auto it = imported_.find(a.shm_name); it != imported_.end() && it->second == addr(ptr))
+      imported_.erase(it);
   }
   unmap(addr(ptr), a);
   return dstatus::success();
@@ -1375,7 +1440,11 @@ dstatus sim_driver::mem_prefetch_async(const void* ptr, size_t count, location t
     std::lock_guard lk(m_);
     auto it = allocations_.find(base);
     if (it == allocations_.end() || it->second.id != id) return;  // freed meanwhile
-    for (size_t i = first; i <= last; ++i) it->second.pages[i].last_prefetch = loc;
+    try {
+      it->second.pages.prefetched(first, last, loc);
+    } catch (const std::bad_alloc&) {
+      // No memory for a new run of the attribute table: the answer keeps the older location.
+    }
   });
 }
 
@@ -1403,33 +1472,11 @@ dstatus sim_driver::mem_advise(const void* ptr, size_t count, memarea_mem_advice
   table::iterator it;
   size_t first = 0, last = 0;
   if (auto r = managed_range_locked(ptr, count, &it, &first, &last); !r.ok()) return r;
-  for (size_t i = first; i <= last; ++i) {
-    page_state& pg = it->second.pages[i];
-    switch (advice) {
-      case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY:
-        pg.read_mostly = true;
-        break;
-      case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY:
-        pg.read_mostly = false;
-        break;
-      case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:
-        pg.preferred = loc;
-        break;
-      case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
-        pg.preferred = MEMAREA_INVALID_DEVICE_ID;
-        break;
-      case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY:
-      case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: {
-        bool set = advice == MEMAREA_MEM_ADVISE_SET_ACCESSED_BY;
-        if (loc == MEMAREA_CPU_DEVICE_ID) {
-          pg.accessed_by_cpu = set;
-        } else {
-          std::uint64_t bit = std::uint64_t{1} << loc;
-          pg.accessed_by = set ? (pg.accessed_by | bit) : (pg.accessed_by & ~bit);
-        }
-        break;
-      }
-    }
+  // loc is a validated ordinal (< kMaxDevices) or the CPU, so the table takes it.
+  try {
+    it->second.pages.advise(first, last, advice, loc);
+  } catch (const std::bad_alloc&) {
+    return fail(errc::out_of_memory, "no memory for the page attributes of {}", fmt::ptr(ptr));
   }
   return dstatus::success();
 }
@@ -1438,75 +1485,18 @@ dstatus sim_driver::mem_range_get_attribute(void* data, size_t data_size,
                                             memarea_mem_range_attribute attribute, const void* ptr,
                                             size_t count) {
   if (!data) return fail(errc::invalid_value, "data is null");
-  switch (attribute) {
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
-      if (data_size != 4) {
-        return fail(errc::invalid_value, "data_size {} must be 4 for this attribute", data_size);
-      }
-      break;
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
-      if (data_size == 0 || data_size % 4 != 0) {
-        return fail(errc::invalid_value,
-                    "data_size {} must be a non-zero multiple of 4 for ACCESSED_BY", data_size);
-      }
-      break;
-    default:
-      return fail(errc::invalid_value, "unknown range attribute {}", static_cast<int>(attribute));
+  if (!page_attributes::fits(attribute, data_size)) {
+    return fail(errc::invalid_value,
+                "unknown range attribute {} or data_size {} that does not fit it (4 bytes; "
+                "ACCESSED_BY: a non-zero multiple of 4)",
+                static_cast<int>(attribute), data_size);
   }
   std::lock_guard lk(m_);
   table::iterator it;
   size_t first = 0, last = 0;
   if (auto r = managed_range_locked(ptr, count, &it, &first, &last); !r.ok()) return r;
-  const auto& pages = it->second.pages;
-  // The value if every page agrees, else MEMAREA_INVALID_DEVICE_ID (cuMemRangeGetAttribute).
-  auto agreed = [&](int page_state::*field) {
-    int v = pages[first].*field;
-    for (size_t i = first + 1; i <= last; ++i) {
-      if (pages[i].*field != v) return MEMAREA_INVALID_DEVICE_ID;
-    }
-    return v;
-  };
-  std::int32_t out = 0;
-  switch (attribute) {
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: {
-      bool all = true;
-      for (size_t i = first; i <= last && all; ++i) all = pages[i].read_mostly;
-      out = all ? 1 : 0;
-      std::memcpy(data, &out, 4);
-      return dstatus::success();
-    }
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
-      out = agreed(&page_state::preferred);
-      std::memcpy(data, &out, 4);
-      return dstatus::success();
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
-      out = agreed(&page_state::last_prefetch);
-      std::memcpy(data, &out, 4);
-      return dstatus::success();
-    case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
-      std::uint64_t mask = ~std::uint64_t{0};
-      bool cpu = true;
-      for (size_t i = first; i <= last; ++i) {
-        mask &= pages[i].accessed_by;
-        cpu = cpu && pages[i].accessed_by_cpu;
-      }
-      std::vector<std::int32_t> ids;
-      if (cpu) ids.push_back(MEMAREA_CPU_DEVICE_ID);
-      for (int d = 0; d < devices_; ++d) {
-        if (mask & (std::uint64_t{1} << d)) ids.push_back(d);
-      }
-      size_t slots = data_size / 4;
-      auto* bytes = static_cast<unsigned char*>(data);
-      for (size_t i = 0; i < slots; ++i) {
-        std::int32_t v = i < ids.size() ? ids[i] : MEMAREA_INVALID_DEVICE_ID;
-        std::memcpy(bytes + i * 4, &v, 4);
-      }
-      return dstatus::success();
-    }
-  }
-  return fail(errc::invalid_value, "unknown range attribute {}", static_cast<int>(attribute));
+  it->second.pages.answer(attribute, data, data_size, first, last);
+  return dstatus::success();
 }
 
 dstatus sim_driver::stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "driver/driver.hpp"
+#include "driver/page_attributes.hpp"
 #include "driver/sim/sim_stream.hpp"
 
 namespace memarea::detail::sim {
@@ -33,15 +34,6 @@ enum class origin {
   shareable_imported,  ///< shareable_import_fd
 };
 
-/// Managed-memory state of one 4 KiB page, as cuMemRangeGetAttribute reports it.
-struct page_state {
-  bool read_mostly = false;
-  int preferred = MEMAREA_INVALID_DEVICE_ID;
-  int last_prefetch = MEMAREA_INVALID_DEVICE_ID;
-  std::uint64_t accessed_by = 0;  ///< bit d: device d
-  bool accessed_by_cpu = false;
-};
-
 /// One entry of the allocation table.
 struct allocation {
   origin from = origin::device;
@@ -54,7 +46,8 @@ struct allocation {
   int fd = -1;                    ///< shareable memory
   std::uint64_t id = 0;           ///< unique, so queued tasks can tell a reused address from theirs
   int refs = 1;                   ///< IPC imports: opens in this process
-  std::vector<page_state> pages;  ///< managed memory only
+  bool inherited = false;  ///< device memory of the parent before fork(): never unlinked here
+  page_attributes pages;          ///< managed memory only: one entry per kPage
 };
 
 /// The sim driver. Streams follow the legacy default-stream rules (nullptr orders against the
@@ -71,6 +64,7 @@ class sim_driver final : public driver {
   std::string unavailable_reason() const override { return reason_; }
   std::string version() const override { return "memarea sim 1"; }
   int device_count() const noexcept override { return devices_; }
+  bool survives_fork() const noexcept override { return true; }
   dstatus get_properties(int device, memarea_device_properties* props) override;
   dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) override;
 
@@ -152,6 +146,9 @@ class sim_driver final : public driver {
   void synchronize_all();
   dstatus charge_locked(int device, size_t bytes);
   void unmap(std::uintptr_t base, allocation& a);
+  /// pthread_atfork child handler: sets aside what the parent's threads own (streams, events)
+  /// and marks the parent's device memory as not this process's.
+  static void on_fork_child();
 
   int devices_ = 0;
   sim_config config_;

@@ -1,0 +1,42 @@
+// Internals of memarea's pageable host memory (src/core/host.cpp): allocation, release, and the
+// prefetch, advice and attribute queries that core/managed.cpp hands over for it. The kernel
+// keeps the placement (NUMA policy, page locations); memarea keeps the managed-memory attributes
+// the kernel has no place for, per 4 KiB page, so range queries answer what was set.
+#pragma once
+
+#include "core/registry.hpp"
+#include "driver/driver.hpp"
+
+#include <memarea/memarea.h>
+
+#include <cstddef>
+
+namespace memarea::detail {
+
+/// memarea_host_malloc / host::allocate: size > 0, node an existing NUMA node or -1 (any);
+/// rounded up to whole host pages and recorded as origin::host, kind MEMAREA_MEMORY_HOST.
+void* host_malloc(std::size_t size, int node);
+/// Gives memarea's host memory back to the kernel (release() of a MEMAREA_MEMORY_HOST record),
+/// after dropping its attributes.
+dstatus host_release(const record& r);
+
+// The calls below take a range [ptr, ptr+count) that lies inside r, rounded out to 4 KiB pages
+// and validated (pointer, count, location) by core/managed.cpp.
+
+/// Prefetch: to a host NUMA node migrates the pages after waiting for stream s (NULL: the
+/// current device's default stream, none without devices); to the host moves nothing; both
+/// record the host as the last prefetch location. A device: not_supported.
+void host_prefetch(const record& r, const void* ptr, std::size_t count, location to,
+                   memarea_stream_t s);
+/// Advice: preferred location host NUMA node n sets MPOL_PREFERRED n on the range, the host or
+/// unset puts back the allocation's own policy; read-mostly and host accessed-by are recorded
+/// only; accessed-by a device goes to the driver where the device reads pageable memory
+/// (not_supported elsewhere); a device as preferred location is not_supported.
+void host_advise(const record& r, const void* ptr, std::size_t count, memarea_mem_advice advice,
+                 location where);
+/// Writes what was recorded for the range (data_size already checked against attribute).
+void host_range_attribute(const record& r, void* data, std::size_t data_size,
+                          memarea_mem_range_attribute attribute, const void* ptr,
+                          std::size_t count);
+
+}  // namespace memarea::detail

@@ -1,0 +1,625 @@
+// memarea's pageable host memory on NUMA nodes: allocation and free (C and C++), the registry,
+// prefetch between nodes, advice and range attributes, copies to and from devices, and every
+// error path. Runs in every configuration, `none` included: host memory needs no GPU. The CI
+// machine has one NUMA node, so placement is checked on node 0 (a real check: move_pages reads
+// it back) and on every node where there are more.
+#include "api/common.hpp"
+
+#include "core/registry.hpp"
+
+#include <memarea/host.hpp>
+#include <memarea/managed.hpp>
+#include <memarea/memarea.h>
+
+#include <numaif.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <thread>
+
+using namespace memarea;
+using namespace memarea::test;
+namespace mm = memarea::managed;
+
+namespace {
+
+constexpr std::size_t kPage = 4096;
+
+std::size_t live_allocations() { return detail::allocations().size(); }
+
+std::size_t host_page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
+
+std::vector<int> node_ids() {
+  std::vector<int> ids;
+  for (const auto& n : host::numa_nodes()) ids.push_back(n.id);
+  return ids;
+}
+
+/// A node id that does not exist on this host.
+int missing_node() {
+  int max = 0;
+  for (int id : node_ids()) max = std::max(max, id);
+  return max + 1;
+}
+
+/// The kernel's memory policy of the page at p (MPOL_*), or -1 without NUMA support.
+int policy_at(const void* p) {
+  if (!host::numa_available()) return -1;
+  int mode = -1;
+  EXPECT_EQ(::get_mempolicy(&mode, nullptr, 0, const_cast<void*>(p), MPOL_F_ADDR), 0);
+  return mode;
+}
+
+/// Whether a device of the active backend reads pageable memory (advice may name it then).
+bool pageable_access(int device) { return get_device_properties(device).pageable_memory_access; }
+
+/// Host memory through the C API, freed on scope exit.
+struct c_host : c_allocation {
+  explicit c_host(std::size_t n, int node = host::any_node)
+      : c_allocation(n, [&](void** p) { return memarea_host_malloc(p, n, node); }) {}
+};
+
+}  // namespace
+
+// --- allocation and free -----------------------------------------------------------------------
+
+TEST(HostMemory, AllocateRecordsAndHoldsData) {
+  const std::size_t ps = host_page();
+  const int device_before = devices() ? get_device() : 0;
+  std::vector<int> nodes = node_ids();
+  nodes.push_back(host::any_node);
+  for (int node : nodes) {
+    for (std::size_t size : {std::size_t{1}, kPage, kPage + 1, (std::size_t{1} << 20) + 13}) {
+      SCOPED_TRACE(testing::Message() << "node " << node << " size " << size);
+      const std::size_t before = live_allocations();
+      void* p = nullptr;
+      ASSERT_EQ(memarea_host_malloc(&p, size, node), MEMAREA_SUCCESS)
+          << memarea_last_error_message();
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % ps, 0u);
+      EXPECT_EQ(live_allocations(), before + 1);
+      const std::size_t rounded = (size + ps - 1) / ps * ps;
+      memarea_allocation_info info;
+      ASSERT_EQ(memarea_pointer_get_info(&info, static_cast<char*>(p) + size - 1),
+                MEMAREA_SUCCESS);
+      EXPECT_EQ(info.base, p);
+      EXPECT_EQ(info.size, rounded);
+      EXPECT_EQ(info.kind, MEMAREA_MEMORY_HOST);
+      EXPECT_EQ(info.device, MEMAREA_CPU_DEVICE_ID);
+      auto cpp = lookup(static_cast<char*>(p) + rounded / 2);
+      EXPECT_EQ(cpp.base, p);
+      EXPECT_EQ(cpp.kind, memory_kind::host);
+      EXPECT_EQ(cpp.device, MEMAREA_CPU_DEVICE_ID);
+      void* base = nullptr;
+      std::size_t range = 0;
+      EXPECT_STATUS(memarea_mem_get_address_range(&base, &range, static_cast<char*>(p) + 1),
+                    MEMAREA_SUCCESS);
+      EXPECT_EQ(base, p);
+      EXPECT_EQ(range, rounded);
+      // Untouched until written; then the whole rounded span is the caller's.
+      EXPECT_EQ(host::node_of(p, rounded), -1);
+      auto in = random_bytes(rounded);
+      std::memcpy(p, in.data(), rounded);
+      EXPECT_EQ(0, std::memcmp(p, in.data(), rounded));
+      const int placed = host::node_of(p, rounded);
+      if (node >= 0) {
+        EXPECT_EQ(placed, node);
+      } else {
+        EXPECT_NE(placed, -1) << "written pages read as never placed";
+      }
+      EXPECT_STATUS(memarea_free(p), MEMAREA_SUCCESS);
+      EXPECT_FALSE(detail::allocations().find(p));
+      EXPECT_EQ(live_allocations(), before);
+    }
+  }
+  if (devices()) {
+    EXPECT_EQ(get_device(), device_before) << "host allocation moved the device";
+  }
+}
+
+TEST(HostMemory, AllocateBadInputIsRefusedAndChangesNothing) {
+  const std::size_t before = live_allocations();
+  void* p = reinterpret_cast<void*>(0x1234);
+  EXPECT_STATUS(memarea_host_malloc(&p, 0, -1), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_host_malloc(&p, 0, 0), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_host_malloc(nullptr, kPage, -1), MEMAREA_ERROR_INVALID_VALUE);
+  for (int bad : {missing_node(), missing_node() + 100, 1 << 20, -2, -3, -100}) {
+    SCOPED_TRACE(bad);
+    EXPECT_STATUS(memarea_host_malloc(&p, kPage, bad), MEMAREA_ERROR_INVALID_DEVICE);
+    EXPECT_MEMAREA_ERROR((void)host::allocate(kPage, bad), errc::invalid_device);
+  }
+  EXPECT_STATUS(memarea_host_malloc(&p, SIZE_MAX, -1), MEMAREA_ERROR_OUT_OF_MEMORY);
+  EXPECT_STATUS(memarea_host_malloc(&p, SIZE_MAX / 2, 0), MEMAREA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(p, reinterpret_cast<void*>(0x1234)) << "a refused call wrote *ptr";
+  EXPECT_MEMAREA_ERROR((void)host::allocate(0), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(host::host_buffer b(0, 0), errc::invalid_value);
+  EXPECT_EQ(live_allocations(), before);
+}
+
+TEST(HostMemory, FreeTakesTheBaseOnly) {
+  const std::size_t before = live_allocations();
+  void* p = host::allocate(3 * kPage, 0);
+  EXPECT_STATUS(memarea_free(static_cast<char*>(p) + 1), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_free(static_cast<char*>(p) + kPage), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_MEMAREA_ERROR(host::free(static_cast<char*>(p) + 8), errc::invalid_value);
+  ASSERT_TRUE(detail::allocations().find(p)) << "a refused free freed";
+  std::memset(p, 1, 3 * kPage);  // still mapped
+  host::free(p);
+  EXPECT_MEMAREA_ERROR(host::free(p), errc::invalid_value);  // twice
+  EXPECT_STATUS(memarea_free(p), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_MEMAREA_ERROR(host::free(nullptr), errc::invalid_value);
+  int on_stack = 0;
+  EXPECT_MEMAREA_ERROR(host::free(&on_stack), errc::invalid_value);
+  // Every memarea free-by-pointer takes it: memarea_free, managed::free.
+  void* q = nullptr;
+  ASSERT_EQ(memarea_host_malloc(&q, 10, -1), MEMAREA_SUCCESS);
+  mm::free(q);
+  EXPECT_EQ(live_allocations(), before);
+  // An area's munmap does not: host memory is not the area's.
+  if (devices()) {
+    void* r = host::allocate(kPage);
+    EXPECT_MEMAREA_ERROR(area(0, area_flags::host).munmap(r, kPage), errc::invalid_value);
+    EXPECT_TRUE(detail::allocations().find(r));
+    host::free(r);
+  }
+  EXPECT_EQ(live_allocations(), before);
+}
+
+TEST(HostMemory, BufferIsMoveOnlyAndFreesOnce) {
+  const std::size_t before = live_allocations();
+  {
+    host::host_buffer a(5000, 0);
+    EXPECT_TRUE(a);
+    EXPECT_EQ(a.size(), 5000u);
+    void* p = a.data();
+    host::host_buffer b(std::move(a));
+    EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+    EXPECT_EQ(b.data(), p);
+    host::host_buffer c(64);
+    c = std::move(b);
+    EXPECT_EQ(c.data(), p);
+    EXPECT_EQ(live_allocations(), before + 1);
+    void* r = c.release();
+    EXPECT_FALSE(c);
+    host::free(r);
+    host::host_buffer d(kPage);
+    d.reset();
+    EXPECT_FALSE(d);
+    d.reset();  // twice: nothing
+    host::host_buffer empty;
+    EXPECT_FALSE(empty);
+    EXPECT_EQ(empty.data(), nullptr);
+  }
+  EXPECT_EQ(live_allocations(), before);
+}
+
+TEST(HostMemory, NodeOfAnswersForAnyMappedMemory) {
+  const std::size_t ps = host_page();
+  std::vector<unsigned char> heap(4 * ps, 1);  // written: placed
+  const int n = host::node_of(heap.data() + ps, ps);
+  EXPECT_GE(n, 0);
+  EXPECT_MEMAREA_ERROR((void)host::node_of(nullptr, 1), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR((void)host::node_of(heap.data(), 0), errc::invalid_value);
+  // A hole in the range.
+  void* m = ::mmap(nullptr, 3 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  ASSERT_EQ(::munmap(static_cast<char*>(m) + ps, ps), 0);
+  EXPECT_MEMAREA_ERROR((void)host::node_of(m, 3 * ps), errc::invalid_value);
+  ::munmap(m, ps);
+  ::munmap(static_cast<char*>(m) + 2 * ps, ps);
+}
+
+// --- prefetch ----------------------------------------------------------------------------------
+
+TEST(HostMemory, PrefetchToANumaNodeMovesThePagesAndKeepsTheData) {
+  const std::size_t n = (std::size_t{2} << 20) + 123;
+  host::host_buffer b(n);
+  auto in = random_bytes(n);
+  std::memcpy(b.data(), in.data(), n);
+  EXPECT_EQ(mm::last_prefetch_location(b.data(), n), mm::location::invalid());
+  for (int node : node_ids()) {
+    SCOPED_TRACE(testing::Message() << "node " << node);
+    mm::prefetch(b.data(), n, mm::location::host_numa(node));
+    EXPECT_EQ(host::node_of(b.data(), n), node);
+    EXPECT_EQ(0, std::memcmp(b.data(), in.data(), n)) << "data changed by the migration";
+    // The answer is the host's legacy id, as CUDA answers for a host NUMA location.
+    EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, b.data(), n),
+              MEMAREA_CPU_DEVICE_ID);
+    EXPECT_EQ(mm::last_prefetch_location(b.data(), n), mm::location::host());
+  }
+  // The C call, on a sub-range, with a stream where there are devices.
+  c_host c(4 * kPage);
+  std::memset(c.ptr, 0x5a, c.size);
+  memarea_stream_t s = nullptr;
+  if (devices()) {
+    ASSERT_EQ(memarea_stream_create(&s), MEMAREA_SUCCESS);
+  }
+  for (int node : node_ids()) {
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(c.at(kPage + 3), kPage, node, s),
+                  MEMAREA_SUCCESS);
+    // The two pages the range touches moved and answer; the others were never prefetched.
+    EXPECT_EQ(host::node_of(c.at(kPage), 2 * kPage), node);
+    EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, c.at(kPage), 2 * kPage),
+              MEMAREA_CPU_DEVICE_ID);
+    EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, c.ptr, c.size),
+              MEMAREA_INVALID_DEVICE_ID);
+  }
+  if (s) EXPECT_STATUS(memarea_stream_destroy(s), MEMAREA_SUCCESS);
+  for (std::size_t i = 0; i < c.size; ++i) ASSERT_EQ(static_cast<unsigned char>(*c.at(i)), 0x5a);
+}
+
+TEST(HostMemory, PrefetchPlacesPagesNeverWritten) {
+  const std::size_t ps = host_page();
+  // Kernels before 5.14 cannot fault pages in for a prefetch: they stay for first touch.
+  void* probe = ::mmap(nullptr, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  const bool populate = ::madvise(probe, ps, MADV_POPULATE_WRITE) == 0;
+  ::munmap(probe, ps);
+  if (!populate || !host::numa_available()) GTEST_SKIP() << "no MADV_POPULATE_WRITE or no NUMA";
+  for (int node : node_ids()) {
+    host::host_buffer b(8 * ps);
+    EXPECT_EQ(host::node_of(b.data(), b.size()), -1);
+    mm::prefetch(b.data(), b.size(), mm::location::host_numa(node));
+    EXPECT_EQ(host::node_of(b.data(), b.size()), node);
+    for (std::size_t i = 0; i < b.size(); ++i)
+      ASSERT_EQ(static_cast<unsigned char*>(b.data())[i], 0);
+  }
+}
+
+TEST(HostMemory, PrefetchToTheHostIsANoOpAndToADeviceNotSupported) {
+  c_host c(3 * kPage, 0);
+  auto in = random_bytes(c.size);
+  std::memcpy(c.ptr, in.data(), c.size);
+  // To a device: host memory is not placed on devices.
+  for (int d = 0; d < devices(); ++d) {
+    EXPECT_STATUS(memarea_mem_prefetch_async(c.ptr, c.size, d, nullptr),
+                  MEMAREA_ERROR_NOT_SUPPORTED);
+    EXPECT_MEMAREA_ERROR(mm::prefetch(c.ptr, c.size, mm::location::device(d)),
+                         errc::not_supported);
+  }
+  if (devices() == 0) {
+    EXPECT_STATUS(memarea_mem_prefetch_async(c.ptr, c.size, 0, nullptr), MEMAREA_ERROR_NO_DEVICE);
+  }
+  EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, c.ptr, c.size),
+            MEMAREA_INVALID_DEVICE_ID)
+      << "a refused prefetch was recorded";
+  // To the host: nothing moves; the pages are the host's already, as the answer says.
+  EXPECT_STATUS(memarea_mem_prefetch_async(c.ptr, c.size, MEMAREA_CPU_DEVICE_ID, nullptr),
+                MEMAREA_SUCCESS);
+  mm::prefetch(c.ptr, 1, mm::location::host());
+  EXPECT_EQ(host::node_of(c.ptr, c.size), 0);
+  EXPECT_EQ(0, std::memcmp(c.ptr, in.data(), c.size));
+  EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, c.ptr, c.size),
+            MEMAREA_CPU_DEVICE_ID);
+}
+
+TEST(HostMemory, PrefetchBadInput) {
+  c_host c(2 * kPage);
+  std::memset(c.ptr, 3, c.size);
+  int on_stack = 0;
+  for (int node : {0, missing_node()}) {
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(nullptr, 64, node, nullptr),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(&on_stack, 4, node, nullptr),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(c.ptr, 0, node, nullptr),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(c.ptr, c.size + 1, node, nullptr),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(c.at(kPage), kPage + 1, node, nullptr),
+                  MEMAREA_ERROR_INVALID_VALUE);
+  }
+  for (int bad : {missing_node(), 1 << 20, -1, -2, -100}) {
+    SCOPED_TRACE(bad);
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(c.ptr, c.size, bad, nullptr),
+                  MEMAREA_ERROR_INVALID_DEVICE);
+    EXPECT_MEMAREA_ERROR(mm::prefetch(c.ptr, c.size, mm::location::host_numa(bad)),
+                         errc::invalid_device);
+  }
+  for (int bad : {MEMAREA_INVALID_DEVICE_ID, -5, devices(), devices() + 3}) {
+    const memarea_status want = devices() ? MEMAREA_ERROR_INVALID_DEVICE : MEMAREA_ERROR_NO_DEVICE;
+    EXPECT_STATUS(memarea_mem_prefetch_async(c.ptr, c.size, bad, nullptr),
+                  bad < -1 ? MEMAREA_ERROR_INVALID_DEVICE : want);
+  }
+  EXPECT_MEMAREA_ERROR(mm::prefetch(c.ptr, c.size, mm::location::invalid()),
+                       errc::invalid_device);
+  // Memory that is not memarea's host memory: pinned and device memory are not taken.
+  if (devices()) {
+    buffer pinned = area(0, area_flags::host).allocate(kPage);
+    EXPECT_STATUS(memarea_mem_prefetch_host_numa_async(pinned.data(), kPage, 0, nullptr),
+                  MEMAREA_ERROR_INVALID_VALUE);
+  }
+  EXPECT_EQ(mm::last_prefetch_location(c.ptr, c.size), mm::location::invalid());
+}
+
+// --- advice and attributes -----------------------------------------------------------------------
+
+TEST(HostMemory, PreferredLocationSetsTheNumaPolicy) {
+  for (int alloc_node : {host::any_node, 0}) {
+    SCOPED_TRACE(testing::Message() << "allocated on node " << alloc_node);
+    c_host c(4 * kPage, alloc_node);
+    const auto pl = MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION;
+    const int own_policy = alloc_node >= 0 ? MPOL_BIND : MPOL_DEFAULT;
+    EXPECT_EQ(attr_int(pl, c.ptr, c.size), MEMAREA_INVALID_DEVICE_ID);
+    for (int node : node_ids()) {
+      mm::advise(c.ptr, c.size, mm::advice::set_preferred_location, mm::location::host_numa(node));
+      EXPECT_EQ(attr_int(pl, c.ptr, c.size), MEMAREA_CPU_DEVICE_ID);
+      EXPECT_EQ(mm::preferred_location(c.ptr, c.size), mm::location::host());
+      if (host::numa_available()) {
+        EXPECT_EQ(policy_at(c.ptr), MPOL_PREFERRED);
+      }
+      // First touch follows the preference (placed pages stay: advice does not migrate).
+      c_host fresh(2 * kPage, alloc_node);
+      mm::advise(fresh.ptr, fresh.size, mm::advice::set_preferred_location,
+                 mm::location::host_numa(node));
+      std::memset(fresh.ptr, 7, fresh.size);
+      EXPECT_EQ(host::node_of(fresh.ptr, fresh.size), node);
+    }
+    std::memset(c.ptr, 7, c.size);
+    // The host, no node: back to the allocation's own placement; still answered as the host.
+    EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                                     MEMAREA_CPU_DEVICE_ID),
+                  MEMAREA_SUCCESS);
+    EXPECT_EQ(attr_int(pl, c.ptr, c.size), MEMAREA_CPU_DEVICE_ID);
+    if (host::numa_available()) {
+      EXPECT_EQ(policy_at(c.ptr), own_policy);
+    }
+    // Part of the range: two bytes across a page boundary prefer both pages, only them.
+    EXPECT_STATUS(memarea_mem_advise_host_numa(c.at(2 * kPage - 1), 2,
+                                               MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION, 0),
+                  MEMAREA_SUCCESS);
+    EXPECT_EQ(attr_int(pl, c.at(kPage), 2 * kPage), MEMAREA_INVALID_DEVICE_ID);
+    EXPECT_EQ(attr_int(pl, c.ptr, kPage), MEMAREA_CPU_DEVICE_ID);
+    EXPECT_EQ(attr_int(pl, c.at(3 * kPage), kPage), MEMAREA_CPU_DEVICE_ID);
+    EXPECT_EQ(attr_int(pl, c.ptr, c.size), MEMAREA_INVALID_DEVICE_ID);  // pages disagree
+    EXPECT_STATUS(memarea_mem_advise_host_numa(c.ptr, c.size,
+                                               MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, 0),
+                  MEMAREA_SUCCESS);
+    EXPECT_EQ(attr_int(pl, c.ptr, c.size), MEMAREA_CPU_DEVICE_ID);
+    mm::advise(c.ptr, c.size, mm::advice::unset_preferred_location);
+    EXPECT_EQ(mm::preferred_location(c.ptr, c.size), mm::location::invalid());
+    if (host::numa_available()) {
+      EXPECT_EQ(policy_at(c.ptr), own_policy);
+    }
+    for (std::size_t i = 0; i < c.size; ++i) ASSERT_EQ(*c.at(i), 7) << "advice changed data";
+  }
+}
+
+TEST(HostMemory, ReadMostlyAndHostAccessedByAreRecorded) {
+  c_host c(3 * kPage);
+  const auto rm = MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY;
+  EXPECT_EQ(attr_int(rm, c.ptr, c.size), 0);
+  EXPECT_STATUS(memarea_mem_advise(c.at(kPage - 1), 2, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
+                                   MEMAREA_CPU_DEVICE_ID),
+                MEMAREA_SUCCESS);
+  EXPECT_EQ(attr_int(rm, c.ptr, 2 * kPage), 1);
+  EXPECT_EQ(attr_int(rm, c.ptr, c.size), 0);
+  mm::advise(c.ptr, c.size, mm::advice::set_read_mostly);
+  EXPECT_TRUE(mm::read_mostly(c.ptr, c.size));
+  mm::advise(c.ptr, 1, mm::advice::unset_read_mostly, mm::location::host_numa(0));
+  EXPECT_FALSE(mm::read_mostly(c.ptr, c.size));
+  EXPECT_TRUE(mm::read_mostly(c.at(kPage), 2 * kPage));
+
+  EXPECT_TRUE(mm::accessed_by(c.ptr, c.size).empty());
+  EXPECT_STATUS(memarea_mem_advise(c.ptr, kPage, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY,
+                                   MEMAREA_CPU_DEVICE_ID),
+                MEMAREA_SUCCESS);
+  mm::advise(c.at(kPage), 2 * kPage, mm::advice::set_accessed_by, mm::location::host_numa(0));
+  EXPECT_EQ(accessed_set(c.ptr, c.size), std::set<int>{MEMAREA_CPU_DEVICE_ID});
+  int ids[3] = {7, 7, 7};
+  EXPECT_STATUS(memarea_mem_range_get_attribute(ids, sizeof ids,
+                                                MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, c.ptr,
+                                                c.size),
+                MEMAREA_SUCCESS);
+  EXPECT_EQ(ids[0], MEMAREA_CPU_DEVICE_ID);
+  EXPECT_EQ(ids[1], MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_EQ(ids[2], MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_STATUS(memarea_mem_advise_host_numa(c.at(2 * kPage), 1,
+                                             MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, 0),
+                MEMAREA_SUCCESS);
+  EXPECT_TRUE(mm::accessed_by(c.ptr, c.size).empty());
+  EXPECT_EQ(accessed_set(c.ptr, 2 * kPage), std::set<int>{MEMAREA_CPU_DEVICE_ID});
+
+  // The plural query answers each as the singular does.
+  int read_mostly = -9, preferred = -9, prefetched = -9;
+  int plural_ids[2] = {-9, -9};
+  void* data[] = {&read_mostly, &preferred, plural_ids, &prefetched};
+  size_t sizes[] = {4, 4, sizeof plural_ids, 4};
+  memarea_mem_range_attribute attrs[] = {
+      MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+      MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION};
+  mm::prefetch(c.ptr, c.size, mm::location::host_numa(0));
+  EXPECT_STATUS(memarea_mem_range_get_attributes(data, sizes, attrs, 4, c.at(kPage), kPage),
+                MEMAREA_SUCCESS);
+  EXPECT_EQ(read_mostly, 1);
+  EXPECT_EQ(preferred, MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_EQ(plural_ids[0], MEMAREA_CPU_DEVICE_ID);
+  EXPECT_EQ(plural_ids[1], MEMAREA_INVALID_DEVICE_ID);
+  EXPECT_EQ(prefetched, MEMAREA_CPU_DEVICE_ID);
+  // Advice that only records changed nothing in the memory.
+  std::memset(c.ptr, 1, c.size);
+  EXPECT_EQ(*c.at(c.size - 1), 1);
+}
+
+TEST(HostMemory, DevicesInAdvice) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  c_host c(2 * kPage);
+  for (int d = 0; d < devices(); ++d) {
+    SCOPED_TRACE(testing::Message() << "device " << d);
+    // Pageable memory is placed on host NUMA nodes only.
+    EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, d),
+                  MEMAREA_ERROR_NOT_SUPPORTED);
+    // A device that reads pageable memory takes the accessed-by hint (its driver gets it).
+    if (pageable_access(d)) {
+      EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY, d),
+                    MEMAREA_SUCCESS);
+      EXPECT_EQ(accessed_set(c.ptr, c.size), std::set<int>{d});
+      EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, d),
+                    MEMAREA_SUCCESS);
+    } else {
+      EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY, d),
+                    MEMAREA_ERROR_NOT_SUPPORTED);
+      EXPECT_MEMAREA_ERROR(
+          mm::advise(c.ptr, c.size, mm::advice::unset_accessed_by, mm::location::device(d)),
+          errc::not_supported);
+    }
+    EXPECT_TRUE(mm::accessed_by(c.ptr, c.size).empty());
+    // Advice that ignores the location takes a device as any other valid one.
+    EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY, d),
+                  MEMAREA_SUCCESS);
+  }
+  EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, c.ptr, c.size),
+            MEMAREA_INVALID_DEVICE_ID);
+  // Stream attachment is for managed memory only.
+  EXPECT_STATUS(memarea_stream_attach_mem_async(nullptr, c.ptr, 0, MEMAREA_MEM_ATTACH_GLOBAL),
+                MEMAREA_ERROR_INVALID_VALUE);
+}
+
+TEST(HostMemory, AdviseBadInputChangesNothing) {
+  c_host c(2 * kPage, 0);
+  int on_stack = 0;
+  EXPECT_STATUS(memarea_mem_advise(&on_stack, 4, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY, -1),
+                MEMAREA_ERROR_INVALID_VALUE);
+  for (int a = MEMAREA_MEM_ADVISE_SET_READ_MOSTLY; a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY; ++a) {
+    SCOPED_TRACE(a);
+    const auto advice = static_cast<memarea_mem_advice>(a);
+    EXPECT_STATUS(memarea_mem_advise(nullptr, c.size, advice, -1), MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_advise(c.ptr, 0, advice, -1), MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size + 1, advice, -1), MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_advise(c.at(kPage), kPage + 1, advice, -1),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    for (int bad : {MEMAREA_INVALID_DEVICE_ID, -5, devices(), devices() + 9}) {
+      const memarea_status want =
+          bad < -1 || devices() ? MEMAREA_ERROR_INVALID_DEVICE : MEMAREA_ERROR_NO_DEVICE;
+      EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, advice, bad), want);
+    }
+    for (int bad : {missing_node(), 1 << 20, -1, -2})
+      EXPECT_STATUS(memarea_mem_advise_host_numa(c.ptr, c.size, advice, bad),
+                    MEMAREA_ERROR_INVALID_DEVICE);
+  }
+  for (int a : {0, 7, -1, 100}) {
+    EXPECT_STATUS(memarea_mem_advise(c.ptr, c.size, static_cast<memarea_mem_advice>(a), -1),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_advise_host_numa(c.ptr, c.size, static_cast<memarea_mem_advice>(a),
+                                               0),
+                  MEMAREA_ERROR_INVALID_VALUE);
+  }
+  EXPECT_MEMAREA_ERROR(mm::advise(c.ptr, c.size, mm::advice::set_preferred_location),
+                       errc::invalid_device);
+  EXPECT_MEMAREA_ERROR(mm::advise(c.ptr, c.size, mm::advice::set_accessed_by),
+                       errc::invalid_device);
+  // Nothing changed: not the attributes, not the kernel's policy.
+  EXPECT_FALSE(mm::read_mostly(c.ptr, c.size));
+  EXPECT_EQ(mm::preferred_location(c.ptr, c.size), mm::location::invalid());
+  EXPECT_TRUE(mm::accessed_by(c.ptr, c.size).empty());
+  if (host::numa_available()) {
+    EXPECT_EQ(policy_at(c.ptr), MPOL_BIND);
+  }
+}
+
+TEST(HostMemory, AttributeBadInputLeavesDataAlone) {
+  c_host c(2 * kPage);
+  int v = 99;
+  for (auto a : {MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                 MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                 MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION}) {
+    SCOPED_TRACE(static_cast<int>(a));
+    std::int64_t wide = 99;
+    for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{8}})
+      EXPECT_STATUS(memarea_mem_range_get_attribute(&wide, size, a, c.ptr, c.size),
+                    MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(wide, 99);
+    EXPECT_STATUS(memarea_mem_range_get_attribute(nullptr, 4, a, c.ptr, c.size),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, nullptr, c.size),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, c.ptr, 0), MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, c.ptr, c.size + 1),
+                  MEMAREA_ERROR_INVALID_VALUE);
+  }
+  int ids[4] = {5, 5, 5, 5};
+  for (std::size_t size : {std::size_t{0}, std::size_t{2}, std::size_t{6}})
+    EXPECT_STATUS(memarea_mem_range_get_attribute(ids, size, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY,
+                                                  c.ptr, c.size),
+                  MEMAREA_ERROR_INVALID_VALUE);
+  for (int a : {0, 5, 42})
+    EXPECT_STATUS(memarea_mem_range_get_attribute(
+                      &v, 4, static_cast<memarea_mem_range_attribute>(a), c.ptr, c.size),
+                  MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(v, 99);
+  EXPECT_EQ(ids[0], 5);
+}
+
+// --- copies --------------------------------------------------------------------------------------
+
+TEST(HostMemory, CopiesToAndFromEveryDevice) {
+  const std::size_t n = (std::size_t{1} << 20) + 77;
+  host::host_buffer src(n, 0);
+  host::host_buffer dst(n);
+  auto in = random_bytes(n);
+  std::memcpy(src.data(), in.data(), n);
+  // Host to host, the C call too (no GPU needed).
+  copy(dst.data(), src.data(), n);
+  EXPECT_EQ(0, std::memcmp(dst.data(), in.data(), n));
+  std::memset(dst.data(), 0, n);
+  EXPECT_STATUS(memarea_memcpy(dst.data(), src.data(), n), MEMAREA_SUCCESS);
+  EXPECT_EQ(0, std::memcmp(dst.data(), in.data(), n));
+  for (int d = 0; d < devices(); ++d) {
+    SCOPED_TRACE(testing::Message() << "device " << d);
+    buffer dev = area(d).allocate(n);
+    std::memset(dst.data(), 0, n);
+    copy(dev.data(), src.data(), n);
+    copy(dst.data(), dev.data(), n);
+    EXPECT_EQ(0, std::memcmp(dst.data(), in.data(), n));
+    // Asynchronously on a stream, at odd offsets.
+    stream s(d);
+    std::memset(dst.data(), 0, n);
+    copy_async(static_cast<char*>(dev.data()) + 3, static_cast<char*>(src.data()) + 5, n - 5,
+               s.get());
+    copy_async(static_cast<char*>(dst.data()) + 5, static_cast<char*>(dev.data()) + 3, n - 5,
+               s.get());
+    s.synchronize();
+    EXPECT_EQ(0, std::memcmp(static_cast<char*>(dst.data()) + 5, in.data() + 5, n - 5));
+  }
+  // The allocation's bounds are enforced: its rounded size, not a byte more.
+  const std::size_t whole = lookup(src.data()).size;
+  EXPECT_STATUS(memarea_memcpy(dst.data(), src.data(), whole + 1), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_memcpy(static_cast<char*>(src.data()) + 1, dst.data(), whole),
+                MEMAREA_ERROR_INVALID_VALUE);
+}
+
+// --- threads -------------------------------------------------------------------------------------
+
+TEST(HostMemory, ConcurrentAllocateAdvisePrefetchQueryFree) {
+  const std::size_t before = live_allocations();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int i = 0; i < 40; ++i) {
+          host::host_buffer b(kPage * static_cast<std::size_t>(1 + i % 3), i % 2 ? 0 : -1);
+          std::memset(b.data(), t, b.size());
+          mm::advise(b.data(), b.size(), mm::advice::set_preferred_location,
+                     mm::location::host_numa(0));
+          mm::advise(b.data(), b.size(), mm::advice::set_read_mostly);
+          if (mm::preferred_location(b.data(), b.size()) != mm::location::host()) ++failures;
+          if (!mm::read_mostly(b.data(), b.size())) ++failures;
+          mm::prefetch(b.data(), b.size(), mm::location::host_numa(0));
+          if (host::node_of(b.data(), b.size()) != 0) ++failures;
+          if (static_cast<unsigned char*>(b.data())[b.size() - 1] != t) ++failures;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(live_allocations(), before);
+}

@@ -1,0 +1,65 @@
+// The CUDA runtime (libcudart) for the benches whose issue names a runtime call: loaded with
+// dlopen at run time, never linked, so the tool still runs where it is absent (the row is then
+// skipped). Only meaningful when the active backend is CUDA (see raw_cuda()).
+#pragma once
+
+#include <dlfcn.h>
+#include <glob.h>
+
+#include <string>
+#include <vector>
+
+#if defined(MEMAREA_HAVE_CUDA) && __has_include(<cuda_runtime_api.h>)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace memarea::cli {
+
+/// cudaIpcMemHandle_t: 64 opaque bytes (CUDA_IPC_HANDLE_SIZE), passed by pointer.
+struct cudart_ipc_handle {
+  char reserved[64];
+};
+#if defined(MEMAREA_HAVE_CUDA) && __has_include(<cuda_runtime_api.h>)
+static_assert(sizeof(cudart_ipc_handle) == sizeof(cudaIpcMemHandle_t),
+              "the runtime's IPC handle is 64 bytes");
+#endif
+
+/// The runtime entry points the benches call (cudaError_t is an int-sized enum; 0 is success).
+struct cudart_api {
+  std::string path;                                              ///< the library loaded
+  int (*SetDevice)(int) = nullptr;                               ///< cudaSetDevice
+  int (*IpcGetMemHandle)(cudart_ipc_handle*, void*) = nullptr;  ///< cudaIpcGetMemHandle
+};
+
+/// libcudart, loaded on the first call (libcudart.so.13, .so.12, .so, then
+/// /usr/local/cuda/lib64/libcudart.so*), or nullptr with the reason in *why. Never unloaded.
+inline const cudart_api* raw_cudart(std::string* why) {
+  static std::string reason;
+  static const cudart_api* const api = []() -> const cudart_api* {
+    std::vector<std::string> names = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+    glob_t g{};
+    if (glob("/usr/local/cuda/lib64/libcudart.so*", 0, nullptr, &g) == 0)
+      for (std::size_t i = g.gl_pathc; i-- > 0;) names.emplace_back(g.gl_pathv[i]);  // newest first
+    globfree(&g);
+    for (const auto& name : names) {
+      void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!lib) continue;
+      auto* a = new cudart_api;  // lives as long as the library: for the whole process
+      a->path = name;
+      a->SetDevice = reinterpret_cast<int (*)(int)>(dlsym(lib, "cudaSetDevice"));
+      a->IpcGetMemHandle = reinterpret_cast<int (*)(cudart_ipc_handle*, void*)>(
+          dlsym(lib, "cudaIpcGetMemHandle"));
+      if (a->SetDevice && a->IpcGetMemHandle) return a;
+      reason = name + " lacks cudaSetDevice or cudaIpcGetMemHandle";
+      delete a;
+      dlclose(lib);
+    }
+    if (reason.empty()) reason = "no libcudart found (tried libcudart.so.13, .so.12, .so and "
+                                 "/usr/local/cuda/lib64/libcudart.so*)";
+    return nullptr;
+  }();
+  if (!api && why) *why = reason;
+  return api;
+}
+
+}  // namespace memarea::cli
