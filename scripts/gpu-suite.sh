@@ -50,6 +50,26 @@ section "API tests on sim (4 devices, peer groups) on the same machine"
 MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 MEMAREA_SIM_PEER_GROUPS="0,1;2,3" \
   run "$BIN/memarea_api_tests"
 
+section "API tests on sim (8 devices) on the same machine"
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=8 MEMAREA_SIM_DEVICE_MEMORY=64M \
+  run "$BIN/memarea_api_tests"
+
+if [ -x "$BIN/example_ipc_producer" ]; then
+  section "examples on CUDA (IPC producer and consumer as two processes)"
+  export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  handle=$(mktemp -u /tmp/memarea-handle.XXXXXX)
+  "$BIN/example_ipc_producer" "$handle" >"$RES/producer.log" 2>&1 &
+  producer=$!
+  run timeout 60 "$BIN/example_ipc_consumer" "$handle"
+  wait "$producer"; rc=$?
+  cat "$RES/producer.log" | tee -a "$LOG"
+  printf '[producer exit %d]\n' "$rc" | tee -a "$LOG"
+  [ "$rc" -eq 0 ] || status=1
+  for e in area area_c area_aml managed host_numa; do
+    [ -x "$BIN/example_$e" ] && run "$BIN/example_$e"
+  done
+fi
+
 if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   section "memarea topo"
   run "$BIN/memarea" topo --json --svg "$RES/topo.svg"
