@@ -4,7 +4,7 @@
 # and the command `bash scripts/gpu-suite.sh out/gpu-bin $OUT`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMAREA_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build/gpu -j "$(nproc)"
 rm -rf out/gpu-bin && mkdir -p out/gpu-bin
 cp build/gpu/tools/memarea build/gpu/tests/memarea_unit_tests build/gpu/tests/memarea_api_tests \
