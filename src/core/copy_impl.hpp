@@ -44,20 +44,24 @@ copy_path last_copy_path() noexcept;
 /// "none", "host", "driver", "driver_peer", "driver_staged" or "staged".
 const char* to_string(copy_path p) noexcept;
 
-/// Settings of the staged path. A copy of n bytes is cut into chunks of
-/// chunk_for(n) = n / pieces rounded down to a power of two and clamped to [min_chunk, chunk]:
-/// small chunks fill and drain the two-stage pipeline quickly (its cost is about one chunk),
-/// large ones cost fewer driver calls. `buffers` pinned buffers of `chunk` bytes per ordered
-/// device pair hold the chunks in flight, so the source side never waits for a cross-device
-/// event while another buffer is free. Copies of at most driver_up_to bytes, or of at most two
-/// chunks, go to the driver's own staging (too little to overlap). Defaults can be changed with
-/// MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _PIECES, _BUFFERS and _DRIVER_UP_TO.
+/// Settings of the staged path. The pipeline's time for n bytes in chunks of c is about
+/// (n + c) / bandwidth + (n / c) * t0: one chunk to fill it, plus a fixed cost t0 per chunk
+/// (about 7 us on two H200s, where 1 MiB chunks run at 39 GB/s and 8 MiB ones at 50). The
+/// best chunk is sqrt(n * t0 * bandwidth) = sqrt(n * chunk_cost): chunk_for(n) takes the
+/// power of two at or below it, clamped to [min_chunk, chunk]. `buffers` pinned buffers of
+/// `chunk` bytes per lane hold the chunks in flight; `lanes` pipelines run side by side on
+/// streams of their own, taking chunks in turn, so one lane's per-chunk gaps on the copy
+/// engines are filled by another's transfers. Copies of at most driver_up_to bytes, or of at
+/// most two chunks, go to the driver's own staging (too little to overlap). Defaults can be
+/// changed with MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _CHUNK_COST, _BUFFERS, _LANES and
+/// _DRIVER_UP_TO.
 struct staging_settings {
   std::size_t chunk = std::size_t{8} << 20;         ///< largest chunk, and each buffer's size
-  int buffers = 4;                                  ///< pinned buffers per ordered pair, 2..16
-  std::size_t min_chunk = std::size_t{1} << 20;     ///< smallest chunk of the adaptive split
-  std::size_t pieces = 32;                          ///< chunks a copy is cut into, about
+  int buffers = 4;                                  ///< pinned buffers per lane, 2..16
+  std::size_t min_chunk = std::size_t{1} << 20;     ///< smallest chunk chunk_for picks
+  std::size_t chunk_cost = std::size_t{256} << 10;  ///< bytes the link moves in t0
   std::size_t driver_up_to = std::size_t{4} << 20;  ///< copies this short use the driver
+  int lanes = 1;                                    ///< pipelines side by side, 1..4
 
   /// The chunk size a copy of n bytes uses.
   std::size_t chunk_for(std::size_t n) const noexcept;
@@ -69,7 +73,8 @@ struct staging_settings {
 /// The current staging settings.
 staging_settings staging() noexcept;
 /// Changes them (tests use small chunks; benches tune). Pooled buffers of other settings are
-/// freed once idle. invalid_value for chunk or min_chunk 0, pieces 0, or buffers outside 2..16.
+/// freed once idle. invalid_value for chunk, min_chunk or chunk_cost 0, buffers outside 2..16
+/// or lanes outside 1..4.
 void set_staging(const staging_settings& s);
 
 /// Copies n bytes of device memory of src_device to device memory of dst_device through pinned
