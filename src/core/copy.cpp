@@ -80,10 +80,13 @@ thread_local copy_path t_last_path = copy_path::none;
 
 // --- the staging pool --------------------------------------------------------------------------
 
-/// One lane of a pipelined copy: a stream on each side, its pinned buffers and the events that
-/// chain its chunks. Lanes of one copy run side by side on separate streams, so one lane's
-/// per-copy gaps on a copy engine are filled by another lane's transfer.
-struct staging_lane {
+/// The resources of one pipelined copy between an ordered pair of devices: pinned buffers, a
+/// stream on each side and the events that chain the chunks. Reused across copies: the events
+/// keep ordering a later copy behind an earlier one's use of the same buffers, so a stager can
+/// go back to the pool as soon as its work is queued.
+struct stager {
+  int src = -1, dst = -1;
+  staging_settings settings;
   std::vector<void*> buffers;
   native_stream to_host = nullptr;    ///< on src: device -> host
   native_stream to_device = nullptr;  ///< on dst: host -> device
@@ -91,16 +94,7 @@ struct staging_lane {
   std::vector<native_event> drained;  ///< on dst: buffer b may be overwritten
   native_event src_done = nullptr;    ///< on src: the last device -> host copy of a call
   native_event dst_done = nullptr;    ///< on dst: the last host -> device copy of a call
-};
-
-/// The resources of one pipelined copy between an ordered pair of devices. Reused across
-/// copies: the events keep ordering a later copy behind an earlier one's use of the same
-/// buffers, so a stager can go back to the pool as soon as its work is queued.
-struct stager {
-  int src = -1, dst = -1;
-  staging_settings settings;
-  std::vector<staging_lane> lanes;
-  std::vector<native_event> entry;  ///< per caller device: "work queued before the call"
+  std::vector<native_event> entry;    ///< per caller device: "work queued before the call"
 
   stager() = default;
   stager(const stager&) = delete;
@@ -109,24 +103,20 @@ struct stager {
   /// Waits for queued work and gives everything back; errors are ignored (nothing to tell).
   ~stager() {
     auto& gpu = system::get().gpu();
-    for (auto& l : lanes) {
-      if (l.to_host) (void)gpu.stream_synchronize(src, l.to_host);
-      if (l.to_device) (void)gpu.stream_synchronize(dst, l.to_device);
-    }
-    for (auto& l : lanes) {
-      for (auto e : l.staged)
-        if (e) (void)gpu.event_destroy(src, e);
-      for (auto e : l.drained)
-        if (e) (void)gpu.event_destroy(dst, e);
-      if (l.src_done) (void)gpu.event_destroy(src, l.src_done);
-      if (l.dst_done) (void)gpu.event_destroy(dst, l.dst_done);
-      if (l.to_host) (void)gpu.stream_destroy(src, l.to_host);
-      if (l.to_device) (void)gpu.stream_destroy(dst, l.to_device);
-      for (auto buf : l.buffers)
-        if (buf) (void)gpu.free_host(buf);
-    }
+    if (to_host) (void)gpu.stream_synchronize(src, to_host);
+    if (to_device) (void)gpu.stream_synchronize(dst, to_device);
+    for (auto e : staged)
+      if (e) (void)gpu.event_destroy(src, e);
+    for (auto e : drained)
+      if (e) (void)gpu.event_destroy(dst, e);
+    if (src_done) (void)gpu.event_destroy(src, src_done);
+    if (dst_done) (void)gpu.event_destroy(dst, dst_done);
     for (std::size_t d = 0; d < entry.size(); ++d)
       if (entry[d]) (void)gpu.event_destroy(static_cast<int>(d), entry[d]);
+    if (to_host) (void)gpu.stream_destroy(src, to_host);
+    if (to_device) (void)gpu.stream_destroy(dst, to_device);
+    for (auto b : buffers)
+      if (b) (void)gpu.free_host(b);
   }
 
   /// Allocates everything; throws (and frees what it made, through the destructor) on failure.
@@ -137,22 +127,19 @@ struct stager {
     st->src = src;
     st->dst = dst;
     st->settings = s;
-    st->entry.assign(static_cast<std::size_t>(sys.device_count()), nullptr);
     const auto nb = static_cast<std::size_t>(s.buffers);
-    st->lanes.resize(static_cast<std::size_t>(s.lanes));
+    st->buffers.assign(nb, nullptr);
+    st->staged.assign(nb, nullptr);
+    st->drained.assign(nb, nullptr);
+    st->entry.assign(static_cast<std::size_t>(sys.device_count()), nullptr);
     const char* what = "staged copy (set-up)";
-    for (auto& l : st->lanes) {
-      l.buffers.assign(nb, nullptr);
-      l.staged.assign(nb, nullptr);
-      l.drained.assign(nb, nullptr);
-      for (auto& buf : l.buffers) check(gpu.malloc_host(src, s.chunk, host_portable, &buf), what);
-      check(gpu.stream_create(src, &l.to_host), what);
-      check(gpu.stream_create(dst, &l.to_device), what);
-      for (auto& e : l.staged) check(gpu.event_create(src, &e), what);
-      for (auto& e : l.drained) check(gpu.event_create(dst, &e), what);
-      check(gpu.event_create(src, &l.src_done), what);
-      check(gpu.event_create(dst, &l.dst_done), what);
-    }
+    for (auto& b : st->buffers) check(gpu.malloc_host(src, s.chunk, host_portable, &b), what);
+    check(gpu.stream_create(src, &st->to_host), what);
+    check(gpu.stream_create(dst, &st->to_device), what);
+    for (auto& e : st->staged) check(gpu.event_create(src, &e), what);
+    for (auto& e : st->drained) check(gpu.event_create(dst, &e), what);
+    check(gpu.event_create(src, &st->src_done), what);
+    check(gpu.event_create(dst, &st->dst_done), what);
     return st;
   }
 
@@ -172,8 +159,6 @@ void validate(const staging_settings& s) {
   if (s.buffers < 2 || s.buffers > 16)
     throw error(errc::invalid_value,
                 fmt::format("staging buffers must be 2..16, not {}", s.buffers));
-  if (s.lanes < 1 || s.lanes > 4)
-    throw error(errc::invalid_value, fmt::format("staging lanes must be 1..4, not {}", s.lanes));
 }
 
 /// Idle stagers, handed out one per copy in flight (so concurrent copies never share one).
@@ -181,7 +166,7 @@ void validate(const staging_settings& s) {
 class staging_pool {
  public:
   /// MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _CHUNK_COST, _DRIVER_UP_TO (sizes, e.g. "8M"),
-  /// _BUFFERS and _LANES change the defaults. A value that does not parse or is out of range
+  /// and _BUFFERS change the defaults. A value that does not parse or is out of range
   /// drops them all (a tuning knob must not stop copies from working, and half-applied
   /// settings could contradict each other).
   staging_pool() {
@@ -196,11 +181,8 @@ class staging_pool {
       read("MEMAREA_STAGING_CHUNK_COST", &s.chunk_cost);
       read("MEMAREA_STAGING_DRIVER_UP_TO", &s.driver_up_to);
       std::size_t buffers = static_cast<std::size_t>(s.buffers);
-      std::size_t lanes = static_cast<std::size_t>(s.lanes);
       read("MEMAREA_STAGING_BUFFERS", &buffers);
-      read("MEMAREA_STAGING_LANES", &lanes);
       s.buffers = static_cast<int>(std::min<std::size_t>(buffers, 1000));
-      s.lanes = static_cast<int>(std::min<std::size_t>(lanes, 1000));
       validate(s);
       settings_ = s;
     } catch (const error&) {
@@ -227,8 +209,7 @@ class staging_pool {
   void give_back(std::unique_ptr<stager> st) {
     std::unique_lock lock(m_);
     std::unique_ptr<stager> evicted;
-    if (st->settings.chunk == settings_.chunk && st->settings.buffers == settings_.buffers &&
-        st->settings.lanes == settings_.lanes) {
+    if (st->settings.chunk == settings_.chunk && st->settings.buffers == settings_.buffers) {
       st->settings = settings_;  // the split may have changed; the buffers still fit
       idle_.push_back(std::move(st));
       // Bounded: many device pairs must not pin memory without end; the oldest goes.
@@ -288,47 +269,36 @@ staging_pool& pool() {
   return *p;
 }
 
-/// Runs the pipeline on st. Chunk i goes to lane i % lanes and that lane's buffer
-/// (i / lanes) % buffers: the lane's src stream waits until the buffer's previous host->device
-/// copy is done, copies device->host into it and records `staged`; its dst stream waits for
-/// `staged`, copies host->device and records `drained`. The two streams sit on different
-/// devices' copy engines, so chunk i+1 leaves the source while chunk i lands.
+/// Runs the pipeline on st. Every chunk: the src stream waits until the buffer's previous
+/// host->device copy is done, copies device->host into it and records `staged`; the dst stream
+/// waits for `staged`, copies host->device and records `drained`. The two streams sit on
+/// different devices' copy engines, so chunk i+1 leaves the source while chunk i lands.
 void run_pipeline(stager& st, char* dst, const char* src, std::size_t n, stream_ref on) {
   auto& gpu = system::get().gpu();
   const char* what = "staged copy";
-  const std::size_t chunk = st.settings.chunk_for(n);
-  const std::size_t chunks = (n + chunk - 1) / chunk;
-  // Lanes without a chunk stay out of it (no waits, no events recorded).
-  const std::size_t lanes = std::min(st.lanes.size(), chunks);
-  const auto nb = static_cast<std::size_t>(st.settings.buffers);
   // Nothing starts before the caller's earlier work on `on`.
   native_event entry = st.entry_event(on.device);
   check(gpu.event_record(entry, on.device, on.native), what);
-  for (std::size_t k = 0; k < lanes; ++k) {
-    check(gpu.stream_wait_event(st.src, st.lanes[k].to_host, entry), what);
-    check(gpu.stream_wait_event(st.dst, st.lanes[k].to_device, entry), what);
-  }
-  for (std::size_t i = 0; i < chunks; ++i) {
-    const std::size_t off = i * chunk;
+  check(gpu.stream_wait_event(st.src, st.to_host, entry), what);
+  check(gpu.stream_wait_event(st.dst, st.to_device, entry), what);
+  const std::size_t chunk = st.settings.chunk_for(n);
+  const auto nb = static_cast<std::size_t>(st.settings.buffers);
+  std::size_t i = 0;
+  for (std::size_t off = 0; off < n; off += chunk, ++i) {
     const std::size_t len = std::min(chunk, n - off);
-    auto& l = st.lanes[i % lanes];
-    const std::size_t b = (i / lanes) % nb;
-    check(gpu.stream_wait_event(st.src, l.to_host, l.drained[b]), what);
-    check(gpu.memcpy_async(l.buffers[b], src + off, len, st.src, l.to_host), what);
-    check(gpu.event_record(l.staged[b], st.src, l.to_host), what);
-    check(gpu.stream_wait_event(st.dst, l.to_device, l.staged[b]), what);
-    check(gpu.memcpy_async(dst + off, l.buffers[b], len, st.dst, l.to_device), what);
-    check(gpu.event_record(l.drained[b], st.dst, l.to_device), what);
+    const std::size_t b = i % nb;
+    check(gpu.stream_wait_event(st.src, st.to_host, st.drained[b]), what);
+    check(gpu.memcpy_async(st.buffers[b], src + off, len, st.src, st.to_host), what);
+    check(gpu.event_record(st.staged[b], st.src, st.to_host), what);
+    check(gpu.stream_wait_event(st.dst, st.to_device, st.staged[b]), what);
+    check(gpu.memcpy_async(dst + off, st.buffers[b], len, st.dst, st.to_device), what);
+    check(gpu.event_record(st.drained[b], st.dst, st.to_device), what);
   }
-  // Later work on `on` waits for both halves of every lane (it may overwrite the source, or
-  // read dst).
-  for (std::size_t k = 0; k < lanes; ++k) {
-    auto& l = st.lanes[k];
-    check(gpu.event_record(l.src_done, st.src, l.to_host), what);
-    check(gpu.event_record(l.dst_done, st.dst, l.to_device), what);
-    check(gpu.stream_wait_event(on.device, on.native, l.src_done), what);
-    check(gpu.stream_wait_event(on.device, on.native, l.dst_done), what);
-  }
+  // Later work on `on` waits for both halves (it may overwrite the source, or read dst).
+  check(gpu.event_record(st.src_done, st.src, st.to_host), what);
+  check(gpu.event_record(st.dst_done, st.dst, st.to_device), what);
+  check(gpu.stream_wait_event(on.device, on.native, st.src_done), what);
+  check(gpu.stream_wait_event(on.device, on.native, st.dst_done), what);
 }
 
 /// The device whose default stream runs a copy when the caller names no stream: the device

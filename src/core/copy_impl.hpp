@@ -49,19 +49,18 @@ const char* to_string(copy_path p) noexcept;
 /// (about 7 us on two H200s, where 1 MiB chunks run at 39 GB/s and 8 MiB ones at 50). The
 /// best chunk is sqrt(n * t0 * bandwidth) = sqrt(n * chunk_cost): chunk_for(n) takes the
 /// power of two at or below it, clamped to [min_chunk, chunk]. `buffers` pinned buffers of
-/// `chunk` bytes per lane hold the chunks in flight; `lanes` pipelines run side by side on
-/// streams of their own, taking chunks in turn, so one lane's per-chunk gaps on the copy
-/// engines are filled by another's transfers. Copies of at most driver_up_to bytes, or of at
-/// most two chunks, go to the driver's own staging (too little to overlap). Defaults can be
-/// changed with MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _CHUNK_COST, _BUFFERS, _LANES and
-/// _DRIVER_UP_TO.
+/// `chunk` bytes per ordered pair hold the chunks in flight, so the source side never waits
+/// for the other GPU while a buffer is free. (A second pipeline on streams of its own, taking
+/// every other chunk, did not hide t0 on two H200s: it measured the same to 1%.) Copies of at
+/// most driver_up_to bytes, or of at most two chunks, go to the driver's own staging (too
+/// little to overlap). Defaults can be changed with MEMAREA_STAGING_CHUNK, _MIN_CHUNK,
+/// _CHUNK_COST, _BUFFERS and _DRIVER_UP_TO.
 struct staging_settings {
   std::size_t chunk = std::size_t{8} << 20;         ///< largest chunk, and each buffer's size
-  int buffers = 4;                                  ///< pinned buffers per lane, 2..16
+  int buffers = 4;                                  ///< pinned buffers per pair, 2..16
   std::size_t min_chunk = std::size_t{1} << 20;     ///< smallest chunk chunk_for picks
   std::size_t chunk_cost = std::size_t{256} << 10;  ///< bytes the link moves in t0
   std::size_t driver_up_to = std::size_t{4} << 20;  ///< copies this short use the driver
-  int lanes = 1;                                    ///< pipelines side by side, 1..4
 
   /// The chunk size a copy of n bytes uses.
   std::size_t chunk_for(std::size_t n) const noexcept;
@@ -73,8 +72,8 @@ struct staging_settings {
 /// The current staging settings.
 staging_settings staging() noexcept;
 /// Changes them (tests use small chunks; benches tune). Pooled buffers of other settings are
-/// freed once idle. invalid_value for chunk, min_chunk or chunk_cost 0, buffers outside 2..16
-/// or lanes outside 1..4.
+/// freed once idle. invalid_value for chunk, min_chunk or chunk_cost 0, or buffers outside
+/// 2..16.
 void set_staging(const staging_settings& s);
 
 /// Copies n bytes of device memory of src_device to device memory of dst_device through pinned

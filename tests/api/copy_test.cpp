@@ -26,12 +26,11 @@ namespace {
 /// Sets fixed-size staging chunks for a scope (every copy of more than two chunks is
 /// pipelined) and restores the previous settings.
 struct staging_guard {
-  staging_guard(std::size_t chunk, int buffers, int lanes = 1) : old(detail::staging()) {
+  staging_guard(std::size_t chunk, int buffers) : old(detail::staging()) {
     detail::staging_settings s;
     s.chunk = chunk;
     s.min_chunk = chunk;
     s.buffers = buffers;
-    s.lanes = lanes;
     s.driver_up_to = 0;
     detail::set_staging(s);
   }
@@ -183,11 +182,9 @@ TEST(Copy, StagedSizesAndOffsets) {
 
 TEST(Copy, AsyncCopiesAreOrderedOnTheirStream) {
   MEMAREA_REQUIRE_DEVICES(2);
-  for (int lanes : {1, 2})
   for (bool with_access : {false, true}) {
-    staging_guard g(64 * 1024, 2, lanes);
+    staging_guard g(64 * 1024, 2);
     const std::size_t n = (1 << 20) + 333;
-    SCOPED_TRACE(testing::Message() << lanes << " staging lane(s)");
     if (with_access && !peer::can_access(0, 1)) continue;
     SCOPED_TRACE(with_access ? "peer access on" : "peer access off");
     std::optional<peer::scoped_access> access;
@@ -299,16 +296,11 @@ TEST(Copy, StagingSettingsAreValidated) {
   s = {};
   s.chunk_cost = 0;
   EXPECT_MEMAREA_ERROR(detail::set_staging(s), errc::invalid_value);
-  for (int lanes : {0, 5, -1}) {
-    s = {};
-    s.lanes = lanes;
-    EXPECT_MEMAREA_ERROR(detail::set_staging(s), errc::invalid_value);
-  }
+
   EXPECT_EQ(detail::staging().chunk, old.chunk);
   EXPECT_EQ(detail::staging().buffers, old.buffers);
   EXPECT_EQ(detail::staging().min_chunk, old.min_chunk);
   EXPECT_EQ(detail::staging().chunk_cost, old.chunk_cost);
-  EXPECT_EQ(detail::staging().lanes, old.lanes);
 }
 
 TEST(Copy, StagingChunkFollowsTheCopySize) {
@@ -332,17 +324,16 @@ TEST(Copy, StagingChunkFollowsTheCopySize) {
 }
 
 TEST(Copy, AdaptiveStagingCopiesEveryByte) {
-  // Chunks of 4 KiB to 32 KiB by copy size, over one, two and three lanes.
+  // Chunks of 4 KiB to 32 KiB by copy size, through two and three buffers.
   MEMAREA_REQUIRE_DEVICES(2);
   const std::size_t cap = 1 << 20;
   buffer a = area(0).allocate(cap), b = area(1).allocate(cap);
-  for (int lanes : {1, 2, 3}) {
+  for (int buffers : {2, 3}) {
     detail::staging_settings s;
     s.chunk = 64 * 1024;
     s.min_chunk = 4096;
     s.chunk_cost = 1024;
-    s.buffers = 3;
-    s.lanes = lanes;
+    s.buffers = buffers;
     s.driver_up_to = 0;
     staging_guard g(s);
     for (std::size_t n : {std::size_t{3 * 4096 + 1}, std::size_t{40000}, std::size_t{262147},
@@ -355,8 +346,8 @@ TEST(Copy, AdaptiveStagingCopiesEveryByte) {
       EXPECT_EQ(detail::last_copy_path(), copy_path::staged) << n;
       std::vector<unsigned char> back(n);
       copy(back.data(), b.data(), n);
-      EXPECT_EQ(back, data) << n << " bytes, chunks of " << s.chunk_for(n) << ", " << lanes
-                            << " lane(s)";
+      EXPECT_EQ(back, data) << n << " bytes, chunks of " << s.chunk_for(n) << ", " << buffers
+                            << " buffers";
     }
   }
 }
