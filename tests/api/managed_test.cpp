@@ -377,9 +377,16 @@ TEST(Managed, HostNumaCallsOfTheCApi) {
     EXPECT_STATUS(memarea_mem_advise_host_numa(m.ptr, m.size,
                                                MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION, node),
                   MEMAREA_SUCCESS);
-    // CUDA and sim answer a host NUMA preference with the legacy id: the host.
-    EXPECT_EQ(attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m.ptr, m.size),
-              MEMAREA_CPU_DEVICE_ID);
+    // Sim answers a host NUMA preference with the legacy id, the host. CUDA may keep none:
+    // driver 580 on the H200s accepts the advice and its own PREFERRED_LOCATION_TYPE query
+    // answers "invalid" afterwards (docs/managed.md), so there -2 is the driver's answer.
+    const int preferred = attr_int(MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, m.ptr, m.size);
+    if (backend_name() == "cuda") {
+      EXPECT_TRUE(preferred == MEMAREA_CPU_DEVICE_ID || preferred == MEMAREA_INVALID_DEVICE_ID)
+          << preferred;
+    } else {
+      EXPECT_EQ(preferred, MEMAREA_CPU_DEVICE_ID);
+    }
   }
   // Refusals, whatever the backend: the pointer first, then the node.
   int on_stack = 0;

@@ -823,23 +823,6 @@ class cuda_driver final : public driver {
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_any(scope));
     MEMAREA_CU(MemRangeGetAttribute, data, data_size, cu_attr, dptr(ptr), count);
-    // A host NUMA location (12.2+) has no legacy id: the plain attribute answers
-    // CU_DEVICE_INVALID for it (seen on H200, driver 13). The _TYPE attribute tells it apart
-    // from "unset", and memarea answers the host's id, as docs/managed.md promises.
-    const bool location = cu_attr == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION ||
-                          cu_attr == CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION;
-    if (location && data_size == sizeof(int) && *static_cast<int*>(data) == CU_DEVICE_INVALID) {
-      const auto type_attr = cu_attr == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION
-                                 ? CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE
-                                 : CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE;
-      int type = CU_MEM_LOCATION_TYPE_INVALID;
-      // Older drivers refuse the _TYPE attributes: the legacy answer stands.
-      if (cu_.MemRangeGetAttribute(&type, sizeof type, type_attr, dptr(ptr), count) ==
-              CUDA_SUCCESS &&
-          (type == CU_MEM_LOCATION_TYPE_HOST || type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
-           type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT))
-        *static_cast<int*>(data) = CU_DEVICE_CPU;
-    }
     return {};
   }
 
