@@ -58,6 +58,10 @@ TEST(Area, EveryFlagCombinationOnEveryDevice) {
         host_block range(size);
         mmap_options o;
         if (needs_host_range(flags)) o.ptr = range.ptr;
+        if ((flags & area_flags::unified) && !has_managed(d)) {
+          EXPECT_MEMAREA_ERROR((void)a.mmap(size, o), errc::not_supported);
+          continue;
+        }
         void* p = a.mmap(size, o);
         ASSERT_NE(p, nullptr);
         EXPECT_EQ(get_device(), 0) << "mmap changed the thread's device";
@@ -192,6 +196,7 @@ TEST(Lookup, InteriorPointersOfEveryKindAndForeignPointers) {
   std::vector<std::pair<area, buffer>> live;
   host_block range(10000);
   for (unsigned flags : {0u, 1u, 2u, 5u, 4u, 9u}) {
+    if ((flags & area_flags::unified) && !has_managed()) continue;  // NOT_SUPPORTED: tested above
     area a(0, flags);
     mmap_options o;
     if (needs_host_range(flags)) o.ptr = range.ptr;
@@ -332,6 +337,12 @@ TEST(AmlArea, MmapMunmapEveryFlagAndErrno) {
       aml_area_hip_mmap_options o{0, needs_host_range(static_cast<unsigned>(flags)) ? range.ptr
                                                                                    : nullptr};
       void* p = aml_area_mmap(a, 5000, reinterpret_cast<aml_area_mmap_options*>(&o));
+      if ((flags & AML_AREA_HIP_FLAG_ALLOC_UNIFIED) && !has_managed()) {
+        EXPECT_EQ(p, nullptr);
+        EXPECT_EQ(aml_errno, AML_ENOTSUP);
+        hip ? aml_area_hip_destroy(&a) : aml_area_cuda_destroy(&a);
+        continue;
+      }
       ASSERT_NE(p, nullptr) << aml_strerror(aml_errno);
       auto in = random_bytes(5000);
       std::vector<unsigned char> out(5000);
@@ -374,9 +385,14 @@ TEST(AmlArea, DefaultAreasAndTheOptionDeviceRule) {
   EXPECT_EQ(lookup(p).kind, memory_kind::device);
   EXPECT_EQ(aml_area_munmap(&aml_area_hip, p, 256), AML_SUCCESS);
   void* u = aml_area_mmap(&aml_area_cuda_unified, 256, nullptr);
-  ASSERT_NE(u, nullptr);
-  EXPECT_EQ(lookup(u).kind, memory_kind::managed);
-  EXPECT_EQ(aml_area_munmap(&aml_area_cuda_unified, u, 256), AML_SUCCESS);
+  if (has_managed(last)) {
+    ASSERT_NE(u, nullptr);
+    EXPECT_EQ(lookup(u).kind, memory_kind::managed);
+    EXPECT_EQ(aml_area_munmap(&aml_area_cuda_unified, u, 256), AML_SUCCESS);
+  } else {
+    EXPECT_EQ(u, nullptr);
+    EXPECT_EQ(aml_errno, AML_ENOTSUP);
+  }
   // The option's device selects only when > 0 (seed 004): 0 means "the area's device".
   aml_area_hip_mmap_options zero{0, nullptr};
   p = aml_area_mmap(&aml_area_hip, 64, reinterpret_cast<aml_area_mmap_options*>(&zero));

@@ -26,6 +26,12 @@ inline std::vector<unsigned char> random_bytes(std::size_t n) {
 /// Number of devices of the active backend.
 inline int devices() { return memarea::device_count(); }
 
+/// Whether device d has managed memory (config sim2_no_managed: none; unified areas are then
+/// NOT_SUPPORTED, which the suites check instead).
+inline bool has_managed(int d = 0) {
+  return d < devices() && memarea::get_device_properties(d).managed_memory;
+}
+
 /// Skips the test when there are fewer than n devices (and says so).
 #define MEMAREA_REQUIRE_DEVICES(n)                                                      \
   do {                                                                                  \

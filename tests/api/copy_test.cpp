@@ -64,6 +64,7 @@ std::vector<std::unique_ptr<slot>> every_kind(std::size_t n) {
     for (kind k : {kind{"device", area_flags::device_only}, kind{"pinned", area_flags::host},
                    kind{"mapped", area_flags::host | area_flags::mapped},
                    kind{"managed", area_flags::unified}}) {
+      if (k.flags == area_flags::unified && !has_managed(d)) continue;
       auto s = std::make_unique<slot>();
       s->name = std::string(k.name) + "@" + std::to_string(d);
       s->device = d;

@@ -203,8 +203,10 @@ TEST(Ipc, ExportRefusesWhatLegacyIpcCannotShare) {
   int on_stack = 0;
   EXPECT_STATUS(memarea_ipc_get_mem_handle(&h, &on_stack), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_STATUS(memarea_ipc_get_mem_handle(nullptr, &on_stack), MEMAREA_ERROR_INVALID_VALUE);
-  buffer managed = area(0, area_flags::unified).allocate(4096);
-  EXPECT_STATUS(memarea_ipc_get_mem_handle(&h, managed.data()), MEMAREA_ERROR_NOT_SUPPORTED);
+  if (has_managed()) {
+    buffer managed = area(0, area_flags::unified).allocate(4096);
+    EXPECT_STATUS(memarea_ipc_get_mem_handle(&h, managed.data()), MEMAREA_ERROR_NOT_SUPPORTED);
+  }
   buffer pinned = area(0, area_flags::host).allocate(4096);
   EXPECT_STATUS(memarea_ipc_get_mem_handle(&h, pinned.data()), MEMAREA_ERROR_NOT_SUPPORTED);
 }

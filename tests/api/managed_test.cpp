@@ -30,7 +30,6 @@ std::size_t live_allocations() { return detail::allocations().size(); }
 bool concurrent(int device) { return get_device_properties(device).concurrent_managed_access; }
 
 /// Whether the backend has devices with managed memory (config sim2_no_managed has none).
-bool has_managed() { return devices() > 0 && get_device_properties(0).managed_memory; }
 
 /// Skips the test unless there are n devices with managed memory.
 #define MEMAREA_REQUIRE_MANAGED(n)                                                 \
