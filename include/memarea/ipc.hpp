@@ -10,7 +10,8 @@
 //    them closes (or dies), unless the free policy is `refuse`, which throws busy instead.
 //  - Closed mappings stay cached (LRU, set_cache_limit) so re-opening costs a hash lookup.
 //  - In a child of fork() without exec the parent's IPC state is not inherited: on sim the child
-//    is a new importer and exporter; on CUDA and HIP the calls fail with not_supported.
+//    is a new importer and exporter; on CUDA and HIP, when the parent had started that backend,
+//    the calls fail with not_supported (a child whose parent never used memarea starts afresh).
 #pragma once
 
 #include <memarea/error.hpp>

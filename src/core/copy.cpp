@@ -166,8 +166,8 @@ void validate(const staging_settings& s) {
 class staging_pool {
  public:
   /// MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _CHUNK_COST, _DRIVER_UP_TO (sizes, e.g. "8M"),
-  /// and _BUFFERS change the defaults. A value that does not parse or is out of range
-  /// drops them all (a tuning knob must not stop copies from working, and half-applied
+  /// and _BUFFERS change the defaults; chunks below 4 KiB are raised to 4 KiB. A value that
+  /// does not parse or is out of range drops them all (a tuning knob must not stop copies from working, and half-applied
   /// settings could contradict each other).
   staging_pool() {
     try {
@@ -183,6 +183,9 @@ class staging_pool {
       std::size_t buffers = static_cast<std::size_t>(s.buffers);
       read("MEMAREA_STAGING_BUFFERS", &buffers);
       s.buffers = static_cast<int>(std::min<std::size_t>(buffers, 1000));
+      // A typo must not pipeline in 1-byte chunks (set_staging takes any size: tests use 1 KiB).
+      s.chunk = std::max<std::size_t>(s.chunk, 4096);
+      s.min_chunk = std::max<std::size_t>(s.min_chunk, 4096);
       validate(s);
       settings_ = s;
     } catch (const error&) {

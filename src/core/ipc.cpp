@@ -163,8 +163,8 @@ std::atomic<bool> g_exited{false};
 /// locks and bookkeeping are the parent's), kept reachable for leak checkers.
 state* g_inherited = nullptr;
 
-/// Bumped by every free of an exported allocation, in a child of fork() and at exit. A handle in a thread's export cache is valid only under the value it was
-/// made under, so a cached handle can never outlive its allocation (free, then a new allocation
+/// Bumped by every free of an exported allocation, in a child of fork() and at exit. A handle
+/// in a thread's export cache is valid only under the value it was made under, so a cached handle can never outlive its allocation (free, then a new allocation
 /// at the same address, gets a new handle). Starts at 1: an empty cache slot (0) never matches.
 std::atomic<std::uint64_t> g_export_generation{1};
 
@@ -965,7 +965,8 @@ struct exit_guard {
     } catch (...) {
       // Exit path: the process's death releases whatever is left.
     }
-    delete s;
+    // Not deleted: a thread still running at exit may have loaded s a moment ago (ipc_on_free,
+    // export). Leaked on purpose, as the staging pool and a fork child's inherited states are.
   }
 };
 

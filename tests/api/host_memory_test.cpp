@@ -6,6 +6,7 @@
 #include "api/common.hpp"
 
 #include "core/registry.hpp"
+#include "driver/host/host.hpp"  // MADV_POPULATE_WRITE where the C library lacks it
 
 #include <memarea/host.hpp>
 #include <memarea/managed.hpp>
@@ -368,7 +369,7 @@ TEST(HostMemory, PreferredLocationSetsTheNumaPolicy) {
     if (host::numa_available()) {
       EXPECT_EQ(policy_at(c.ptr), own_policy);
     }
-    // Part of the range: two bytes across a page boundary prefer both pages, only them.
+    // Part of the range: unsetting two bytes across a page boundary unsets both pages, only them.
     EXPECT_STATUS(memarea_mem_advise_host_numa(c.at(2 * kPage - 1), 2,
                                                MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION, 0),
                   MEMAREA_SUCCESS);

@@ -303,9 +303,15 @@ dstatus migrate(const void* ptr, size_t size, int node) {
   if (dstatus s = check_mapped(begin, end, "host migrate"); !s.ok()) return s;
   if (!numa_available()) return dstatus::success();  // one node: everything is on node 0
   // A prefetch promises the whole range on `node`; never-written pages have nothing to move, so
-  // they are faulted in first (zero-filled, their content unchanged). Best effort: kernels
-  // before 5.14 (EINVAL) and ranges that cannot be written leave them to first touch.
-  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  // they are faulted in first (zero-filled, their content unchanged; this commits the whole
+  // range). Best effort: kernels before 5.14 (EINVAL) and ranges that cannot be written leave
+  // them to first touch. Running out of memory is an error, not something to go on with.
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0 &&
+      errno == ENOMEM)
+    return refused(errc::out_of_memory,
+                   fmt::format("host migrate: no memory to fault in {} bytes before moving them "
+                               "to node {}",
+                               end - begin, node));
 
   const size_t ps = page_size();
   const size_t total = (end - begin) / ps;

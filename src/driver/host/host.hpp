@@ -3,9 +3,15 @@
 
 #include "driver/driver.hpp"
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; C libraries before glibc 2.35 lack the name
+#endif
 
 namespace memarea::detail::host {
 

@@ -152,10 +152,17 @@ std::vector<sim_driver*>& live_drivers() {
 /// parent: destroying a stream would join a thread of another process). Reachable, so leak
 /// checkers stay quiet.
 std::vector<std::shared_ptr<void>>* g_inherited = nullptr;
-
-void lock_live() { g_live_mutex.lock(); }
-void unlock_live() { g_live_mutex.unlock(); }
 }  // namespace
+
+void sim_driver::on_fork_prepare() {
+  g_live_mutex.lock();
+  for (sim_driver* d : live_drivers()) d->m_.lock();
+}
+
+void sim_driver::on_fork_parent() {
+  for (sim_driver* d : live_drivers()) d->m_.unlock();
+  g_live_mutex.unlock();
+}
 
 void sim_driver::on_fork_child() {
   // Single-threaded now. Streams and events are the parent's (their threads did not come
@@ -174,12 +181,12 @@ void sim_driver::on_fork_child() {
     for (auto& [base, a] : d->allocations_)
       if (a.from == origin::device) a.inherited = true;
   }
-  unlock_live();
+  on_fork_parent();  // the locks taken before fork(), now owned by this thread
 }
 
 sim_driver::sim_driver(const sim_config& config) : config_(config), instance_(next_id()) {
   {
-    static const int registered = pthread_atfork(lock_live, unlock_live, on_fork_child);
+    static const int registered = pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     (void)registered;
     std::lock_guard lk(g_live_mutex);
     live_drivers().push_back(this);

@@ -148,6 +148,10 @@ class sim_driver final : public driver {
   void unmap(std::uintptr_t base, allocation& a);
   /// pthread_atfork child handler: sets aside what the parent's threads own (streams, events)
   /// and marks the parent's device memory as not this process's.
+  /// pthread_atfork prepare and parent handlers: every live driver's lock is held across
+  /// fork(), so the child never inherits one that a stream worker thread held half-way.
+  static void on_fork_prepare();
+  static void on_fork_parent();
   static void on_fork_child();
 
   int devices_ = 0;
