@@ -162,6 +162,8 @@ std::atomic<bool> g_exited{false};
 /// The states of ancestors that a fork() child inherited: never used nor destroyed there (their
 /// locks and bookkeeping are the parent's), kept reachable for leak checkers.
 state* g_inherited = nullptr;
+/// The state shut down at exit (see exit_guard): never deleted.
+state* g_retired = nullptr;
 
 /// Bumped by every free of an exported allocation, in a child of fork() and at exit. A handle
 /// in a thread's export cache is valid only under the value it was made under, so a cached handle can never outlive its allocation (free, then a new allocation
@@ -966,7 +968,9 @@ struct exit_guard {
       // Exit path: the process's death releases whatever is left.
     }
     // Not deleted: a thread still running at exit may have loaded s a moment ago (ipc_on_free,
-    // export). Leaked on purpose, as the staging pool and a fork child's inherited states are.
+    // export). Leaked on purpose, as the staging pool and a fork child's inherited states are,
+    // and kept reachable so that leak checkers stay quiet.
+    g_retired = s;
   }
 };
 
