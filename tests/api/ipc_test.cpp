@@ -3,6 +3,7 @@
 #include "api/common.hpp"
 
 #include <memarea/ipc.hpp>
+#include <memarea/peer.hpp>
 #include <memarea/memarea.h>
 
 #include <dirent.h>
@@ -405,6 +406,35 @@ TEST(IpcProcess, DataVisibleBothWaysAndInteriorPointers) {
            str(seed), str(off), "0"});
   EXPECT_EQ(c.line(), "ok");
   EXPECT_EQ(c.wait(), 0);
+}
+
+TEST(IpcProcess, ImporterOnEveryDevice) {
+  // Memory of the first and the last device, opened by another process on every device (lazy
+  // peer access where it is not the memory's own), read and written back byte for byte.
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const std::size_t n = (1 << 16) + 5;
+  for (int owner : {0, devices() - 1}) {
+    buffer b = area(owner).allocate(n);
+    const std::string h = hex(ipc::export_handle(b.data()));
+    for (int on = 0; on < devices(); ++on) {
+      SCOPED_TRACE(testing::Message() << "memory of device " << owner << ", opened on " << on);
+      const auto seed = new_seed(), back = new_seed();
+      fill(b.data(), seed, n);
+      child c({"check", h, str(n), str(seed), "0", str(back), std::to_string(on)});
+      if (on != owner && !peer::can_access(on, owner)) {
+        // No peer path (sim peer groups): the open is refused, and nothing was written.
+        EXPECT_EQ(c.line(), "MEMAREA_ERROR_PEER_ACCESS_UNSUPPORTED");
+        EXPECT_NE(c.wait(), 0);
+        EXPECT_TRUE(holds(b.data(), seed, n));
+        continue;
+      }
+      EXPECT_EQ(c.line(), "ok");
+      EXPECT_EQ(c.wait(), 0);
+      EXPECT_TRUE(holds(b.data(), back, n)) << "the importer's writes are visible here";
+    }
+    if (devices() == 1) break;
+  }
 }
 
 TEST(IpcProcess, OpenCountsCacheAndStaleHandles) {

@@ -63,11 +63,13 @@ void say(const std::string& line) {
 std::uint64_t num(const char* s) { return std::strtoull(s, nullptr, 0); }
 
 int check(int argc, char** argv) {
-  if (argc != 7) return 64;
+  if (argc != 7 && argc != 8) return 64;
   auto h = memarea::ipc::handle::from_hex(argv[2]);
   const std::size_t n = num(argv[3]), off = num(argv[5]);
   const std::uint64_t seed = num(argv[4]), wseed = num(argv[6]);
-  memarea::ipc::mapping m(h, -1, memarea::ipc::lazy_enable_peer_access);
+  // Optional: the device to open on (default: the memory's own).
+  const int device = argc == 8 ? static_cast<int>(std::strtol(argv[7], nullptr, 10)) : -1;
+  memarea::ipc::mapping m(h, device, memarea::ipc::lazy_enable_peer_access);
   auto expected = pattern(seed, n);
   if (!matches(m.get(), expected.data() + off, n - off)) {
     say("bad");
