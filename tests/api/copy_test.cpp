@@ -9,6 +9,7 @@
 #include <memarea/peer.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -302,6 +303,28 @@ TEST(Copy, StagingSettingsAreValidated) {
   EXPECT_EQ(detail::staging().buffers, old.buffers);
   EXPECT_EQ(detail::staging().min_chunk, old.min_chunk);
   EXPECT_EQ(detail::staging().chunk_cost, old.chunk_cost);
+}
+
+TEST(Copy, StagingBuffersThatCannotExistAreRefused) {
+  // Buffers are made at the largest chunk size: settings whose buffers overflow the address
+  // space make the staged copy fail cleanly, copying nothing, and the next settings work.
+  MEMAREA_REQUIRE_DEVICES(2);
+  if (peer::is_enabled(0, 1) || peer::is_enabled(1, 0)) GTEST_SKIP() << "peer access is on";
+  const std::size_t n = 16 << 20;
+  buffer a = area(0).allocate(n), b = area(1).allocate(n);
+  const auto data = random_bytes(n);
+  copy(a.data(), data.data(), n);
+  std::vector<unsigned char> zero(n, 0);
+  copy(b.data(), zero.data(), n);
+  {
+    detail::staging_settings s;
+    s.chunk = SIZE_MAX / 2;
+    staging_guard g(s);
+    EXPECT_MEMAREA_ERROR(copy(b.data(), a.data(), n), errc::invalid_value);
+  }
+  EXPECT_EQ(read(b.data(), n), zero);
+  copy(b.data(), a.data(), n);
+  EXPECT_EQ(read(b.data(), n), data);
 }
 
 TEST(Copy, StagingChunkFollowsTheCopySize) {
