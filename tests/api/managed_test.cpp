@@ -25,7 +25,6 @@ namespace {
 
 constexpr std::size_t kPage = 4096;
 
-std::size_t live_allocations() { return detail::allocations().size(); }
 
 bool concurrent(int device) { return get_device_properties(device).concurrent_managed_access; }
 
@@ -209,24 +208,8 @@ TEST(Managed, DeviceWithoutManagedMemoryIsNotSupported) {
 
 TEST(Managed, BufferIsMoveOnlyAndFreesOnce) {
   MEMAREA_REQUIRE_MANAGED(1);
-  const std::size_t before = live_allocations();
-  {
-    mm::managed_buffer a(5000);
-    EXPECT_TRUE(a);
-    EXPECT_EQ(a.size(), 5000u);
-    void* p = a.data();
-    mm::managed_buffer b(std::move(a));
-    EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
-    EXPECT_EQ(b.data(), p);
-    mm::managed_buffer c(64);
-    c = std::move(b);
-    EXPECT_EQ(c.data(), p);
-    EXPECT_EQ(live_allocations(), before + 1);
-    void* r = c.release();
-    EXPECT_FALSE(c);
-    mm::free(r);
-  }
-  EXPECT_EQ(live_allocations(), before);
+  expect_owned_allocation_contract<mm::managed_buffer>(
+      [](std::size_t n) { return mm::managed_buffer(n); }, [](void* p) { mm::free(p); });
 }
 
 // --- prefetch ----------------------------------------------------------------------------------
