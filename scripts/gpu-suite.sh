@@ -73,7 +73,6 @@ fi
 if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   section "memarea topo"
   run "$BIN/memarea" topo --json --svg "$RES/topo.svg"
-  cp "$RES/topo.svg" "$RES/topo.svg" 2>/dev/null || true
 fi
 
 section "benchmarks (memarea vs raw driver, same run)"
