@@ -145,6 +145,41 @@ inline int attr_int(memarea_mem_range_attribute a, const void* p, std::size_t n)
   return v;
 }
 
+/// Every refusal of memarea_mem_range_get_attribute on a valid range [ptr, ptr+size) of
+/// managed or memarea host memory: data sizes that do not fit, NULL data or pointer, count 0, a
+/// range past the allocation, unknown attributes. Each is INVALID_VALUE and writes nothing.
+inline void expect_range_attribute_refusals(void* ptr, std::size_t size) {
+  int v = 99;
+  for (auto a : {MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                 MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                 MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION}) {
+    SCOPED_TRACE(static_cast<int>(a));
+    std::int64_t wide = 99;
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{8}})
+      EXPECT_EQ(memarea_mem_range_get_attribute(&wide, n, a, ptr, size),
+                MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(wide, 99);
+    EXPECT_EQ(memarea_mem_range_get_attribute(nullptr, 4, a, ptr, size),
+              MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(memarea_mem_range_get_attribute(&v, 4, a, nullptr, size),
+              MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(memarea_mem_range_get_attribute(&v, 4, a, ptr, 0), MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(memarea_mem_range_get_attribute(&v, 4, a, ptr, size + 1),
+              MEMAREA_ERROR_INVALID_VALUE);
+  }
+  int ids[4] = {5, 5, 5, 5};
+  for (std::size_t n : {std::size_t{0}, std::size_t{2}, std::size_t{6}, std::size_t{15}})
+    EXPECT_EQ(memarea_mem_range_get_attribute(ids, n, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, ptr,
+                                              size),
+              MEMAREA_ERROR_INVALID_VALUE);
+  for (int a : {0, 5, 42})
+    EXPECT_EQ(memarea_mem_range_get_attribute(&v, 4, static_cast<memarea_mem_range_attribute>(a),
+                                              ptr, size),
+              MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(v, 99);
+  EXPECT_EQ(ids[0], 5);
+}
+
 /// managed::accessed_by as a set (the order is not what is tested).
 inline std::set<int> accessed_set(const void* p, std::size_t n) {
   auto v = ::memarea::managed::accessed_by(p, n);

@@ -500,35 +500,7 @@ TEST(HostMemory, AdviseBadInputChangesNothing) {
 
 TEST(HostMemory, AttributeBadInputLeavesDataAlone) {
   c_host c(2 * kPage);
-  int v = 99;
-  for (auto a : {MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
-                 MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
-                 MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION}) {
-    SCOPED_TRACE(static_cast<int>(a));
-    std::int64_t wide = 99;
-    for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{8}})
-      EXPECT_STATUS(memarea_mem_range_get_attribute(&wide, size, a, c.ptr, c.size),
-                    MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_EQ(wide, 99);
-    EXPECT_STATUS(memarea_mem_range_get_attribute(nullptr, 4, a, c.ptr, c.size),
-                  MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, nullptr, c.size),
-                  MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, c.ptr, 0), MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, c.ptr, c.size + 1),
-                  MEMAREA_ERROR_INVALID_VALUE);
-  }
-  int ids[4] = {5, 5, 5, 5};
-  for (std::size_t size : {std::size_t{0}, std::size_t{2}, std::size_t{6}})
-    EXPECT_STATUS(memarea_mem_range_get_attribute(ids, size, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY,
-                                                  c.ptr, c.size),
-                  MEMAREA_ERROR_INVALID_VALUE);
-  for (int a : {0, 5, 42})
-    EXPECT_STATUS(memarea_mem_range_get_attribute(
-                      &v, 4, static_cast<memarea_mem_range_attribute>(a), c.ptr, c.size),
-                  MEMAREA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(v, 99);
-  EXPECT_EQ(ids[0], 5);
+  expect_range_attribute_refusals(c.ptr, c.size);
 }
 
 // --- copies --------------------------------------------------------------------------------------

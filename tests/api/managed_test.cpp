@@ -514,32 +514,7 @@ TEST(Managed, AttributeBadInputLeavesDataAlone) {
                 MEMAREA_ERROR_INVALID_VALUE);
   if (!has_managed()) return;
   c_managed m(2 * kPage);
-  for (auto a : {MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
-                 MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
-                 MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION}) {
-    SCOPED_TRACE(static_cast<int>(a));
-    std::int64_t wide = 99;
-    for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{8}})
-      EXPECT_STATUS(memarea_mem_range_get_attribute(&wide, size, a, m.ptr, m.size),
-                    MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_EQ(wide, 99);
-    EXPECT_STATUS(memarea_mem_range_get_attribute(nullptr, 4, a, m.ptr, m.size),
-                  MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, m.ptr, 0), MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, a, m.ptr, m.size + 1),
-                  MEMAREA_ERROR_INVALID_VALUE);
-    EXPECT_EQ(v, 99);
-  }
-  int ids[4] = {5, 5, 5, 5};
-  for (std::size_t size : {std::size_t{0}, std::size_t{2}, std::size_t{6}, std::size_t{15}})
-    EXPECT_STATUS(memarea_mem_range_get_attribute(ids, size, MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY,
-                                                  m.ptr, m.size),
-                  MEMAREA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(ids[0], 5);
-  for (int a : {0, 5, 42})
-    EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, static_cast<memarea_mem_range_attribute>(a),
-                                                  m.ptr, m.size),
-                  MEMAREA_ERROR_INVALID_VALUE);
+  expect_range_attribute_refusals(m.ptr, m.size);
   buffer pinned = area(0, area_flags::host).allocate(kPage);
   EXPECT_STATUS(memarea_mem_range_get_attribute(&v, 4, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
                                                 pinned.data(), kPage),
