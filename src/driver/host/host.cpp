@@ -345,7 +345,8 @@ dstatus migrate(const void* ptr, size_t size, int node) {
 }
 
 /// move_pages() with nodes == NULL only reports where each page is. -ENOENT (never touched) and
-/// -EFAULT (zero page, read but never written; the range is checked mapped first) read as -1.
+/// -EFAULT (zero page, read but never written, on kernels that say so; 6.18 answers the zero
+/// page's node instead; the range is checked mapped first) read as -1.
 /// Without NUMA support, resident pages (mincore) are on node 0.
 dstatus query_node(const void* ptr, size_t size, int* node) {
   if (node == nullptr) return refused(errc::invalid_value, "host query_node: node is null");
