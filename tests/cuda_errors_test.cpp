@@ -474,9 +474,11 @@ TEST_F(CudaGpu, HostRegister) {
 }
 
 TEST_F(CudaGpu, EventsAndSync) {
-  memarea::detail::native_event a = nullptr, b = nullptr;
-  ASSERT_OK(d->event_create(0, &a));
-  ASSERT_OK(d->event_create(0, &b));
+  using memarea::detail::event_timing;
+  memarea::detail::native_event a = nullptr, b = nullptr, untimed = nullptr;
+  ASSERT_OK(d->event_create(0, &a, event_timing::on));
+  ASSERT_OK(d->event_create(0, &b, event_timing::on));
+  ASSERT_OK(d->event_create(0, &untimed, event_timing::off));
   memarea::detail::native_stream s = nullptr;
   ASSERT_OK(d->stream_create(0, &s));
   void* dev = nullptr;
@@ -489,6 +491,12 @@ TEST_F(CudaGpu, EventsAndSync) {
   float ms = -1;
   EXPECT_OK(d->event_elapsed_ms(&ms, a, b));
   EXPECT_GE(ms, 0.0f);
+  // Without timing an event still orders work; the driver has no time for it.
+  EXPECT_OK(d->event_record(untimed, 0, s));
+  EXPECT_OK(d->stream_wait_event(0, nullptr, untimed));
+  EXPECT_OK(d->event_synchronize(untimed));
+  EXPECT_EQ(d->event_elapsed_ms(&ms, a, untimed).code, errc::invalid_handle);
+  EXPECT_OK(d->event_destroy(0, untimed));
   EXPECT_OK(d->device_synchronize(0));
   EXPECT_OK(d->stream_synchronize(0, nullptr));
   EXPECT_OK(d->free_device(dev));

@@ -255,7 +255,7 @@ TEST(HipDriver, EveryDeviceCallFailsCleanlyWithoutDevices) {
   results.push_back(d->stream_destroy(0, &dummy));
   results.push_back(d->stream_synchronize(0, nullptr));
   native_event e = nullptr;
-  results.push_back(d->event_create(0, &e));
+  results.push_back(d->event_create(0, &e, memarea::detail::event_timing::on));
   EXPECT_EQ(e, nullptr);
   results.push_back(d->event_destroy(0, &dummy));
   results.push_back(d->event_record(&dummy, 0, nullptr));

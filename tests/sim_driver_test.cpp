@@ -412,11 +412,11 @@ TEST(SimDriver, EventsOrderStreamsAndTime) {
   ASSERT_OK(d->stream_create(0, &a));
   ASSERT_OK(d->stream_create(0, &b));
   native_event start = nullptr, mid = nullptr, never = nullptr;
-  ASSERT_OK(d->event_create(0, &start));
-  ASSERT_OK(d->event_create(0, &mid));
-  ASSERT_OK(d->event_create(0, &never));
-  EXPECT_CODE(d->event_create(0, nullptr), errc::invalid_value);
-  EXPECT_CODE(d->event_create(1, &never), errc::invalid_device);
+  ASSERT_OK(d->event_create(0, &start, event_timing::on));
+  ASSERT_OK(d->event_create(0, &mid, event_timing::on));
+  ASSERT_OK(d->event_create(0, &never, event_timing::on));
+  EXPECT_CODE(d->event_create(0, nullptr, event_timing::on), errc::invalid_value);
+  EXPECT_CODE(d->event_create(1, &never, event_timing::on), errc::invalid_device);
 
   const size_t n = 32 << 20;
   auto src = random_bytes(n, 3);
@@ -438,8 +438,8 @@ TEST(SimDriver, EventsOrderStreamsAndTime) {
   ASSERT_OK(d->event_synchronize(never));
   // An event recorded behind a blocked stream is not complete yet.
   native_event gate = nullptr, late = nullptr;
-  ASSERT_OK(d->event_create(0, &gate));
-  ASSERT_OK(d->event_create(0, &late));
+  ASSERT_OK(d->event_create(0, &gate, event_timing::off));
+  ASSERT_OK(d->event_create(0, &late, event_timing::on));
   ASSERT_OK(d->stream_wait_event(0, b, mid));
   ASSERT_OK(d->memcpy_async(out.data(), src.data(), n, 0, b));
   ASSERT_OK(d->event_record(late, 0, b));
@@ -447,6 +447,13 @@ TEST(SimDriver, EventsOrderStreamsAndTime) {
   EXPECT_TRUE(st.ok() || st.code == errc::busy) << st.detail;
   ASSERT_OK(d->event_synchronize(late));
   ASSERT_OK(d->event_elapsed_ms(&ms, start, late));
+  // An event made without timing orders work like any other but has no time, as on CUDA.
+  ASSERT_OK(d->event_record(gate, 0, b));
+  ASSERT_OK(d->event_synchronize(gate));
+  ms = -1;
+  EXPECT_CODE(d->event_elapsed_ms(&ms, start, gate), errc::invalid_handle);
+  EXPECT_CODE(d->event_elapsed_ms(&ms, gate, late), errc::invalid_handle);
+  EXPECT_EQ(ms, -1);
   ASSERT_OK(d->event_destroy(0, gate));
   EXPECT_CODE(d->event_destroy(0, gate), errc::invalid_value);
   EXPECT_CODE(d->event_record(gate, 0, a), errc::invalid_value);
@@ -978,7 +985,7 @@ TEST(SimDriver, EightThreadsAllocateCopyFree) {
         return;
       }
       native_event e = nullptr;
-      if (!d->event_create(dev, &e).ok()) ++failures;
+      if (!d->event_create(dev, &e, event_timing::off).ok()) ++failures;
       std::mt19937 rng(static_cast<unsigned>(t));
       for (int i = 0; i < 60; ++i) {
         size_t n = 1 + rng() % (64 << 10);
@@ -1055,7 +1062,7 @@ TEST(SimDriver, DestructorReleasesEverything) {
     ASSERT_OK(d->malloc_managed(1, 4096, MEMAREA_MEM_ATTACH_GLOBAL, &m));
     ASSERT_OK(d->shareable_create(0, 4096, &a));
     ASSERT_OK(d->stream_create(1, &s));
-    ASSERT_OK(d->event_create(1, &e));
+    ASSERT_OK(d->event_create(1, &e, event_timing::off));
     ASSERT_OK(d->memset_async(p, 1, 100, 1, s));
     ASSERT_OK(d->event_record(e, 1, s));
     ASSERT_OK(d->memset_async(m, 1, 100, 0, nullptr));

@@ -520,13 +520,15 @@ class cuda_driver final : public driver {
     return {};
   }
 
-  dstatus event_create(int device, native_event* e) override {
+  dstatus event_create(int device, native_event* e, event_timing timing) override {
     if (!e) return refuse(errc::invalid_value, "event is null");
     MEMAREA_TRY(check_device(device));
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     CUevent ev = nullptr;
-    MEMAREA_CU(EventCreate, &ev, static_cast<unsigned>(CU_EVENT_DEFAULT));
+    MEMAREA_CU(EventCreate, &ev,
+               static_cast<unsigned>(timing == event_timing::on ? CU_EVENT_DEFAULT
+                                                                : CU_EVENT_DISABLE_TIMING));
     *e = ev;
     return {};
   }

@@ -45,7 +45,7 @@ using hipMallocManaged_fn =
   X(hipMemGetAddressRange) X(hipDeviceCanAccessPeer) X(hipDeviceEnablePeerAccess)               \
   X(hipDeviceDisablePeerAccess) X(hipDeviceGetP2PAttribute) X(hipMemcpyAsync)                   \
   X(hipMemcpyPeerAsync) X(hipMemsetAsync) X(hipStreamCreateWithFlags) X(hipStreamDestroy)       \
-  X(hipStreamSynchronize) X(hipEventCreate) X(hipEventDestroy) X(hipEventRecord)                \
+  X(hipStreamSynchronize) X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord)       \
   X(hipEventSynchronize) X(hipEventElapsedTime) X(hipStreamWaitEvent) X(hipDeviceSynchronize)   \
   X(hipIpcGetMemHandle) X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemPrefetchAsync)   \
   X(hipMemAdvise) X(hipMemRangeGetAttribute) X(hipStreamAttachMemAsync)
@@ -558,12 +558,13 @@ class hip_driver final : public driver {
     return call(api_.hipStreamSynchronize(as_stream(s)), "hipStreamSynchronize");
   }
 
-  dstatus event_create(int device, native_event* e) override {
+  dstatus event_create(int device, native_event* e, event_timing timing) override {
     if (!e) return refuse(errc::invalid_value, "event_create: e is null");
     device_scope scope(*this);
     if (auto st = scope.enter(device, "event_create"); !st.ok()) return st;
     hipEvent_t event = nullptr;
-    dstatus st = call(api_.hipEventCreate(&event), "hipEventCreate");
+    const unsigned flags = timing == event_timing::on ? hipEventDefault : hipEventDisableTiming;
+    dstatus st = call(api_.hipEventCreateWithFlags(&event, flags), "hipEventCreateWithFlags");
     if (st.ok()) *e = event;
     return st;
   }

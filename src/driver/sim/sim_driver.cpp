@@ -1034,10 +1034,11 @@ dstatus sim_driver::stream_synchronize(int device, native_stream s) {
   return dstatus::success();
 }
 
-dstatus sim_driver::event_create(int device, native_event* e) {
+dstatus sim_driver::event_create(int device, native_event* e, event_timing timing) {
   if (!e) return fail(errc::invalid_value, "event is null");
   if (auto r = check_device(device); !r.ok()) return r;
   auto ev = std::make_shared<event>();
+  ev->timing = timing == event_timing::on;
   std::lock_guard lk(m_);
   events_.emplace(ev.get(), ev);
   *e = ev.get();
@@ -1146,6 +1147,8 @@ dstatus sim_driver::event_elapsed_ms(float* ms, native_event start, native_event
   }
   auto stamp = [](event& ev, std::chrono::steady_clock::time_point* t) -> dstatus {
     std::lock_guard el(ev.m);
+    // As CUDA (CUDA_ERROR_INVALID_HANDLE) and HIP refuse events made without timing.
+    if (!ev.timing) return fail(errc::invalid_handle, "the event was made without timing");
     if (ev.generation == 0) return fail(errc::invalid_value, "the event was never recorded");
     if (ev.done_generation != ev.generation) {
       return fail(errc::busy, "the event's latest record has not completed yet");

@@ -96,7 +96,7 @@ class sim_driver final : public driver {
   dstatus stream_create(int device, native_stream* s) override;
   dstatus stream_destroy(int device, native_stream s) override;
   dstatus stream_synchronize(int device, native_stream s) override;
-  dstatus event_create(int device, native_event* e) override;
+  dstatus event_create(int device, native_event* e, event_timing timing) override;
   dstatus event_destroy(int device, native_event e) override;
   dstatus event_record(native_event e, int device, native_stream s) override;
   dstatus stream_wait_event(int device, native_stream s, native_event e) override;

@@ -61,6 +61,7 @@ struct event {
   std::uint64_t generation = 0;   ///< number of records so far
   std::uint64_t done_generation = 0;
   std::chrono::steady_clock::time_point when{};  ///< stamped when the latest record ran
+  bool timing = true;  ///< made with event_timing::on (event_elapsed_ms refuses others)
 };
 
 }  // namespace memarea::detail::sim
