@@ -210,7 +210,7 @@ void peer_copies(context& ctx) {
 }
 
 /// Tuning data for the staged path (access off, one direction): the defaults and fixed chunk
-/// sizes with 2 and 4 buffers, against the driver's staged copy in the same run.
+/// sizes with 4 and 8 slots, against the driver's staged copy in the same run.
 /// Not a target: it shows why the defaults are what they are (docs/gpu-results.md).
 void staging_sweep(context& ctx) {
   if (ctx.quick) return;
@@ -231,7 +231,7 @@ void staging_sweep(context& ctx) {
   };
   std::vector<setting> settings{{"default", defaults}};
   for (std::size_t c : {MiB, 2 * MiB, 4 * MiB, 8 * MiB, 16 * MiB})
-    for (int nb : {2, 4}) {
+    for (int nb : {4, 8}) {
       detail::staging_settings s = defaults;
       s.chunk = s.min_chunk = c;
       s.buffers = nb;

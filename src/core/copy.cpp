@@ -86,15 +86,18 @@ thread_local copy_path t_last_path = copy_path::none;
 /// keep ordering a later copy behind an earlier one's use of the same buffers, so a stager can
 /// go back to the pool as soon as its work is queued.
 struct stager {
+  /// Slots a copy may carve the block into (a copy in chunks smaller than the largest gets
+  /// more of them, so the source side runs further ahead; each slot has two events).
+  static constexpr std::size_t max_slots = 32;
+
   int src = -1, dst = -1;
   staging_settings settings;
-  std::vector<void*> buffers;  ///< `buffers` chunks of `block`
-  void* block = nullptr;        ///< one pinned allocation holding every buffer
+  void* block = nullptr;        ///< one pinned allocation: `buffers` chunks of the largest size
+  std::size_t block_bytes = 0;
   native_stream to_host = nullptr;    ///< on src: device -> host
   native_stream to_device = nullptr;  ///< on dst: host -> device
-  std::vector<native_event> staged;   ///< on src: chunk in buffer b is on the host
-  std::vector<native_event> drained;  ///< on dst: buffer b may be overwritten
-  native_event src_done = nullptr;    ///< on src: the last device -> host copy of a call
+  std::vector<native_event> staged;   ///< on src: the chunk in slot b is on the host
+  std::vector<native_event> drained;  ///< on dst: slot b may be overwritten
   native_event dst_done = nullptr;    ///< on dst: the last host -> device copy of a call
   std::vector<native_event> entry;    ///< per caller device: "work queued before the call"
 
@@ -111,7 +114,6 @@ struct stager {
       if (e) (void)gpu.event_destroy(src, e);
     for (auto e : drained)
       if (e) (void)gpu.event_destroy(dst, e);
-    if (src_done) (void)gpu.event_destroy(src, src_done);
     if (dst_done) (void)gpu.event_destroy(dst, dst_done);
     for (std::size_t d = 0; d < entry.size(); ++d)
       if (entry[d]) (void)gpu.event_destroy(static_cast<int>(d), entry[d]);
@@ -129,9 +131,6 @@ struct stager {
     st->dst = dst;
     st->settings = s;
     const auto nb = static_cast<std::size_t>(s.buffers);
-    st->buffers.assign(nb, nullptr);
-    st->staged.assign(nb, nullptr);
-    st->drained.assign(nb, nullptr);
     st->entry.assign(static_cast<std::size_t>(sys.device_count()), nullptr);
     const char* what = "staged copy (set-up)";
     // One pinned block for all buffers: one driver call, and on two H200s steadier than four
@@ -139,22 +138,31 @@ struct stager {
     if (s.chunk > SIZE_MAX / nb)
       throw error(errc::invalid_value, fmt::format("{}: {} buffers of {} bytes overflow", what,
                                                    nb, s.chunk));
-    check(gpu.malloc_host(src, s.chunk * nb, host_portable, &st->block), what);
-    for (std::size_t i = 0; i < nb; ++i)
-      st->buffers[i] = static_cast<char*>(st->block) + i * s.chunk;
+    st->block_bytes = s.chunk * nb;
+    check(gpu.malloc_host(src, st->block_bytes, host_portable, &st->block), what);
     check(gpu.stream_create(src, &st->to_host), what);
     check(gpu.stream_create(dst, &st->to_device), what);
-    for (auto& e : st->staged) check(gpu.event_create(src, &e), what);
-    for (auto& e : st->drained) check(gpu.event_create(dst, &e), what);
-    check(gpu.event_create(src, &st->src_done), what);
-    check(gpu.event_create(dst, &st->dst_done), what);
+    // Events only order the two streams: made without timing, which costs every record a
+    // timestamp (on two H200s 4% of a 64 MiB copy; bench/results/2026-11-23-nvidia-h200-x2).
+    const std::size_t slots = st->slots_for(std::min(s.min_chunk, s.chunk));
+    st->staged.assign(slots, nullptr);
+    st->drained.assign(slots, nullptr);
+    for (auto& e : st->staged) check(gpu.event_create(src, &e, event_timing::off), what);
+    for (auto& e : st->drained) check(gpu.event_create(dst, &e, event_timing::off), what);
+    check(gpu.event_create(dst, &st->dst_done, event_timing::off), what);
     return st;
+  }
+
+  /// How many slots of `chunk` bytes a copy carves the block into (at least `buffers`).
+  std::size_t slots_for(std::size_t chunk) const noexcept {
+    return std::clamp<std::size_t>(block_bytes / chunk, static_cast<std::size_t>(settings.buffers),
+                                   std::max(max_slots, static_cast<std::size_t>(settings.buffers)));
   }
 
   /// The "before the call" event of a caller stream on device d (created on first use).
   native_event entry_event(int d) {
     auto& e = entry.at(static_cast<std::size_t>(d));
-    if (!e) check(system::get().gpu().event_create(d, &e), "staged copy (set-up)");
+    if (!e) check(system::get().gpu().event_create(d, &e, event_timing::off), "staged copy (set-up)");
     return e;
   }
 };
@@ -280,35 +288,35 @@ staging_pool& pool() {
   return *p;
 }
 
-/// Runs the pipeline on st. Every chunk: the src stream waits until the buffer's previous
+/// Runs the pipeline on st. Every chunk: the src stream waits until the slot's previous
 /// host->device copy is done, copies device->host into it and records `staged`; the dst stream
 /// waits for `staged`, copies host->device and records `drained`. The two streams sit on
 /// different devices' copy engines, so chunk i+1 leaves the source while chunk i lands.
 void run_pipeline(stager& st, char* dst, const char* src, std::size_t n, stream_ref on) {
   auto& gpu = system::get().gpu();
   const char* what = "staged copy";
-  // Nothing starts before the caller's earlier work on `on`.
+  // Nothing starts before the caller's earlier work on `on`. Only the src stream waits for it:
+  // every host->device copy waits for its chunk's `staged`, recorded behind that wait.
   native_event entry = st.entry_event(on.device);
   check(gpu.event_record(entry, on.device, on.native), what);
   check(gpu.stream_wait_event(st.src, st.to_host, entry), what);
-  check(gpu.stream_wait_event(st.dst, st.to_device, entry), what);
   const std::size_t chunk = st.settings.chunk_for(n);
-  const auto nb = static_cast<std::size_t>(st.settings.buffers);
+  const std::size_t slots = std::min(st.slots_for(chunk), st.staged.size());
   std::size_t i = 0;
   for (std::size_t off = 0; off < n; off += chunk, ++i) {
     const std::size_t len = std::min(chunk, n - off);
-    const std::size_t b = i % nb;
+    const std::size_t b = i % slots;
+    char* slot = static_cast<char*>(st.block) + b * chunk;
     check(gpu.stream_wait_event(st.src, st.to_host, st.drained[b]), what);
-    check(gpu.memcpy_async(st.buffers[b], src + off, len, st.src, st.to_host), what);
+    check(gpu.memcpy_async(slot, src + off, len, st.src, st.to_host), what);
     check(gpu.event_record(st.staged[b], st.src, st.to_host), what);
     check(gpu.stream_wait_event(st.dst, st.to_device, st.staged[b]), what);
-    check(gpu.memcpy_async(dst + off, st.buffers[b], len, st.dst, st.to_device), what);
+    check(gpu.memcpy_async(dst + off, slot, len, st.dst, st.to_device), what);
     check(gpu.event_record(st.drained[b], st.dst, st.to_device), what);
   }
-  // Later work on `on` waits for both halves (it may overwrite the source, or read dst).
-  check(gpu.event_record(st.src_done, st.src, st.to_host), what);
+  // Later work on `on` waits for the whole copy (it may overwrite the source, or read dst).
+  // The last host->device copy waited for the last device->host one, so one event says both.
   check(gpu.event_record(st.dst_done, st.dst, st.to_device), what);
-  check(gpu.stream_wait_event(on.device, on.native, st.src_done), what);
   check(gpu.stream_wait_event(on.device, on.native, st.dst_done), what);
 }
 

@@ -329,14 +329,13 @@ TEST(Copy, StagingBuffersThatCannotExistAreRefused) {
 
 TEST(Copy, StagingChunkFollowsTheCopySize) {
   constexpr std::size_t MiB = std::size_t{1} << 20;
-  const detail::staging_settings s;  // the defaults: 1..8 MiB, sqrt(n * 256 KiB)
+  const detail::staging_settings s;  // the defaults: 1..4 MiB, sqrt(n * 256 KiB)
   EXPECT_EQ(s.chunk_for(1), 1 * MiB);
   EXPECT_EQ(s.chunk_for(16 * MiB), 2 * MiB);
   EXPECT_EQ(s.chunk_for(64 * MiB), 4 * MiB);
   EXPECT_EQ(s.chunk_for(64 * MiB - 1), 2 * MiB);  // never above the square root
-  EXPECT_EQ(s.chunk_for(128 * MiB), 4 * MiB);
-  EXPECT_EQ(s.chunk_for(256 * MiB), 8 * MiB);
-  EXPECT_EQ(s.chunk_for(std::size_t{1} << 40), 8 * MiB);
+  EXPECT_EQ(s.chunk_for(256 * MiB), 4 * MiB);       // never above the largest chunk
+  EXPECT_EQ(s.chunk_for(std::size_t{1} << 40), 4 * MiB);
   EXPECT_TRUE(s.use_driver(4 * MiB));
   EXPECT_FALSE(s.use_driver(4 * MiB + 1));
   detail::staging_settings t = s;
@@ -344,7 +343,7 @@ TEST(Copy, StagingChunkFollowsTheCopySize) {
   EXPECT_TRUE(t.use_driver(2 * MiB));       // two 1 MiB chunks: nothing to overlap
   EXPECT_FALSE(t.use_driver(2 * MiB + 1));  // three chunks
   t.min_chunk = 16 * MiB;                   // above chunk: chunk wins
-  EXPECT_EQ(t.chunk_for(1 * MiB), 8 * MiB);
+  EXPECT_EQ(t.chunk_for(1 * MiB), 4 * MiB);
 }
 
 TEST(Copy, AdaptiveStagingCopiesEveryByte) {
@@ -465,4 +464,46 @@ TEST(Copy, StagedCopiesConcurrently) {
   for (int t = 0; t < 4; ++t) threads.emplace_back(worker, t);
   for (auto& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Copy, BackToBackStagedCopiesReuseTheSlotsInOrder) {
+  // Copies queued one after another on one stream share the pair's pinned slots: the later
+  // copy's device->host halves must wait until the earlier one's host->device halves have
+  // drained each slot, and the caller's stream must see each copy whole. Chunks of 4 KiB in a
+  // block of two 16 KiB buffers: 8 slots, each reused several times per copy and across copies.
+  MEMAREA_REQUIRE_DEVICES(2);
+  detail::staging_settings s;
+  s.chunk = 16 * 1024;
+  s.min_chunk = 4096;
+  s.chunk_cost = 64;  // always the smallest chunk
+  s.buffers = 2;
+  s.driver_up_to = 0;
+  staging_guard g(s);
+  constexpr int copies = 6;
+  const std::size_t n = 23 * 4096 + 5;
+  for (int stream_device : {0, 1}) {
+    SCOPED_TRACE(testing::Message() << "stream on device " << stream_device);
+    stream st(stream_device);
+    std::vector<buffer> src, dst;
+    std::vector<std::vector<unsigned char>> in;
+    for (int i = 0; i < copies; ++i) {
+      src.push_back(area(0).allocate(n));
+      dst.push_back(area(1).allocate(n));
+      in.push_back(random_bytes(n));
+      fill(src.back().data(), in.back());
+    }
+    std::vector<std::vector<unsigned char>> out(copies, std::vector<unsigned char>(n, 0));
+    for (int i = 0; i < copies; ++i) {
+      copy_peer_async(dst[i].data(), 1, src[i].data(), 0, n, st);
+      ASSERT_EQ(detail::last_copy_path(), copy_path::staged);
+      // Overwrite the source at once: only correct if the stream waited for the whole copy.
+      copy_async(src[i].data(), in[(i + 1) % copies].data(), n, st);
+      copy_async(out[i].data(), dst[i].data(), n, st);
+    }
+    st.synchronize();
+    for (int i = 0; i < copies; ++i) {
+      EXPECT_EQ(out[i], in[i]) << "copy " << i;
+      EXPECT_EQ(read(src[i].data(), n), in[(i + 1) % copies]) << "copy " << i;
+    }
+  }
 }

@@ -1,0 +1,617 @@
+// Experiment (not part of the library): where does the staged peer copy lose time, and can
+// other mechanisms than copy-engine copies chained by events do better? Issue 4 wants a peer
+// copy with access off >= 1.3x the driver's staged copy from 64 MiB; memarea's pipeline (copy
+// engines, events) reached 1.22x there. Built and run on the GPU machine:
+//   nvcc -O2 -std=c++17 -arch=sm_90 bench/experiments/staging_paths.cu -lcuda -o staging_paths
+//   ./staging_paths          (first call's experiments)
+//   ./staging_paths part2    (second call's)
+// Prints one line per configuration: median time of 20 repetitions and GB/s, and checks the
+// destination byte for byte after each configuration's first repetition.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+#define CU(x)                                                                  \
+  do {                                                                         \
+    CUresult r_ = (x);                                                         \
+    if (r_ != CUDA_SUCCESS) {                                                  \
+      const char* s_ = nullptr;                                                \
+      cuGetErrorString(r_, &s_);                                               \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_);      \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+constexpr size_t MiB = size_t{1} << 20;
+constexpr size_t KiB = size_t{1} << 10;
+constexpr size_t max_n = 256 * MiB;
+constexpr size_t ring_bytes = 64 * MiB;
+constexpr int max_flags = 1024;
+
+// ---- kernels ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys(unsigned* p, unsigned v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+struct ring_args {
+  const char* src;  // producer: device source; consumer: unused
+  char* dst;        // consumer: device destination
+  size_t n;
+  char* ring;       // pinned host ring of nslots * slot bytes
+  size_t slot;
+  unsigned nslots;
+  unsigned* ready;  // per slot: times filled
+  unsigned* freed;  // per slot: times drained
+  int* err;
+};
+
+// Copies len bytes (multiple of 16) with the whole block, 4 x 16 bytes in flight per thread.
+__device__ __forceinline__ void block_copy(char* d, const char* s, size_t len) {
+  const uint4* s4 = reinterpret_cast<const uint4*>(s);
+  uint4* d4 = reinterpret_cast<uint4*>(d);
+  const size_t n4 = len / 16;
+  size_t i = threadIdx.x;
+  const size_t step = blockDim.x;
+  for (; i + 3 * step < n4; i += 4 * step) {
+    uint4 a = s4[i], b = s4[i + step], c = s4[i + 2 * step], e = s4[i + 3 * step];
+    d4[i] = a;
+    d4[i + step] = b;
+    d4[i + 2 * step] = c;
+    d4[i + 3 * step] = e;
+  }
+  for (; i < n4; i += step) d4[i] = s4[i];
+}
+
+__device__ bool wait_at_least(const unsigned* flag, unsigned v, int* err) {
+  const unsigned long long t0 = now_ns();
+  while (ld_acquire_sys(flag) < v) {
+    if (now_ns() - t0 > 2000000000ull) {
+      atomicExch(err, 1);
+      return false;
+    }
+  }
+  return true;
+}
+
+__global__ void produce(ring_args a) {
+  const size_t chunks = (a.n + a.slot - 1) / a.slot;
+  __shared__ int ok;
+  for (size_t k = blockIdx.x; k < chunks; k += gridDim.x) {
+    const unsigned s = static_cast<unsigned>(k % a.nslots);
+    const unsigned lap = static_cast<unsigned>(k / a.nslots);
+    if (threadIdx.x == 0) ok = wait_at_least(a.freed + s, lap, a.err);
+    __syncthreads();
+    if (!ok) return;
+    const size_t len = a.n - k * a.slot < a.slot ? a.n - k * a.slot : a.slot;
+    block_copy(a.ring + s * a.slot, a.src + k * a.slot, len);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      st_release_sys(a.ready + s, lap + 1);
+    }
+  }
+}
+
+__global__ void consume(ring_args a) {
+  const size_t chunks = (a.n + a.slot - 1) / a.slot;
+  __shared__ int ok;
+  for (size_t k = blockIdx.x; k < chunks; k += gridDim.x) {
+    const unsigned s = static_cast<unsigned>(k % a.nslots);
+    const unsigned lap = static_cast<unsigned>(k / a.nslots);
+    if (threadIdx.x == 0) ok = wait_at_least(a.ready + s, lap + 1, a.err);
+    __syncthreads();
+    if (!ok) return;
+    const size_t len = a.n - k * a.slot < a.slot ? a.n - k * a.slot : a.slot;
+    block_copy(a.dst + k * a.slot, a.ring + s * a.slot, len);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      st_release_sys(a.freed + s, lap + 1);
+    }
+  }
+}
+
+// Plain copy with the SMs (no flags): bandwidth of SM writes to / reads from host memory.
+__global__ void sm_copy(char* d, const char* s, size_t n) {
+  const size_t per = (n / gridDim.x) & ~size_t{15};
+  const size_t off = per * blockIdx.x;
+  const size_t len = blockIdx.x + 1 == gridDim.x ? n - off : per;
+  block_copy(d + off, s + off, len);
+}
+
+// ---- host side -------------------------------------------------------------------------------
+
+struct rig {
+  char* src = nullptr;    // GPU 0
+  char* dst = nullptr;    // GPU 1
+  char* ring = nullptr;   // pinned, mapped, portable
+  char* ring2 = nullptr;  // a second ring (independent-traffic experiments)
+  unsigned* flags = nullptr;  // pinned: ready[max_flags], freed[max_flags]
+  int* err = nullptr;
+  cudaStream_t s0 = nullptr, s1 = nullptr;
+  std::vector<cudaEvent_t> staged, drained;  // on GPU 0 / GPU 1
+  std::vector<char> expect, got;
+  int sms = 0;
+  unsigned* ready() { return flags; }
+  unsigned* freed() { return flags + max_flags; }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void sync_both(rig& r) {
+  CK(cudaSetDevice(0));
+  CK(cudaStreamSynchronize(r.s0));
+  CK(cudaSetDevice(1));
+  CK(cudaStreamSynchronize(r.s1));
+}
+
+// Times fn (which queues work) over reps; checks dst after the first when check is set.
+void measure(rig& r, const char* name, size_t n, bool check, const std::function<void()>& fn,
+             double base_gbs = 0) {
+  if (check) {
+    CK(cudaSetDevice(1));
+    CK(cudaMemset(r.dst, 0, n));
+    CK(cudaDeviceSynchronize());
+  }
+  std::memset(r.flags, 0, 2 * max_flags * sizeof(unsigned));
+  *r.err = 0;
+  std::vector<double> t;
+  bool bad = false;
+  for (int rep = 0; rep < 23; ++rep) {
+    std::memset(r.flags, 0, 2 * max_flags * sizeof(unsigned));
+    auto a = std::chrono::steady_clock::now();
+    fn();
+    sync_both(r);
+    auto b = std::chrono::steady_clock::now();
+    if (*r.err) {
+      std::printf("%-44s n=%4zu MiB  TIMEOUT in kernel\n", name, n / MiB);
+      *r.err = 0;
+      return;
+    }
+    if (rep >= 3) t.push_back(std::chrono::duration<double>(b - a).count());
+    if (rep == 0 && check) {
+      CK(cudaSetDevice(1));
+      CK(cudaMemcpy(r.got.data(), r.dst, n, cudaMemcpyDeviceToHost));
+      bad = std::memcmp(r.got.data(), r.expect.data(), n) != 0;
+    }
+  }
+  const double s = median(t);
+  const double gbs = n / s / 1e9;
+  std::printf("%-44s n=%4zu MiB  %9.1f us  %6.1f GB/s", name, n / MiB, s * 1e6, gbs);
+  if (base_gbs > 0) std::printf("  %.3fx driver", gbs / base_gbs);
+  if (check) std::printf("  %s", bad ? "DATA MISMATCH" : "data ok");
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// memarea's current pipeline: copy engines chained by events, nb buffers of c bytes.
+void ce_events(rig& r, size_t n, size_t c, size_t nb) {
+  size_t i = 0;
+  for (size_t off = 0; off < n; off += c, ++i) {
+    const size_t len = std::min(c, n - off), b = i % nb;
+    CK(cudaSetDevice(0));
+    if (i >= nb) CK(cudaStreamWaitEvent(r.s0, r.drained[b], 0));
+    CK(cudaMemcpyAsync(r.ring + b * c, r.src + off, len, cudaMemcpyDeviceToHost, r.s0));
+    CK(cudaEventRecord(r.staged[b], r.s0));
+    CK(cudaSetDevice(1));
+    CK(cudaStreamWaitEvent(r.s1, r.staged[b], 0));
+    CK(cudaMemcpyAsync(r.dst + off, r.ring + b * c, len, cudaMemcpyHostToDevice, r.s1));
+    CK(cudaEventRecord(r.drained[b], r.s1));
+  }
+}
+
+// The same chained by stream memory operations on flags in pinned host memory.
+void ce_memops(rig& r, size_t n, size_t c, size_t nb, bool no_barrier) {
+  size_t i = 0;
+  const unsigned wflags = no_barrier ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 0;
+  for (size_t off = 0; off < n; off += c, ++i) {
+    const size_t len = std::min(c, n - off), b = i % nb;
+    const unsigned lap = static_cast<unsigned>(i / nb);
+    CK(cudaSetDevice(0));
+    if (lap > 0)
+      CU(cuStreamWaitValue32(r.s0, reinterpret_cast<CUdeviceptr>(r.freed() + b), lap,
+                             CU_STREAM_WAIT_VALUE_GEQ));
+    CK(cudaMemcpyAsync(r.ring + b * c, r.src + off, len, cudaMemcpyDeviceToHost, r.s0));
+    CU(cuStreamWriteValue32(r.s0, reinterpret_cast<CUdeviceptr>(r.ready() + b), lap + 1, 0));
+    CK(cudaSetDevice(1));
+    CU(cuStreamWaitValue32(r.s1, reinterpret_cast<CUdeviceptr>(r.ready() + b), lap + 1,
+                           CU_STREAM_WAIT_VALUE_GEQ));
+    CK(cudaMemcpyAsync(r.dst + off, r.ring + b * c, len, cudaMemcpyHostToDevice, r.s1));
+    CU(cuStreamWriteValue32(r.s1, reinterpret_cast<CUdeviceptr>(r.freed() + b), lap + 1,
+                            wflags));
+  }
+}
+
+ring_args args(rig& r, size_t n, size_t slot, unsigned nslots) {
+  ring_args a{};
+  a.src = r.src;
+  a.dst = r.dst;
+  a.n = n;
+  a.ring = r.ring;
+  a.slot = slot;
+  a.nslots = nslots;
+  a.ready = r.ready();
+  a.freed = r.freed();
+  a.err = r.err;
+  return a;
+}
+
+// Both halves by the SMs: a producer grid on GPU 0, a consumer grid on GPU 1, flags per slot.
+void sm_both(rig& r, size_t n, size_t slot, int blocks0, int blocks1) {
+  const unsigned nslots = static_cast<unsigned>(std::min<size_t>(ring_bytes / slot, max_flags));
+  auto a = args(r, n, slot, nslots);
+  CK(cudaSetDevice(1));
+  consume<<<blocks1, 1024, 0, r.s1>>>(a);
+  CK(cudaGetLastError());
+  CK(cudaSetDevice(0));
+  produce<<<blocks0, 1024, 0, r.s0>>>(a);
+  CK(cudaGetLastError());
+}
+
+// Copy engine device->host (flag written by a stream memory op), SMs host->device.
+void ce_then_sm(rig& r, size_t n, size_t c, int blocks1) {
+  const unsigned nslots = static_cast<unsigned>(std::min<size_t>(ring_bytes / c, max_flags));
+  auto a = args(r, n, c, nslots);
+  CK(cudaSetDevice(1));
+  consume<<<blocks1, 1024, 0, r.s1>>>(a);
+  CK(cudaGetLastError());
+  CK(cudaSetDevice(0));
+  size_t i = 0;
+  for (size_t off = 0; off < n; off += c, ++i) {
+    const size_t len = std::min(c, n - off), b = i % nslots;
+    const unsigned lap = static_cast<unsigned>(i / nslots);
+    if (lap > 0)
+      CU(cuStreamWaitValue32(r.s0, reinterpret_cast<CUdeviceptr>(r.freed() + b), lap,
+                             CU_STREAM_WAIT_VALUE_GEQ));
+    CK(cudaMemcpyAsync(r.ring + b * c, r.src + off, len, cudaMemcpyDeviceToHost, r.s0));
+    CU(cuStreamWriteValue32(r.s0, reinterpret_cast<CUdeviceptr>(r.ready() + b), lap + 1, 0));
+  }
+}
+
+// SMs device->host (producer grid), copy engine host->device behind stream memory op waits.
+void sm_then_ce(rig& r, size_t n, size_t c, int blocks0) {
+  const unsigned nslots = static_cast<unsigned>(std::min<size_t>(ring_bytes / c, max_flags));
+  auto a = args(r, n, c, nslots);
+  CK(cudaSetDevice(0));
+  produce<<<blocks0, 1024, 0, r.s0>>>(a);
+  CK(cudaGetLastError());
+  CK(cudaSetDevice(1));
+  size_t i = 0;
+  for (size_t off = 0; off < n; off += c, ++i) {
+    const size_t len = std::min(c, n - off), b = i % nslots;
+    const unsigned lap = static_cast<unsigned>(i / nslots);
+    CU(cuStreamWaitValue32(r.s1, reinterpret_cast<CUdeviceptr>(r.ready() + b), lap + 1,
+                           CU_STREAM_WAIT_VALUE_GEQ));
+    CK(cudaMemcpyAsync(r.dst + off, r.ring + b * c, len, cudaMemcpyHostToDevice, r.s1));
+    CU(cuStreamWriteValue32(r.s1, reinterpret_cast<CUdeviceptr>(r.freed() + b), lap + 1, 0));
+  }
+}
+
+
+// ---- part 2: the second call -----------------------------------------------------------------
+
+// memarea's pipeline as queued by the library: events with or without timing.
+void ce_events_flagged(rig& r, std::vector<cudaEvent_t>& st, std::vector<cudaEvent_t>& dr,
+                       char* dst, const char* src, char* ring, size_t n, size_t c, size_t nb,
+                       int sdev, cudaStream_t ss, int ddev, cudaStream_t ds) {
+  size_t i = 0;
+  for (size_t off = 0; off < n; off += c, ++i) {
+    const size_t len = std::min(c, n - off), b = i % nb;
+    CK(cudaSetDevice(sdev));
+    if (i >= nb) CK(cudaStreamWaitEvent(ss, dr[b], 0));
+    CK(cudaMemcpyAsync(ring + b * c, src + off, len, cudaMemcpyDeviceToHost, ss));
+    CK(cudaEventRecord(st[b], ss));
+    CK(cudaSetDevice(ddev));
+    CK(cudaStreamWaitEvent(ds, st[b], 0));
+    CK(cudaMemcpyAsync(dst + off, ring + b * c, len, cudaMemcpyHostToDevice, ds));
+    if (i + nb < (n + c - 1) / c) CK(cudaEventRecord(dr[b], ds));
+  }
+}
+
+void part2(rig& r) {
+  const size_t n64 = 64 * MiB;
+  // Second direction: GPU 1 -> GPU 0 with its own buffers, streams, events and ring.
+  char *src1 = nullptr, *dst0 = nullptr, *ring3 = nullptr;
+  cudaStream_t s0b = nullptr, s1b = nullptr;
+  std::vector<cudaEvent_t> st1(64), dr0(64), st_t(64), dr_t(64);
+  CK(cudaHostAlloc(&ring3, ring_bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+  CK(cudaSetDevice(1));
+  CK(cudaMalloc(&src1, max_n));
+  CK(cudaMemcpy(src1, r.expect.data(), max_n, cudaMemcpyHostToDevice));
+  CK(cudaStreamCreateWithFlags(&s1b, cudaStreamNonBlocking));
+  for (auto& e : st1) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  for (auto& e : dr_t) CK(cudaEventCreate(&e));
+  CK(cudaSetDevice(0));
+  CK(cudaMalloc(&dst0, max_n));
+  CK(cudaStreamCreateWithFlags(&s0b, cudaStreamNonBlocking));
+  for (auto& e : dr0) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  for (auto& e : st_t) CK(cudaEventCreate(&e));
+
+  auto sync4 = [&] {
+    sync_both(r);
+    CK(cudaSetDevice(0));
+    CK(cudaStreamSynchronize(s0b));
+    CK(cudaSetDevice(1));
+    CK(cudaStreamSynchronize(s1b));
+  };
+  auto time4 = [&](const char* name, size_t n, double bytes_factor,
+                   const std::function<void()>& fn, double base_gbs) {
+    std::vector<double> t;
+    for (int rep = 0; rep < 23; ++rep) {
+      auto a = std::chrono::steady_clock::now();
+      fn();
+      sync4();
+      auto b = std::chrono::steady_clock::now();
+      if (rep >= 3) t.push_back(std::chrono::duration<double>(b - a).count());
+    }
+    const double gbs = bytes_factor * n / median(t) / 1e9;
+    std::printf("%-52s n=%4zu MiB  %9.1f us  %6.1f GB/s", name, n / MiB, median(t) * 1e6, gbs);
+    if (base_gbs > 0) std::printf("  %.3fx driver", gbs / base_gbs);
+    std::printf("\n");
+    std::fflush(stdout);
+    return gbs;
+  };
+
+  std::printf("\n# part 2: timing events, bidirectional, finer SM parts\n");
+  for (size_t n : {64 * MiB, 256 * MiB}) {
+    const double uni = time4("driver one way", n, 1, [&] {
+      CK(cudaSetDevice(0));
+      CK(cudaMemcpyPeerAsync(r.dst, 1, r.src, 0, n, r.s0));
+    }, 0);
+    const double bi = time4("driver both ways", n, 2, [&] {
+      CK(cudaSetDevice(0));
+      CK(cudaMemcpyPeerAsync(r.dst, 1, r.src, 0, n, r.s0));
+      CK(cudaSetDevice(1));
+      CK(cudaMemcpyPeerAsync(dst0, 0, src1, 1, n, s1b));
+    }, 0);
+    for (size_t c : {4 * MiB, 8 * MiB}) {
+      const size_t nb = ring_bytes / 2 / c;  // the ring's first half: 32 MiB of slots
+      char name[96];
+      std::snprintf(name, sizeof name, "CE events no timing, %zu MiB x%zu", c / MiB, nb);
+      time4(name, n, 1, [&] {
+        ce_events_flagged(r, r.staged, r.drained, r.dst, r.src, r.ring, n, c, nb, 0, r.s0, 1, r.s1);
+      }, uni);
+      std::snprintf(name, sizeof name, "CE events timing, %zu MiB x%zu", c / MiB, nb);
+      time4(name, n, 1, [&] {
+        ce_events_flagged(r, st_t, dr_t, r.dst, r.src, r.ring, n, c, nb, 0, r.s0, 1, r.s1);
+      }, uni);
+      std::snprintf(name, sizeof name, "CE both ways queued one after the other, %zu MiB", c / MiB);
+      time4(name, n, 2, [&] {
+        ce_events_flagged(r, r.staged, r.drained, r.dst, r.src, r.ring, n, c, nb, 0, r.s0, 1, r.s1);
+        ce_events_flagged(r, st1, dr0, dst0, src1, ring3, n, c, nb, 1, s1b, 0, s0b);
+      }, bi);
+    }
+    time4("4 engines independent (d2h+h2d on each GPU), 64 MiB ops", n, 2, [&] {
+      for (size_t off = 0; off < n; off += ring_bytes) {
+        const size_t len = std::min(ring_bytes, n - off);
+        CK(cudaSetDevice(0));
+        CK(cudaMemcpyAsync(r.ring, r.src + off, len, cudaMemcpyDeviceToHost, r.s0));
+        CK(cudaMemcpyAsync(dst0 + off, r.ring2, len, cudaMemcpyHostToDevice, s0b));
+        CK(cudaSetDevice(1));
+        CK(cudaMemcpyAsync(ring3, src1 + off, len, cudaMemcpyDeviceToHost, s1b));
+        CK(cudaMemcpyAsync(r.dst + off, r.ring2, len, cudaMemcpyHostToDevice, r.s1));
+      }
+    }, 0);
+  }
+  std::printf("\n# SM+SM, finer slots (64 MiB)\n");
+  for (size_t slot : {32 * KiB, 64 * KiB, 128 * KiB}) {
+    for (int b : {8, 16, 32}) {
+      char name[64];
+      std::snprintf(name, sizeof name, "SM+SM, slot %zu KiB, %d+%d blocks", slot / KiB, b, b);
+      measure(r, name, n64, true, [&] { sm_both(r, n64, slot, b, b); }, 37.9);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  rig r;
+  int count = 0;
+  CK(cudaGetDeviceCount(&count));
+  if (count < 2) {
+    std::printf("needs two GPUs\n");
+    return 1;
+  }
+  int can = 0;
+  CK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  std::printf("can access peer 0->1: %d (access stays off throughout)\n", can);
+  CK(cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, 0));
+  CUdevice dev0;
+  CU(cuDeviceGet(&dev0, 0));
+  int memops = 0;
+  CU(cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev0));
+  std::printf("SMs %d; stream wait value NOR %d\n", r.sms, memops);
+
+  r.expect.resize(max_n);
+  r.got.resize(max_n);
+  std::mt19937_64 rng(42);
+  for (size_t i = 0; i < max_n; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(r.expect.data() + i, &v, 8);
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaMalloc(&r.src, max_n));
+  CK(cudaMemcpy(r.src, r.expect.data(), max_n, cudaMemcpyHostToDevice));
+  CK(cudaStreamCreateWithFlags(&r.s0, cudaStreamNonBlocking));
+  CK(cudaHostAlloc(&r.ring, ring_bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+  CK(cudaHostAlloc(&r.ring2, ring_bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+  CK(cudaHostAlloc(&r.flags, 2 * max_flags * sizeof(unsigned),
+                   cudaHostAllocPortable | cudaHostAllocMapped));
+  CK(cudaHostAlloc(&r.err, 64, cudaHostAllocPortable | cudaHostAllocMapped));
+  std::memset(r.ring, 1, ring_bytes);
+  std::memset(r.ring2, 2, ring_bytes);
+  r.staged.resize(64);
+  for (auto& e : r.staged) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CK(cudaSetDevice(1));
+  CK(cudaMalloc(&r.dst, max_n));
+  CK(cudaStreamCreateWithFlags(&r.s1, cudaStreamNonBlocking));
+  r.drained.resize(64);
+  for (auto& e : r.drained) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+
+  if (argc > 1 && std::string(argv[1]) == "part2") {
+    part2(r);
+    std::printf("\ndone\n");
+    return 0;
+  }
+  const size_t sizes[] = {16 * MiB, 64 * MiB, 256 * MiB};
+  double driver[3] = {0, 0, 0};
+  auto base = [&](size_t n) { return n == 16 * MiB ? driver[0] : n == 64 * MiB ? driver[1] : driver[2]; };
+
+  std::printf("\n# driver's staged peer copy (access off)\n");
+  for (int k = 0; k < 3; ++k) {
+    const size_t n = sizes[k];
+    std::vector<double> t;
+    for (int rep = 0; rep < 23; ++rep) {
+      auto a = std::chrono::steady_clock::now();
+      CK(cudaSetDevice(0));
+      CK(cudaMemcpyPeerAsync(r.dst, 1, r.src, 0, n, r.s0));
+      CK(cudaStreamSynchronize(r.s0));
+      auto b = std::chrono::steady_clock::now();
+      if (rep >= 3) t.push_back(std::chrono::duration<double>(b - a).count());
+    }
+    driver[k] = n / median(t) / 1e9;
+    std::printf("%-44s n=%4zu MiB  %9.1f us  %6.1f GB/s\n", "driver cudaMemcpyPeerAsync", n / MiB,
+                median(t) * 1e6, driver[k]);
+  }
+
+  const size_t n64 = 64 * MiB;
+  std::printf("\n# one engine alone: per-copy cost (64 MiB in chunks)\n");
+  for (size_t c : {256 * KiB, 1 * MiB, 4 * MiB, 64 * MiB}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "d2h only, GPU0, %zu KiB copies", c / KiB);
+    measure(r, name, n64, false, [&] {
+      CK(cudaSetDevice(0));
+      for (size_t off = 0; off < n64; off += c)
+        CK(cudaMemcpyAsync(r.ring + off, r.src + off, c, cudaMemcpyDeviceToHost, r.s0));
+    });
+    std::snprintf(name, sizeof name, "h2d only, GPU1, %zu KiB copies", c / KiB);
+    measure(r, name, n64, false, [&] {
+      CK(cudaSetDevice(1));
+      for (size_t off = 0; off < n64; off += c)
+        CK(cudaMemcpyAsync(r.dst + off, r.ring + off, c, cudaMemcpyHostToDevice, r.s1));
+    });
+    std::snprintf(name, sizeof name, "d2h GPU0 + h2d GPU1 independent, %zu KiB", c / KiB);
+    measure(r, name, n64, false, [&] {
+      for (size_t off = 0; off < n64; off += c) {
+        CK(cudaSetDevice(0));
+        CK(cudaMemcpyAsync(r.ring + off, r.src + off, c, cudaMemcpyDeviceToHost, r.s0));
+        CK(cudaSetDevice(1));
+        CK(cudaMemcpyAsync(r.dst + off, r.ring2 + off, c, cudaMemcpyHostToDevice, r.s1));
+      }
+    });
+  }
+  std::printf("\n# host time to queue the current pipeline (64 MiB, 1 MiB chunks)\n");
+  {
+    std::vector<double> t;
+    for (int rep = 0; rep < 10; ++rep) {
+      auto a = std::chrono::steady_clock::now();
+      ce_events(r, n64, 1 * MiB, 4);
+      auto b = std::chrono::steady_clock::now();
+      sync_both(r);
+      t.push_back(std::chrono::duration<double>(b - a).count());
+    }
+    std::printf("queue 64 chunks: %.1f us (%.2f us per chunk)\n", median(t) * 1e6,
+                median(t) * 1e6 / 64);
+  }
+
+  std::printf("\n# copy engines chained by events (memarea today) and by stream memory ops\n");
+  for (size_t c : {1 * MiB, 2 * MiB, 4 * MiB, 8 * MiB}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "CE events, %zu MiB x4", c / MiB);
+    measure(r, name, n64, true, [&] { ce_events(r, n64, c, 4); }, base(n64));
+    std::snprintf(name, sizeof name, "CE events, %zu MiB x%zu (no reuse)", c / MiB, n64 / c);
+    if (n64 / c <= 64) measure(r, name, n64, true, [&] { ce_events(r, n64, c, n64 / c); }, base(n64));
+    std::snprintf(name, sizeof name, "CE memops, %zu MiB x4", c / MiB);
+    measure(r, name, n64, true, [&] { ce_memops(r, n64, c, 4, false); }, base(n64));
+    std::snprintf(name, sizeof name, "CE memops, %zu MiB x%zu (no reuse)", c / MiB,
+                  std::min<size_t>(n64 / c, 64));
+    measure(r, name, n64, true, [&] { ce_memops(r, n64, c, std::min<size_t>(n64 / c, 64), false); },
+            base(n64));
+  }
+
+  std::printf("\n# SMs alone: writes to / reads from pinned host memory (64 MiB)\n");
+  for (int b : {2, 4, 8, 16, 32, 66, 132}) {
+    if (b > r.sms) continue;
+    char name[64];
+    std::snprintf(name, sizeof name, "SM write dev->host GPU0, %d blocks", b);
+    measure(r, name, n64, false, [&] {
+      CK(cudaSetDevice(0));
+      sm_copy<<<b, 1024, 0, r.s0>>>(r.ring, r.src, n64);
+      CK(cudaGetLastError());
+    });
+    std::snprintf(name, sizeof name, "SM read host->dev GPU1, %d blocks", b);
+    measure(r, name, n64, false, [&] {
+      CK(cudaSetDevice(1));
+      sm_copy<<<b, 1024, 0, r.s1>>>(r.dst, r.ring, n64);
+      CK(cudaGetLastError());
+    });
+  }
+
+  std::printf("\n# both halves by the SMs, flags per slot\n");
+  for (size_t slot : {256 * KiB, 1 * MiB}) {
+    for (int b : {4, 8, 16, 32, 66}) {
+      char name[64];
+      std::snprintf(name, sizeof name, "SM+SM, slot %zu KiB, %d+%d blocks", slot / KiB, b, b);
+      measure(r, name, n64, true, [&] { sm_both(r, n64, slot, b, b); }, base(n64));
+    }
+  }
+
+  std::printf("\n# copy engine on one side, SMs on the other\n");
+  for (size_t c : {1 * MiB, 2 * MiB, 4 * MiB}) {
+    for (int b : {8, 16, 32}) {
+      char name[64];
+      std::snprintf(name, sizeof name, "CE d2h + SM h2d, %zu MiB, %d blocks", c / MiB, b);
+      measure(r, name, n64, true, [&] { ce_then_sm(r, n64, c, b); }, base(n64));
+      std::snprintf(name, sizeof name, "SM d2h + CE h2d, %zu MiB, %d blocks", c / MiB, b);
+      measure(r, name, n64, true, [&] { sm_then_ce(r, n64, c, b); }, base(n64));
+    }
+  }
+
+  std::printf("\n# the same at 16 and 256 MiB (a few settings)\n");
+  for (size_t n : {16 * MiB, 256 * MiB}) {
+    measure(r, "CE events, chunk sqrt rule x4", n, true,
+            [&] { ce_events(r, n, n == 16 * MiB ? 2 * MiB : 8 * MiB, 4); }, base(n));
+    measure(r, "CE memops, 2 MiB x32", n, true, [&] { ce_memops(r, n, 2 * MiB, 32, false); },
+            base(n));
+    for (int b : {8, 16, 32}) {
+      char name[64];
+      std::snprintf(name, sizeof name, "SM+SM, slot 1024 KiB, %d+%d blocks", b, b);
+      measure(r, name, n, true, [&] { sm_both(r, n, 1 * MiB, b, b); }, base(n));
+      std::snprintf(name, sizeof name, "CE d2h + SM h2d, 2 MiB, %d blocks", b);
+      measure(r, name, n, true, [&] { ce_then_sm(r, n, 2 * MiB, b); }, base(n));
+    }
+  }
+  std::printf("\ndone\n");
+  return 0;
+}
