@@ -5,10 +5,13 @@
 //   nvcc -O2 -std=c++17 -arch=sm_90 bench/experiments/staging_paths.cu -lcuda -o staging_paths
 //   ./staging_paths          (first call's experiments)
 //   ./staging_paths part2    (second call's)
+//   ./staging_paths part3    (third call's)
+//   ./staging_paths part4    (fourth call's)
 // Prints one line per configuration: median time of 20 repetitions and GB/s, and checks the
 // destination byte for byte after each configuration's first repetition.
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -435,6 +438,208 @@ void part2(rig& r) {
   }
 }
 
+// ---- part 3: the third call: several streams per side ----------------------------------------
+
+// The pipeline with `lanes` stream pairs; chunk i goes through lane i % lanes, slot i % nb.
+void ce_lanes(rig& r, std::vector<cudaStream_t>& s0, std::vector<cudaStream_t>& s1, size_t n,
+              size_t c, size_t nb) {
+  const size_t lanes = s0.size();
+  size_t i = 0;
+  const size_t chunks = (n + c - 1) / c;
+  for (size_t off = 0; off < n; off += c, ++i) {
+    const size_t len = std::min(c, n - off), b = i % nb, l = i % lanes;
+    CK(cudaSetDevice(0));
+    if (i >= nb) CK(cudaStreamWaitEvent(s0[l], r.drained[b], 0));
+    CK(cudaMemcpyAsync(r.ring + b * c, r.src + off, len, cudaMemcpyDeviceToHost, s0[l]));
+    CK(cudaEventRecord(r.staged[b], s0[l]));
+    CK(cudaSetDevice(1));
+    CK(cudaStreamWaitEvent(s1[l], r.staged[b], 0));
+    CK(cudaMemcpyAsync(r.dst + off, r.ring + b * c, len, cudaMemcpyHostToDevice, s1[l]));
+    if (i + nb < chunks) CK(cudaEventRecord(r.drained[b], s1[l]));
+  }
+}
+
+void part3(rig& r) {
+  const size_t n64 = 64 * MiB;
+  std::vector<cudaStream_t> s0(4), s1(4);
+  CK(cudaSetDevice(0));
+  for (auto& s : s0) CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaSetDevice(1));
+  for (auto& s : s1) CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  // Untimed events for the lanes (part 1 made r.staged/r.drained untimed already).
+  auto sync_all = [&] {
+    CK(cudaSetDevice(0));
+    CK(cudaDeviceSynchronize());
+    CK(cudaSetDevice(1));
+    CK(cudaDeviceSynchronize());
+  };
+  auto timeit = [&](const char* name, size_t n, const std::function<void()>& fn, double base,
+                    bool check) {
+    if (check) {
+      CK(cudaSetDevice(1));
+      CK(cudaMemset(r.dst, 0, n));
+      CK(cudaDeviceSynchronize());
+    }
+    std::vector<double> t;
+    bool bad = false;
+    for (int rep = 0; rep < 23; ++rep) {
+      auto a = std::chrono::steady_clock::now();
+      fn();
+      sync_all();
+      auto b = std::chrono::steady_clock::now();
+      if (rep >= 3) t.push_back(std::chrono::duration<double>(b - a).count());
+      if (rep == 0 && check) {
+        CK(cudaSetDevice(1));
+        CK(cudaMemcpy(r.got.data(), r.dst, n, cudaMemcpyDeviceToHost));
+        bad = std::memcmp(r.got.data(), r.expect.data(), n) != 0;
+      }
+    }
+    const double gbs = n / median(t) / 1e9;
+    std::printf("%-52s n=%4zu MiB  %9.1f us  %6.1f GB/s", name, n / MiB, median(t) * 1e6, gbs);
+    if (base > 0) std::printf("  %.3fx driver", gbs / base);
+    if (check) std::printf("  %s", bad ? "DATA MISMATCH" : "data ok");
+    std::printf("\n");
+    std::fflush(stdout);
+    return gbs;
+  };
+  std::printf("\n# part 3: does a second stream per side hide the per-copy cost?\n");
+  double base64 = timeit("driver one way", n64, [&] {
+    CK(cudaSetDevice(0));
+    CK(cudaMemcpyPeerAsync(r.dst, 1, r.src, 0, n64, r.s0));
+  }, 0, true);
+  for (size_t c : {512 * KiB, 1 * MiB, 2 * MiB}) {
+    for (size_t lanes : {1, 2, 4}) {
+      char name[96];
+      std::snprintf(name, sizeof name, "d2h only GPU0, %zu KiB copies over %zu streams", c / KiB, lanes);
+      timeit(name, n64, [&] {
+        CK(cudaSetDevice(0));
+        size_t i = 0;
+        for (size_t off = 0; off < n64; off += c, ++i)
+          CK(cudaMemcpyAsync(r.ring + off, r.src + off, c, cudaMemcpyDeviceToHost, s0[i % lanes]));
+      }, 0, false);
+      std::snprintf(name, sizeof name, "h2d only GPU1, %zu KiB copies over %zu streams", c / KiB, lanes);
+      timeit(name, n64, [&] {
+        CK(cudaSetDevice(1));
+        size_t i = 0;
+        for (size_t off = 0; off < n64; off += c, ++i)
+          CK(cudaMemcpyAsync(r.dst + off, r.ring + off, c, cudaMemcpyHostToDevice, s1[i % lanes]));
+      }, 0, false);
+    }
+  }
+  for (size_t c : {1 * MiB, 2 * MiB, 4 * MiB}) {
+    for (size_t lanes : {1, 2, 4}) {
+      const size_t nb = std::min<size_t>(32 * MiB / c, 64);
+      std::vector<cudaStream_t> a(s0.begin(), s0.begin() + lanes), b(s1.begin(), s1.begin() + lanes);
+      char name[96];
+      std::snprintf(name, sizeof name, "pipeline %zu MiB x%zu, %zu lanes", c / MiB, nb, lanes);
+      timeit(name, n64, [&] { ce_lanes(r, a, b, n64, c, nb); }, base64, true);
+    }
+  }
+  double base256 = timeit("driver one way", 256 * MiB, [&] {
+    CK(cudaSetDevice(0));
+    CK(cudaMemcpyPeerAsync(r.dst, 1, r.src, 0, 256 * MiB, r.s0));
+  }, 0, true);
+  for (size_t c : {1 * MiB, 2 * MiB, 4 * MiB}) {
+    for (size_t lanes : {1, 2}) {
+      const size_t nb = std::min<size_t>(32 * MiB / c, 64);
+      std::vector<cudaStream_t> a(s0.begin(), s0.begin() + lanes), b(s1.begin(), s1.begin() + lanes);
+      char name[96];
+      std::snprintf(name, sizeof name, "pipeline %zu MiB x%zu, %zu lanes", c / MiB, nb, lanes);
+      timeit(name, 256 * MiB, [&] { ce_lanes(r, a, b, 256 * MiB, c, nb); }, base256, true);
+    }
+  }
+}
+
+// ---- part 4: the fourth call: what kind of host memory the slots are ----------------------------
+
+void part4(rig& r) {
+  struct ring_kind {
+    const char* name;
+    char* p;
+  };
+  std::vector<ring_kind> kinds;
+  kinds.push_back({"cudaHostAlloc portable|mapped", r.ring});
+  char* wc = nullptr;
+  CK(cudaHostAlloc(&wc, ring_bytes,
+                   cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined));
+  kinds.push_back({"cudaHostAlloc + write-combined", wc});
+  void* thp = nullptr;
+  if (posix_memalign(&thp, 2 * MiB, ring_bytes) == 0) {
+    madvise(thp, ring_bytes, MADV_HUGEPAGE);
+    std::memset(thp, 3, ring_bytes);
+    CK(cudaHostRegister(thp, ring_bytes, cudaHostRegisterPortable | cudaHostRegisterMapped));
+    kinds.push_back({"THP (madvise) + cudaHostRegister", static_cast<char*>(thp)});
+  }
+  void* huge = mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+  if (huge != MAP_FAILED) {
+    std::memset(huge, 4, ring_bytes);
+    CK(cudaHostRegister(huge, ring_bytes, cudaHostRegisterPortable | cudaHostRegisterMapped));
+    kinds.push_back({"MAP_HUGETLB + cudaHostRegister", static_cast<char*>(huge)});
+  } else {
+    std::printf("MAP_HUGETLB: %s (no hugetlb pages reserved)\n", std::strerror(errno));
+  }
+  {
+    FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[256] = {0};
+    if (f && std::fgets(line, sizeof line, f)) std::printf("THP: %s", line);
+    if (f) std::fclose(f);
+  }
+  auto timeit = [&](const char* what, const char* kind, size_t n, const std::function<void()>& fn,
+                    double base) {
+    std::vector<double> t;
+    for (int rep = 0; rep < 23; ++rep) {
+      auto a = std::chrono::steady_clock::now();
+      fn();
+      sync_both(r);
+      auto b = std::chrono::steady_clock::now();
+      if (rep >= 3) t.push_back(std::chrono::duration<double>(b - a).count());
+    }
+    const double gbs = n / median(t) / 1e9;
+    std::printf("%-26s %-34s n=%4zu MiB %8.1f us %6.1f GB/s", what, kind, n / MiB,
+                median(t) * 1e6, gbs);
+    if (base > 0) std::printf("  %.3fx driver", gbs / base);
+    std::printf("\n");
+    std::fflush(stdout);
+    return gbs;
+  };
+  std::printf("\n# part 4: slots in other kinds of pinned memory\n");
+  for (int round = 0; round < 2; ++round) {
+    for (size_t n : {64 * MiB, 256 * MiB}) {
+      const double base = timeit("driver peer copy", "-", n, [&] {
+        CK(cudaSetDevice(0));
+        CK(cudaMemcpyPeerAsync(r.dst, 1, r.src, 0, n, r.s0));
+      }, 0);
+      for (auto& k : kinds) {
+        if (n == 64 * MiB) {
+          timeit("d2h one 64 MiB copy", k.name, n, [&] {
+            CK(cudaSetDevice(0));
+            CK(cudaMemcpyAsync(k.p, r.src, n, cudaMemcpyDeviceToHost, r.s0));
+          }, 0);
+          timeit("h2d one 64 MiB copy", k.name, n, [&] {
+            CK(cudaSetDevice(1));
+            CK(cudaMemcpyAsync(r.dst, k.p, n, cudaMemcpyHostToDevice, r.s1));
+          }, 0);
+        }
+        for (size_t c : {2 * MiB, 4 * MiB}) {
+          char what[64];
+          std::snprintf(what, sizeof what, "pipeline %zu MiB x%zu", c / MiB, 32 * MiB / c);
+          CK(cudaSetDevice(1));
+          CK(cudaMemset(r.dst, 0, n));
+          CK(cudaDeviceSynchronize());
+          timeit(what, k.name, n, [&] {
+            ce_events_flagged(r, r.staged, r.drained, r.dst, r.src, k.p, n, c, 32 * MiB / c, 0,
+                              r.s0, 1, r.s1);
+          }, base);
+          CK(cudaSetDevice(1));
+          CK(cudaMemcpy(r.got.data(), r.dst, n, cudaMemcpyDeviceToHost));
+          if (std::memcmp(r.got.data(), r.expect.data(), n) != 0) std::printf("  DATA MISMATCH\n");
+        }
+      }
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   rig r;
   int count = 0;
@@ -479,6 +684,16 @@ int main(int argc, char** argv) {
   r.drained.resize(64);
   for (auto& e : r.drained) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 
+  if (argc > 1 && std::string(argv[1]) == "part4") {
+    part4(r);
+    std::printf("\ndone\n");
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "part3") {
+    part3(r);
+    std::printf("\ndone\n");
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "part2") {
     part2(r);
     std::printf("\ndone\n");
