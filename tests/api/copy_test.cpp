@@ -395,7 +395,7 @@ TEST(Copy, StagedCopyInAChildOfFork) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    alarm(30);  // a stuck child dies instead of hanging the suite
+    alarm(300);  // a stuck child dies instead of hanging the suite (generous: CI is shared)
     int rc = 0;
     try {
       buffer c = area(1).allocate(n);

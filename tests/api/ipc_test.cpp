@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <latch>
 #include <optional>
@@ -762,6 +763,11 @@ TEST(IpcProcess, SegmentsOfDeadExportersAreRemoved) {
 
 namespace {
 
+/// Seconds either side of a fork() test waits for the other. Only a hang should reach it: a CI
+/// machine that is shared and slow may stall a process for tens of seconds (the child's steps
+/// take milliseconds), and a hang is then described (see forked::where) rather than raced.
+constexpr int kForkWait = 240;
+
 /// A child of fork(): killed and reaped if the test leaves before it exited.
 struct forked {
   pid_t pid = -1;
@@ -776,6 +782,36 @@ struct forked {
       while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
       }
     }
+  }
+  /// Where the child is, for failure messages: the step it reported last (see fork_case::stage)
+  /// and, while it runs, the kernel function it sleeps in and its current system call (a
+  /// blocked futex, syscall 202 on x86-64, is a lock that will never be released).
+  std::string where(const volatile int* stage) const {
+    auto first_line = [](const std::string& path) {
+      std::string line;
+      if (FILE* f = std::fopen(path.c_str(), "r")) {
+        char buf[256];
+        if (std::fgets(buf, sizeof buf, f)) line = buf;
+        std::fclose(f);
+      }
+      while (!line.empty() && (line.back() == '\n' || line.back() == '\0')) line.pop_back();
+      return line.empty() ? std::string("?") : line;
+    };
+    const std::string proc = "/proc/" + std::to_string(pid);
+    std::string out = "child at step " + std::to_string(stage ? *stage : -1) + ", wchan " +
+                      first_line(proc + "/wchan") + ", syscall " + first_line(proc + "/syscall");
+    // Its stacks, where gdb is installed: a hang then names the lock it waits for.
+    if (::access("/usr/bin/gdb", X_OK) == 0) {
+      const std::string cmd = "timeout 30 /usr/bin/gdb -p " + std::to_string(pid) +
+                              " -batch -nx -ex 'thread apply all bt' 2>&1";
+      if (FILE* f = ::popen(cmd.c_str(), "r")) {
+        out += "\n";
+        char buf[512];
+        while (std::fgets(buf, sizeof buf, f)) out += buf;
+        ::pclose(f);
+      }
+    }
+    return out;
   }
   /// Exit status, 128+signal, or -1 (then killed) when it did not exit within `seconds`.
   int wait(int seconds) {
@@ -829,6 +865,9 @@ struct fork_case {
   std::size_t n = 0, off = 0;
   std::uint64_t seed = 0, back = 0;
   int in = -1, out = -1;  ///< pipes from and to the parent
+  /// The step the child reached, in memory shared with the parent: a child that hangs is named
+  /// by the step it hangs in.
+  volatile int* stage = nullptr;
 };
 
 /// The child's side on a backend that refuses IPC after fork (CUDA, HIP): it must say so
@@ -850,46 +889,61 @@ int refusing_child(const fork_case& c) {
 
 /// The child's side on sim: a new process that imports its parent's memory and exports its own.
 int importing_child(const fork_case& c) {
+  auto step = [&](int k) { *c.stage = k; };
   // Not the parent's state: its open is not ours to close, and its export (cached in this
   // thread before fork) is not served.
+  step(1);
   try {
     ipc::close(c.parent_open);
     return 20;
   } catch (const error& e) {
     if (e.status() != errc::invalid_value) return 21;
   }
+  step(2);
   try {
     (void)ipc::export_handle(c.interior);
     return 22;
   } catch (const error& e) {
     if (e.status() != errc::invalid_value) return 23;  // the parent's memory: not ours
   }
+  step(3);
   try {
     c.parent_stream->synchronize();  // would wait forever on a thread that is not here
     return 33;
   } catch (const error& e) {
     if (e.status() != errc::invalid_value) return 34;
   }
+  step(4);
   void* p = ipc::open(c.parent_handle);
   if (p == c.interior) return 24;  // short-circuited as if it were the exporter
   if (lookup(p).kind != memory_kind::ipc_imported) return 25;
+  step(5);
   if (!holds(p, c.seed, c.n, c.off)) return 26;  // through the child's own (new) streams
+  step(6);
   fill(p, c.back, c.n - c.off);
+  step(7);
   char msg = 'o';
   if (!write_all(c.out, &msg, 1)) return 27;
-  if (!read_within(c.in, &msg, 1, 30) || msg != 'c') return 28;
+  if (!read_within(c.in, &msg, 1, kForkWait) || msg != 'c') return 28;
+  step(8);
   ipc::close(p);
 
+  step(9);
   buffer mine = area(0).allocate(4096);
   fill(mine.data(), c.back, 4096);
+  step(10);
   const auto h = ipc::export_handle(mine.data());
+  step(11);
   void* self = ipc::open(h);
   if (self != mine.data()) return 29;
   ipc::close(self);
+  step(12);
   if (!write_all(c.out, h.bytes.data(), h.bytes.size())) return 30;
-  if (!read_within(c.in, &msg, 1, 30) || msg != 'd') return 31;
+  if (!read_within(c.in, &msg, 1, kForkWait) || msg != 'd') return 31;
   // Freeing the parent's memory here unmaps the child's view only (the parent checks).
+  step(13);
   area(0).munmap(c.base, c.n);
+  step(14);
   return 0;
 }
 
@@ -915,6 +969,13 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
 #endif
   const bool sim = backend_name() == "sim";
   fork_case c;
+  void* shared = mmap(nullptr, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+  ASSERT_NE(shared, MAP_FAILED) << std::strerror(errno);
+  const std::unique_ptr<void, void (*)(void*)> unmap_shared(
+      shared, [](void* q) { munmap(q, sizeof(int)); });
+  c.stage = static_cast<volatile int*>(shared);
+  *c.stage = 0;
   c.n = 70000;
   c.off = 4096 + 17;
   buffer b = area(0).allocate(c.n);
@@ -939,7 +1000,7 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
   child_proc.pid = fork();
   ASSERT_GE(child_proc.pid, 0) << std::strerror(errno);
   if (child_proc.pid == 0) {
-    alarm(60);  // a stuck child dies (SIGALRM) instead of hanging the suite
+    alarm(3 * kForkWait);  // a stuck child dies (SIGALRM) after the parent described it
     ::close(down[1]);
     ::close(up[0]);
     c.in = down[0];
@@ -958,15 +1019,17 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
 
   if (sim) {
     char msg = 0;
-    ASSERT_TRUE(read_within(from_child, &msg, 1, 30) && msg == 'o')
-        << "the child did not open the parent's handle; exit status " << child_proc.wait(5);
+    ASSERT_TRUE(read_within(from_child, &msg, 1, kForkWait) && msg == 'o')
+        << "the child did not open the parent's handle; " << child_proc.where(c.stage)
+        << "; exit status " << child_proc.wait(5);
     EXPECT_EQ(ipc::importers(b.data()), 1) << "the child counts as an importer";
     EXPECT_TRUE(holds(c.interior, c.back, c.n - c.off)) << "the child's writes are visible";
     msg = 'c';
     ASSERT_TRUE(write_all(to_child, &msg, 1));
     ipc::handle theirs;
-    ASSERT_TRUE(read_within(from_child, theirs.bytes.data(), theirs.bytes.size(), 30))
-        << "exit status " << child_proc.wait(5);
+    ASSERT_TRUE(
+        read_within(from_child, theirs.bytes.data(), theirs.bytes.size(), kForkWait))
+        << child_proc.where(c.stage) << "; exit status " << child_proc.wait(5);
     {
       ipc::mapping m(theirs);
       EXPECT_TRUE(holds(m.get(), c.back, 4096)) << "the child exports its own memory";
@@ -975,7 +1038,9 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
     ASSERT_TRUE(write_all(to_child, &msg, 1));
   }
   const pid_t child_pid = child_proc.pid;
-  EXPECT_EQ(child_proc.wait(60), 0) << "the child's exit status names its failed check";
+  const int child_status = child_proc.wait(kForkWait);
+  EXPECT_EQ(child_status, 0) << "the child's exit status names its failed check"
+                             << (child_status == -1 ? "; " + child_proc.where(c.stage) : "");
   ::close(to_child);
   ::close(from_child);
   ipc::collect();  // drops the cached mapping of the exited child
