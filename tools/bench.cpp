@@ -35,11 +35,50 @@ double median_us(int reps, const std::function<void()>& fn) {
   return t[t.size() / 2];
 }
 
+std::pair<double, double> paired_median_us(int reps, const std::function<void()>& a,
+                                           const std::function<void()>& b) {
+  auto time_us = [](const std::function<void()>& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+        .count();
+  };
+  a();  // warm-up
+  b();
+  std::vector<double> ta, tb;
+  ta.reserve(static_cast<std::size_t>(reps));
+  tb.reserve(static_cast<std::size_t>(reps));
+  for (int i = 0; i < reps; ++i) {
+    // Swap which goes first every turn: the second of a pair may find caches the first warmed.
+    if (i % 2 == 0) {
+      ta.push_back(time_us(a));
+      tb.push_back(time_us(b));
+    } else {
+      tb.push_back(time_us(b));
+      ta.push_back(time_us(a));
+    }
+  }
+  auto median = [](std::vector<double>& t) {
+    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+    return t[t.size() / 2];
+  };
+  return {median(ta), median(tb)};
+}
+
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
         bool strict) {
   std::vector<row> rows;
   context ctx{repetitions, quick, &rows};
   std::vector<std::string> failed;
+  // A filter that names no case is a typo, not an empty result.
+  if (std::none_of(cases().begin(), cases().end(),
+                   [&](const auto& c) { return c.first.find(filter) != std::string::npos; })) {
+    std::string names;
+    for (auto& c : cases()) names += (names.empty() ? "" : ", ") + c.first;
+    throw memarea::error(memarea::errc::invalid_value,
+                         fmt::format("bench: no case matches --filter \"{}\" (cases: {})",
+                                     filter, names));
+  }
   for (auto& [name, fn] : cases()) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
     std::cerr << "bench: " << name << "...\n";

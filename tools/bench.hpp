@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memarea::cli::bench {
@@ -39,6 +40,12 @@ struct registrar {
 
 /// The median of `reps` timings of fn, in microseconds (fn does one operation).
 double median_us(int reps, const std::function<void()>& fn);
+
+/// The medians, in microseconds, of `reps` timings each of a and b, taken in turns (a b, b a,
+/// a b, ...): a driver whose speed drifts during the run (an H200's allocation took 55 us, then
+/// 75 us, within one run) slows both alike, where blocks of one then the other would not.
+std::pair<double, double> paired_median_us(int reps, const std::function<void()>& a,
+                                           const std::function<void()>& b);
 
 /// Runs the cases whose name contains `filter`; prints a table and writes JSON to json_path
 /// when not empty. Returns 0, or 1 when a target was missed and strict is set.

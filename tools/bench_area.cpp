@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <iostream>
 
 namespace memarea::cli::bench {
@@ -27,36 +28,29 @@ void area_mmap_munmap(context& ctx) {
   const area a(0);
   std::vector<std::size_t> sizes{256, std::size_t{1} << 20, std::size_t{64} << 20};
   for (std::size_t size : sizes) {
-    // Alternate the two in rounds so drift in the driver's state hits both alike.
-    double mem = 0, raw = 0;
-    std::string raw_name;
-    std::vector<double> mems, raws;
-    for (int round = 0; round < 5; ++round) {
-      mems.push_back(median_us(ctx.repetitions, [&] { a.munmap(a.mmap(size), size); }));
-#ifdef MEMAREA_HAVE_CUDA
-      if (auto* cu = raw_cuda()) {
-        raw_name = "cuMemAlloc+cuMemFree";
-        raw_cuda_use_device(*cu, 0);
-        raws.push_back(median_us(ctx.repetitions, [&] {
-          CUdeviceptr p;
-          if (cu->MemAlloc(&p, size) != CUDA_SUCCESS) throw error(errc::out_of_memory, "raw");
-          cu->MemFree(p);
-        }));
-        continue;
-      }
-#endif
-      raw_name = "driver layer malloc_device+free_device";
+    std::string raw_name = "driver layer malloc_device+free_device";
+    std::function<void()> raw_op = [size] {
       auto& gpu = detail::system::get().gpu();
-      raws.push_back(median_us(ctx.repetitions, [&] {
-        void* p = nullptr;
-        detail::check(gpu.malloc_device(0, size, &p), "raw malloc");
-        detail::check(gpu.free_device(p), "raw free");
-      }));
+      void* p = nullptr;
+      detail::check(gpu.malloc_device(0, size, &p), "raw malloc");
+      detail::check(gpu.free_device(p), "raw free");
+    };
+#ifdef MEMAREA_HAVE_CUDA
+    if (auto* cu = raw_cuda()) {
+      raw_name = "cuMemAlloc+cuMemFree";
+      // Device 0's primary context, which memarea's area(0) works in too (set once: the call
+      // retains the context).
+      raw_cuda_use_device(*cu, 0);
+      raw_op = [cu, size] {
+        CUdeviceptr p;
+        if (cu->MemAlloc(&p, size) != CUDA_SUCCESS) throw error(errc::out_of_memory, "raw");
+        cu->MemFree(p);
+      };
     }
-    std::sort(mems.begin(), mems.end());
-    std::sort(raws.begin(), raws.end());
-    mem = mems[mems.size() / 2];
-    raw = raws[raws.size() / 2];
+#endif
+    // One memarea and one raw allocation in turns: the driver's speed drifts within a run.
+    const auto [mem, raw] = paired_median_us(
+        5 * ctx.repetitions, [&] { a.munmap(a.mmap(size), size); }, raw_op);
     const double allowed = std::max(raw * 0.05, 0.2);
     row r;
     r.group = "area mmap+munmap";

@@ -46,7 +46,9 @@ int main(int argc, char** argv) {
     if (*topo) return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps);
     if (*bench) return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
   } catch (const memarea::error& e) {
-    std::cerr << "memarea: " << e.what() << " [" << memarea::to_string(e.status()) << "]\n";
+    // what() already ends in the status name; say it once, and the driver's error if any.
+    std::cerr << "memarea: " << e.message() << " [" << memarea::to_string(e.status())
+              << (e.driver_error().empty() ? "" : ", " + e.driver_error()) << "]\n";
     return 1;
   }
   return 0;

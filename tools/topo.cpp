@@ -19,6 +19,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -403,6 +405,19 @@ int run_topo(bool json, const std::string& svg_path, const std::string& size_tex
   if (!size_text.empty() && size == 0) throw error(errc::invalid_value, "topo: --size is 0");
   if (size == 0) size = on_sim ? (std::size_t{4} << 20) : (std::size_t{256} << 20);
   if (reps <= 0) reps = on_sim ? 3 : 10;
+  // A path that cannot be written fails now, not after a minute of measuring; nothing is
+  // created or truncated until the measurement is done.
+  if (!svg_path.empty()) {
+    const std::filesystem::path p(svg_path);
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec))
+      throw error(errc::invalid_value, "topo: --svg " + svg_path + " is a directory");
+    const bool exists = std::filesystem::exists(p, ec);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    if (exists ? ::access(svg_path.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
+      throw error(errc::invalid_value,
+                  "topo: cannot write " + svg_path + ": " + std::strerror(errno));
+  }
   if (device_count() < 2 && !json) std::cerr << "topo: fewer than 2 devices: nothing to measure\n";
   const results r = run(size, reps);
   if (!svg_path.empty()) {
