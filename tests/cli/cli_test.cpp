@@ -4,10 +4,14 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -191,6 +195,48 @@ TEST(CliTopo, TextPrintsEveryMatrix) {
   // Progress is for terminals only: a pipe gets none of its carriage returns.
   EXPECT_EQ(r.out.find('\r'), std::string::npos);
   EXPECT_EQ(r.err.find('\r'), std::string::npos);
+}
+
+TEST(CliTopo, ProgressShowsOnATerminalAndIsClearedAtTheEnd) {
+  // stderr on a pseudo-terminal, stdout to a file (as `memarea topo > matrix.txt` run by a
+  // person): progress goes to the terminal and none of it to the file.
+  int master = -1, slave = -1;
+  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0) << std::strerror(errno);
+  scratch_dir dir;
+  const fs::path out = dir.path() / "out";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(master);
+    for (const auto& kv : k_sim4_groups) ::putenv(const_cast<char*>(kv.c_str()));
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0 || ::dup2(o, 1) < 0 || ::dup2(slave, 2) < 0) ::_exit(126);
+    ::execl(MEMAREA_CLI, MEMAREA_CLI, "topo", "--size", "64K", "--reps", "1", nullptr);
+    ::_exit(127);
+  }
+  ::close(slave);
+  std::string tty;
+  char buf[4096];
+  for (;;) {  // read while it runs: a full terminal buffer would stop it
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      const ssize_t got = ::read(master, buf, sizeof buf);
+      if (got <= 0) break;  // EIO once the child has gone and the slave is closed
+      tty.append(buf, static_cast<std::size_t>(got));
+    }
+  }
+  ::close(master);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << tty;
+  EXPECT_NE(tty.find("\rtopo: measuring 0 -> 1"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("\rtopo: measuring 3 -> 2"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("measuring all pairs at once"), std::string::npos) << tty;
+  // The last thing on the terminal clears the progress line.
+  EXPECT_EQ(tty.substr(tty.size() - 4), "\r\x1b[K") << tty;
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("unidirectional bandwidth"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos);
 }
 
 TEST(CliTopo, SvgHasAPanelPerMeasurementAndACellPerPair) {
