@@ -22,6 +22,7 @@
 #include <limits>
 #include <random>
 #include <system_error>
+#include <thread>
 
 namespace memarea::detail {
 namespace sim {
@@ -154,12 +155,43 @@ std::vector<sim_driver*>& live_drivers() {
 std::vector<std::shared_ptr<void>>* g_inherited = nullptr;
 }  // namespace
 
+/// The streams whose queue locks on_fork_prepare holds across fork().
+std::vector<std::shared_ptr<stream>>* g_fork_held = nullptr;
+
 void sim_driver::on_fork_prepare() {
   g_live_mutex.lock();
-  for (sim_driver* d : live_drivers()) d->m_.lock();
+  if (!g_fork_held) g_fork_held = new std::vector<std::shared_ptr<stream>>();
+  // fork() copies a process whose other threads stop where they are. A stream worker stopped
+  // inside a task may hold a lock of the C library or of a sanitizer (a task frees what it
+  // captured), which the child would then wait on for ever. So fork at a moment when every
+  // worker is between tasks: all locks held, no worker in a task. A worker in a task may be
+  // waiting on another stream or on m_, so while one is busy everything is let go and tried
+  // again. Queued work always finishes (a task waits only for work queued before it), but a
+  // stream that stays busy does not stop fork() for ever: after 2 s it goes ahead as before.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    for (sim_driver* d : live_drivers()) d->m_.lock();
+    bool busy = false;
+    auto hold = [&](const std::shared_ptr<stream>& st) {
+      if (!st) return;
+      busy |= st->lock_for_fork();
+      g_fork_held->push_back(st);
+    };
+    for (sim_driver* d : live_drivers()) {
+      for (const auto& st : d->default_streams_) hold(st);
+      for (const auto& [k, st] : d->streams_) hold(st);
+    }
+    if (!busy || std::chrono::steady_clock::now() >= deadline) return;
+    for (const auto& st : *g_fork_held) st->unlock_after_fork();
+    g_fork_held->clear();
+    for (sim_driver* d : live_drivers()) d->m_.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 void sim_driver::on_fork_parent() {
+  for (const auto& st : *g_fork_held) st->unlock_after_fork();
+  g_fork_held->clear();
   for (sim_driver* d : live_drivers()) d->m_.unlock();
   g_live_mutex.unlock();
 }

@@ -4,6 +4,11 @@ namespace memarea::detail::sim {
 
 stream::stream(int device) : device_(device) {
   worker_ = std::thread([this] { run(); });
+  // Return only once the worker runs: a thread still starting may hold allocator locks (ASan's
+  // allocator takes them while it sets up the thread), and a fork() right after this would
+  // leave them locked for good in the child.
+  std::unique_lock lk(m_);
+  done_cv_.wait(lk, [&] { return started_; });
 }
 
 stream::~stream() { shutdown(); }
@@ -47,11 +52,14 @@ void stream::shutdown() {
 /// (stream_wait_event) while other threads keep queueing here.
 void stream::run() {
   std::unique_lock lk(m_);
+  started_ = true;
+  done_cv_.notify_all();
   while (true) {
     work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ and drained
     std::function<void()> fn = std::move(queue_.front());
     queue_.pop_front();
+    in_task_.store(true, std::memory_order_relaxed);  // m_ is held: lock_for_fork sees it
     lk.unlock();
     try {
       fn();
@@ -59,10 +67,19 @@ void stream::run() {
       // A task has nowhere to report to (like an asynchronous CUDA error); keep the order going.
     }
     fn = nullptr;  // drop captured references before taking the lock again
+    // Out of the task: from here to the lock the worker touches nothing but its own stack.
+    in_task_.store(false, std::memory_order_release);
     lk.lock();
     ++completed_;
     done_cv_.notify_all();
   }
 }
+
+bool stream::lock_for_fork() {
+  m_.lock();
+  return in_task_.load(std::memory_order_acquire);
+}
+
+void stream::unlock_after_fork() { m_.unlock(); }
 
 }  // namespace memarea::detail::sim

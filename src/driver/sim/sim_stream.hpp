@@ -1,6 +1,7 @@
 // The sim backend's streams and events: a worker thread per stream runs its tasks in order.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,6 +38,13 @@ class stream {
   /// Runs what is queued, then stops and joins the worker. Idempotent; later enqueues fail.
   void shutdown();
 
+  /// For fork(): takes the queue lock and keeps it (the worker cannot start a task while it is
+  /// held); returns whether the worker is inside a task, where it may hold locks of the C
+  /// library or a sanitizer that a child of fork() could never take.
+  bool lock_for_fork();
+  /// Gives back the lock lock_for_fork() took (in the parent, and in the child for tidiness).
+  void unlock_after_fork();
+
  private:
   void run();
 
@@ -48,6 +56,8 @@ class stream {
   std::uint64_t submitted_ = 0;
   std::uint64_t completed_ = 0;
   bool stop_ = false;
+  bool started_ = false;             ///< the worker has entered run()
+  std::atomic<bool> in_task_{false};  ///< the worker is running a task (or freeing it)
   std::mutex join_m_;  ///< serialises shutdown() so two destroyers do not join twice
   std::thread worker_;
 };
