@@ -1,4 +1,5 @@
 #include "tools/bench.hpp"
+#include "tools/output_file.hpp"
 
 #include <memarea/device.hpp>
 #include <memarea/error.hpp>
@@ -7,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -35,8 +35,8 @@ double median_us(int reps, const std::function<void()>& fn) {
   return t[t.size() / 2];
 }
 
-std::pair<double, double> paired_median_us(int reps, const std::function<void()>& a,
-                                           const std::function<void()>& b) {
+paired_times paired_median_us(int reps, const std::function<void()>& a,
+                              const std::function<void()>& b) {
   auto time_us = [](const std::function<void()>& fn) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
@@ -45,24 +45,29 @@ std::pair<double, double> paired_median_us(int reps, const std::function<void()>
   };
   a();  // warm-up
   b();
-  std::vector<double> ta, tb;
+  std::vector<double> ta, tb, diff;
   ta.reserve(static_cast<std::size_t>(reps));
   tb.reserve(static_cast<std::size_t>(reps));
+  diff.reserve(static_cast<std::size_t>(reps));
   for (int i = 0; i < reps; ++i) {
     // Swap which goes first every turn: the second of a pair may find caches the first warmed.
+    double x = 0, y = 0;
     if (i % 2 == 0) {
-      ta.push_back(time_us(a));
-      tb.push_back(time_us(b));
+      x = time_us(a);
+      y = time_us(b);
     } else {
-      tb.push_back(time_us(b));
-      ta.push_back(time_us(a));
+      y = time_us(b);
+      x = time_us(a);
     }
+    ta.push_back(x);
+    tb.push_back(y);
+    diff.push_back(x - y);
   }
   auto median = [](std::vector<double>& t) {
     std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
     return t[t.size() / 2];
   };
-  return {median(ta), median(tb)};
+  return {median(ta), median(tb), median(diff)};
 }
 
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
@@ -70,6 +75,8 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
   std::vector<row> rows;
   context ctx{repetitions, quick, &rows};
   std::vector<std::string> failed;
+  // A result file that cannot be written fails now, not after minutes of measuring.
+  if (!json_path.empty()) require_writable(json_path, "bench --json");
   // A filter that names no case is a typo, not an empty result.
   if (std::none_of(cases().begin(), cases().end(),
                    [&](const auto& c) { return c.first.find(filter) != std::string::npos; })) {
@@ -109,7 +116,7 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
   if (!json_path.empty()) {
     nlohmann::json doc{{"backend", backend_name()}, {"devices", device_count()}, {"rows", j},
                        {"failed", failed}};
-    std::ofstream(json_path) << doc.dump(2) << "\n";
+    write_file(json_path, doc.dump(2) + "\n", "bench --json");
   }
   if (!failed.empty()) return 1;
   return (strict && !all_met) ? 1 : 0;

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace memarea::cli::bench {
@@ -41,11 +40,19 @@ struct registrar {
 /// The median of `reps` timings of fn, in microseconds (fn does one operation).
 double median_us(int reps, const std::function<void()>& fn);
 
-/// The medians, in microseconds, of `reps` timings each of a and b, taken in turns (a b, b a,
-/// a b, ...): a driver whose speed drifts during the run (an H200's allocation took 55 us, then
-/// 75 us, within one run) slows both alike, where blocks of one then the other would not.
-std::pair<double, double> paired_median_us(int reps, const std::function<void()>& a,
-                                           const std::function<void()>& b);
+/// Timings of two operations taken in turns (microseconds).
+struct paired_times {
+  double a = 0;     ///< median time of a
+  double b = 0;     ///< median time of b
+  double a_minus_b = 0;  ///< median over the turns of (a's time - b's time)
+};
+
+/// Times a and b `reps` times each, in turns (a b, b a, a b, ...). A driver whose speed drifts
+/// during the run (an H200's allocation took 55 us in one run, 75-83 us in others) slows both
+/// alike within a turn, so the median of the per-turn differences says what a adds to b even
+/// when the two medians fall on different sides of a change.
+paired_times paired_median_us(int reps, const std::function<void()>& a,
+                              const std::function<void()>& b);
 
 /// Runs the cases whose name contains `filter`; prints a table and writes JSON to json_path
 /// when not empty. Returns 0, or 1 when a target was missed and strict is set.

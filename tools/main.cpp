@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <exception>
 #include <iostream>
 
 namespace memarea::cli {
@@ -46,9 +47,11 @@ int main(int argc, char** argv) {
     if (*topo) return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps);
     if (*bench) return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
   } catch (const memarea::error& e) {
-    // what() already ends in the status name; say it once, and the driver's error if any.
-    std::cerr << "memarea: " << e.message() << " [" << memarea::to_string(e.status())
-              << (e.driver_error().empty() ? "" : ", " + e.driver_error()) << "]\n";
+    // message() names the driver's error already (what() would add the status a second time).
+    std::cerr << "memarea: " << e.message() << " [" << memarea::to_string(e.status()) << "]\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "memarea: " << e.what() << "\n";
     return 1;
   }
   return 0;

@@ -1,6 +1,8 @@
 // `memarea topo`: which devices can reach which, over what link, and how fast memarea copies
 // between them (unidirectional and bidirectional bandwidth, small-copy latency), as nvbandwidth
 // measures it. Text, JSON, or an SVG heatmap.
+#include "tools/output_file.hpp"
+
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
@@ -19,9 +21,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -407,24 +406,10 @@ int run_topo(bool json, const std::string& svg_path, const std::string& size_tex
   if (reps <= 0) reps = on_sim ? 3 : 10;
   // A path that cannot be written fails now, not after a minute of measuring; nothing is
   // created or truncated until the measurement is done.
-  if (!svg_path.empty()) {
-    const std::filesystem::path p(svg_path);
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec))
-      throw error(errc::invalid_value, "topo: --svg " + svg_path + " is a directory");
-    const bool exists = std::filesystem::exists(p, ec);
-    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    if (exists ? ::access(svg_path.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
-      throw error(errc::invalid_value,
-                  "topo: cannot write " + svg_path + ": " + std::strerror(errno));
-  }
+  if (!svg_path.empty()) require_writable(svg_path, "topo --svg");
   if (device_count() < 2 && !json) std::cerr << "topo: fewer than 2 devices: nothing to measure\n";
   const results r = run(size, reps);
-  if (!svg_path.empty()) {
-    std::ofstream f(svg_path);
-    f << svg(r, size);
-    if (!f) throw error(errc::invalid_value, "topo: cannot write " + svg_path);
-  }
+  if (!svg_path.empty()) write_file(svg_path, svg(r, size), "topo --svg");
   if (json) {
     nlohmann::json j;
     j["backend"] = backend_name();

@@ -6,18 +6,22 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -55,39 +59,79 @@ class scratch_dir {
   fs::path path_;
 };
 
-/// Runs `memarea args...` with every MEMAREA_* variable of this process removed and `env`
-/// ("NAME=value") set; stdout and stderr are kept apart.
+/// How long a run of the tool may take before the test gives up on it (a hung child is
+/// described and killed; CI machines run tests a few times slower than a desk).
+constexpr auto k_deadline = std::chrono::seconds(240);
+
+/// The environment of a run: this process's, without any MEMAREA_* variable, plus `env`.
+std::vector<std::string> child_environment(const std::vector<std::string>& env) {
+  std::vector<std::string> all;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "MEMAREA_", 8) != 0) all.emplace_back(*e);
+  all.insert(all.end(), env.begin(), env.end());
+  return all;
+}
+
+/// Starts `memarea args...` with `env` (see child_environment) and fds 1 and 2 from out_fd and
+/// err_fd. Everything the child needs is built here: between fork() and exec only dup2 runs.
+pid_t spawn_cli(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                int out_fd, int err_fd) {
+  const std::vector<std::string> envs = child_environment(env);
+  std::vector<char*> argv{const_cast<char*>(MEMAREA_CLI)}, envp;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& kv : envs) envp.push_back(const_cast<char*>(kv.c_str()));
+  envp.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) ::_exit(126);
+    ::execve(MEMAREA_CLI, argv.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits for pid until `until`; its exit code, 128 + signal, or -1 after killing it (then
+/// `why` says where it was stuck).
+int wait_until(pid_t pid, std::chrono::steady_clock::time_point until, std::string* why) {
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0 && errno != EINTR) {
+      *why = std::string("waitpid: ") + std::strerror(errno);
+      return -1;
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      std::ifstream wchan("/proc/" + std::to_string(pid) + "/wchan");
+      std::string w;
+      std::getline(wchan, w);
+      *why = "no exit within the deadline; it sleeps in " + (w.empty() ? "?" : w);
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+/// Runs `memarea args...` (see spawn_cli); stdout and stderr are kept apart.
 outcome run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   scratch_dir io;
   const fs::path out = io.path() / "out", err = io.path() / "err";
-  const pid_t pid = ::fork();
-  if (pid < 0) return {};
-  if (pid == 0) {
-    for (char** e = environ; e && *e;) {
-      std::string kv = *e;
-      if (kv.rfind("MEMAREA_", 0) == 0) {
-        ::unsetenv(kv.substr(0, kv.find('=')).c_str());  // environ shifts: look at *e again
-      } else {
-        ++e;
-      }
-    }
-    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int r = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || r < 0 || ::dup2(o, 1) < 0 || ::dup2(r, 2) < 0) ::_exit(126);
-    std::vector<char*> argv{const_cast<char*>(MEMAREA_CLI)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(MEMAREA_CLI, argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
+  const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (o < 0 || e < 0) throw std::runtime_error(std::string("open: ") + std::strerror(errno));
+  const pid_t pid = spawn_cli(args, env, o, e);
+  ::close(o);
+  ::close(e);
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   outcome r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::string why;
+  r.exit_code = wait_until(pid, std::chrono::steady_clock::now() + k_deadline, &why);
   r.out = slurp(out);
-  r.err = slurp(err);
+  r.err = slurp(err) + why;
   return r;
 }
 
@@ -192,7 +236,7 @@ TEST(CliTopo, TextPrintsEveryMatrix) {
     EXPECT_NE(r.out.find(heading), std::string::npos) << heading << "\n" << r.out;
   for (int d = 0; d < 4; ++d)
     EXPECT_NE(r.out.find("GPU " + std::to_string(d) + ":"), std::string::npos) << r.out;
-  // Progress is for terminals only: a pipe gets none of its carriage returns.
+  // Progress is for terminals only: a file gets none of its carriage returns.
   EXPECT_EQ(r.out.find('\r'), std::string::npos);
   EXPECT_EQ(r.err.find('\r'), std::string::npos);
 }
@@ -202,38 +246,39 @@ TEST(CliTopo, ProgressShowsOnATerminalAndIsClearedAtTheEnd) {
   // person): progress goes to the terminal and none of it to the file.
   int master = -1, slave = -1;
   ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0) << std::strerror(errno);
+  ::fcntl(master, F_SETFD, FD_CLOEXEC);  // the child gets the slave as fd 2 only
+  ::fcntl(slave, F_SETFD, FD_CLOEXEC);
   scratch_dir dir;
   const fs::path out = dir.path() / "out";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(master);
-    for (const auto& kv : k_sim4_groups) ::putenv(const_cast<char*>(kv.c_str()));
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || ::dup2(o, 1) < 0 || ::dup2(slave, 2) < 0) ::_exit(126);
-    ::execl(MEMAREA_CLI, MEMAREA_CLI, "topo", "--size", "64K", "--reps", "1", nullptr);
-    ::_exit(127);
-  }
+  const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(o, 0) << std::strerror(errno);
+  const pid_t pid = spawn_cli({"topo", "--size", "64K", "--reps", "1"}, k_sim4_groups, o, slave);
+  ::close(o);
   ::close(slave);
+  ASSERT_GE(pid, 0) << std::strerror(errno);
+  const auto until = std::chrono::steady_clock::now() + k_deadline;
   std::string tty;
   char buf[4096];
-  for (;;) {  // read while it runs: a full terminal buffer would stop it
+  // Read while it runs (a full terminal buffer would stop it), until EIO: the child has gone
+  // and with it the last open slave.
+  while (std::chrono::steady_clock::now() < until) {
     pollfd p{master, POLLIN, 0};
     if (::poll(&p, 1, 100) > 0) {
       const ssize_t got = ::read(master, buf, sizeof buf);
-      if (got <= 0) break;  // EIO once the child has gone and the slave is closed
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
       tty.append(buf, static_cast<std::size_t>(got));
     }
   }
   ::close(master);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << tty;
+  std::string why;
+  const int status = wait_until(pid, until, &why);
+  ASSERT_EQ(status, 0) << why << "\n" << tty;
   EXPECT_NE(tty.find("\rtopo: measuring 0 -> 1"), std::string::npos) << tty;
   EXPECT_NE(tty.find("\rtopo: measuring 3 -> 2"), std::string::npos) << tty;
   EXPECT_NE(tty.find("measuring all pairs at once"), std::string::npos) << tty;
   // The last thing on the terminal clears the progress line.
-  EXPECT_EQ(tty.substr(tty.size() - 4), "\r\x1b[K") << tty;
+  EXPECT_TRUE(tty.ends_with("\r\x1b[K")) << tty;
   const std::string text = slurp(out);
   EXPECT_NE(text.find("unidirectional bandwidth"), std::string::npos) << text;
   EXPECT_EQ(text.find('\r'), std::string::npos);
@@ -247,7 +292,7 @@ TEST(CliTopo, SvgHasAPanelPerMeasurementAndACellPerPair) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string s = slurp(svg);
   ASSERT_EQ(s.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u) << s.substr(0, 200);
-  EXPECT_EQ(s.substr(s.size() - 7), "</svg>\n");
+  EXPECT_TRUE(s.ends_with("</svg>\n"));
   for (const char* title : {"Unidirectional bandwidth", "Bidirectional bandwidth",
                             "4 KiB copy latency", "All pairs at once"})
     EXPECT_EQ(count_of(s, title), 1u) << title;
@@ -284,17 +329,51 @@ TEST(CliTopo, BadInputFailsAtOnceAndLeavesFilesAlone) {
       {{"topo", "--size", "0", "--svg", keep.string()}, "--size is 0"},
       {{"topo", "--size", "-4K", "--svg", keep.string()}, "must not be negative"},
       {{"topo", "--reps", "0", "--svg", keep.string()}, "--reps"},
-      {{"topo", "--svg", (dir.path() / "no-such-dir" / "t.svg").string()}, "cannot write"},
-      {{"topo", "--svg", dir.path().string()}, "is a directory"},
   };
   for (const auto& c : cases) {
     const auto r = run_cli(c.args, k_sim4_groups);
     EXPECT_NE(r.exit_code, 0) << c.args[1];
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.says << " not in: " << r.err;
-    EXPECT_TRUE(r.out.empty()) << r.out;  // refused before measuring anything
+    EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_EQ(slurp(keep), "previous contents");
   }
-  EXPECT_FALSE(fs::exists(dir.path() / "no-such-dir"));
+}
+
+// Devices of 1 MiB cannot hold 64 MiB copies: measuring fails with OUT_OF_MEMORY. An output path
+// that cannot be written must be refused before that, and a measurement that fails must leave
+// the output file as it was (or not create it).
+const std::vector<std::string> k_sim2_tiny{"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2",
+                                           "MEMAREA_SIM_DEVICE_MEMORY=1M"};
+
+TEST(CliTopo, UnwritableSvgIsRefusedBeforeMeasuring) {
+  scratch_dir dir;
+  const fs::path missing = dir.path() / "no-such-dir" / "t.svg";
+  auto r = run_cli({"topo", "--size", "64M", "--svg", missing.string()}, k_sim2_tiny);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot write " + missing.string() + ": No such file or directory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("OUT_OF_MEMORY"), std::string::npos) << "measured first: " << r.err;
+  EXPECT_FALSE(fs::exists(missing.parent_path()));
+  r = run_cli({"topo", "--size", "64M", "--svg", dir.path().string()}, k_sim2_tiny);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(dir.path().string() + " is a directory"), std::string::npos) << r.err;
+}
+
+TEST(CliTopo, FailedMeasurementLeavesTheSvgFileAlone) {
+  scratch_dir dir;
+  const fs::path keep = dir.path() / "keep.svg", fresh = dir.path() / "fresh.svg";
+  std::ofstream(keep) << "previous contents";
+  for (const auto& path : {keep, fresh}) {
+    const auto r = run_cli({"topo", "--size", "64M", "--svg", path.string()}, k_sim2_tiny);
+    EXPECT_NE(r.exit_code, 0);
+    // The driver's error is named once, with memarea's status once.
+    EXPECT_EQ(count_of(r.err, "SIM_ERROR_OUT_OF_MEMORY"), 1u) << r.err;
+    EXPECT_EQ(count_of(r.err, "MEMAREA_ERROR_OUT_OF_MEMORY"), 1u) << r.err;
+    EXPECT_NE(r.err.find("[MEMAREA_ERROR_OUT_OF_MEMORY]"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(slurp(keep), "previous contents");
+  EXPECT_FALSE(fs::exists(fresh));
 }
 
 // --- bench -------------------------------------------------------------------------------------
@@ -344,8 +423,20 @@ TEST(CliBench, FilterThatNamesNoCaseIsAnError) {
                          {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no case matches"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("area"), std::string::npos) << r.err;  // the cases are listed
+  EXPECT_NE(r.err.find("(cases: area, "), std::string::npos) << r.err;  // the cases are listed
   EXPECT_FALSE(fs::exists(json));
+}
+
+TEST(CliBench, UnwritableJsonIsRefusedBeforeMeasuring) {
+  scratch_dir dir;
+  const fs::path missing = dir.path() / "no-such-dir" / "bench.json";
+  const auto r = run_cli({"bench", "--quick", "--reps", "1", "--json", missing.string()},
+                         {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bench --json: cannot write " + missing.string()), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("bench: area"), std::string::npos) << "measured first: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST(CliBench, RepetitionsOutOfRangeAreAUsageError) {
