@@ -45,29 +45,34 @@ paired_times paired_median_us(int reps, const std::function<void()>& a,
   };
   a();  // warm-up
   b();
-  std::vector<double> ta, tb, diff;
+  std::vector<double> ta, tb;
   ta.reserve(static_cast<std::size_t>(reps));
   tb.reserve(static_cast<std::size_t>(reps));
-  diff.reserve(static_cast<std::size_t>(reps));
   for (int i = 0; i < reps; ++i) {
     // Swap which goes first every turn: the second of a pair may find caches the first warmed.
-    double x = 0, y = 0;
     if (i % 2 == 0) {
-      x = time_us(a);
-      y = time_us(b);
+      ta.push_back(time_us(a));
+      tb.push_back(time_us(b));
     } else {
-      y = time_us(b);
-      x = time_us(a);
+      tb.push_back(time_us(b));
+      ta.push_back(time_us(a));
     }
-    ta.push_back(x);
-    tb.push_back(y);
-    diff.push_back(x - y);
   }
-  auto median = [](std::vector<double>& t) {
+  auto median = [](std::vector<double> t) {
     std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
     return t[t.size() / 2];
   };
-  return {median(ta), median(tb), median(diff)};
+  // Blocks of 10 turns (at least 3 blocks): each block's medians see one state of the driver.
+  const std::size_t n = ta.size(), per = std::max<std::size_t>(1, std::min<std::size_t>(10, n / 3));
+  std::vector<double> ratios;
+  for (std::size_t from = 0; from + per <= n; from += per) {
+    const auto ma = median({ta.begin() + static_cast<long>(from),
+                            ta.begin() + static_cast<long>(from + per)});
+    const auto mb = median({tb.begin() + static_cast<long>(from),
+                            tb.begin() + static_cast<long>(from + per)});
+    if (mb > 0) ratios.push_back(ma / mb);
+  }
+  return {median(ta), median(tb), ratios.empty() ? 0.0 : median(ratios)};
 }
 
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,

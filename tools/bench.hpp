@@ -42,15 +42,16 @@ double median_us(int reps, const std::function<void()>& fn);
 
 /// Timings of two operations taken in turns (microseconds).
 struct paired_times {
-  double a = 0;     ///< median time of a
-  double b = 0;     ///< median time of b
-  double a_minus_b = 0;  ///< median over the turns of (a's time - b's time)
+  double a = 0;            ///< median time of a
+  double b = 0;            ///< median time of b
+  double block_ratio = 0;  ///< median over blocks of 10 turns of (a's median / b's median)
 };
 
-/// Times a and b `reps` times each, in turns (a b, b a, a b, ...). A driver whose speed drifts
-/// during the run (an H200's allocation took 55 us in one run, 75-83 us in others) slows both
-/// alike within a turn, so the median of the per-turn differences says what a adds to b even
-/// when the two medians fall on different sides of a change.
+/// Times a and b `reps` times each, in turns (a b, b a, a b, ...), so that a driver whose speed
+/// drifts during the run (an H200's allocation took 55 us in one run, 75-83 us in others)
+/// slows both alike. Its times can also be bimodal (64 MiB: 84 or 132 us), which makes a median
+/// of per-turn differences jump; the ratio of medians within short blocks, then the median
+/// over the blocks, stays put under both.
 paired_times paired_median_us(int reps, const std::function<void()>& a,
                               const std::function<void()>& b);
 
