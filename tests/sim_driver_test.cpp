@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -66,6 +67,7 @@ std::vector<std::string> my_shm_objects() {
     }
     closedir(d);
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -972,6 +974,9 @@ TEST(SimDriver, ShareableFdAcrossFork) {
 // --- threads and cleanup -------------------------------------------------------------------------
 
 TEST(SimDriver, EightThreadsAllocateCopyFree) {
+  // Objects of this pid from before the test are not its doing (a dead process with the same
+  // pid, or an earlier test); CI once saw one here and could not name it.
+  const auto before = my_shm_objects();
   auto d = make_sim_driver(config(2, 256 << 20));
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -1033,7 +1038,11 @@ TEST(SimDriver, EightThreadsAllocateCopyFree) {
     ASSERT_OK(d->mem_get_info(dev, &free, &total));
     EXPECT_EQ(free, total);
   }
-  EXPECT_TRUE(my_shm_objects().empty());
+  const auto after = my_shm_objects();
+  std::string names;
+  for (const auto& n : after) names += " " + n;
+  EXPECT_EQ(after, before) << "left in /dev/shm:" << names << " (" << before.size()
+                           << " there before)";
 }
 
 /// Number of open file descriptors of this process.
