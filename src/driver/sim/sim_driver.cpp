@@ -155,12 +155,17 @@ std::vector<sim_driver*>& live_drivers() {
 std::vector<std::shared_ptr<void>>* g_inherited = nullptr;
 }  // namespace
 
+namespace {
 /// The streams whose queue locks on_fork_prepare holds across fork().
 std::vector<std::shared_ptr<stream>>* g_fork_held = nullptr;
+}  // namespace
 
 void sim_driver::on_fork_prepare() {
   g_live_mutex.lock();
-  if (!g_fork_held) g_fork_held = new std::vector<std::shared_ptr<stream>>();
+  if (!g_fork_held) {
+    g_fork_held = new std::vector<std::shared_ptr<stream>>();
+    g_fork_held->reserve(256);  // push_back below runs with locks held: better not to allocate
+  }
   // fork() copies a process whose other threads stop where they are. A stream worker stopped
   // inside a task may hold a lock of the C library or of a sanitizer (a task frees what it
   // captured), which the child would then wait on for ever. So fork at a moment when every
@@ -168,6 +173,9 @@ void sim_driver::on_fork_prepare() {
   // waiting on another stream or on m_, so while one is busy everything is let go and tried
   // again. Queued work always finishes (a task waits only for work queued before it), but a
   // stream that stays busy does not stop fork() for ever: after 2 s it goes ahead as before.
+  // In effect fork() waits for queued work to drain (it seldom lands between two tasks).
+  // Streams being created or destroyed count too: made under m_, and until joined they are
+  // listed in retiring_ and report busy.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (;;) {
     for (sim_driver* d : live_drivers()) d->m_.lock();
@@ -180,8 +188,21 @@ void sim_driver::on_fork_prepare() {
     for (sim_driver* d : live_drivers()) {
       for (const auto& st : d->default_streams_) hold(st);
       for (const auto& [k, st] : d->streams_) hold(st);
+      for (const auto& st : d->retiring_) hold(st);
     }
-    if (!busy || std::chrono::steady_clock::now() >= deadline) return;
+    if (!busy) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      // Said once, so that a child that later hangs in a lock can be traced back to here.
+      static bool said = false;
+      if (!said) {
+        said = true;
+        static const char msg[] =
+            "memarea sim: fork() while a stream worker stayed busy for 2 s; the child may "
+            "inherit a lock that worker held\n";
+        (void)!::write(2, msg, sizeof msg - 1);
+      }
+      return;
+    }
     for (const auto& st : *g_fork_held) st->unlock_after_fork();
     g_fork_held->clear();
     for (sim_driver* d : live_drivers()) d->m_.unlock();
@@ -206,6 +227,8 @@ void sim_driver::on_fork_child() {
     for (auto& st : d->default_streams_)
       if (st) g_inherited->push_back(std::move(st));
     for (auto& [k, st] : d->streams_) g_inherited->push_back(std::move(st));
+    for (auto& st : d->retiring_) g_inherited->push_back(std::move(st));
+    d->retiring_.clear();
     for (auto& [k, ev] : d->events_) g_inherited->push_back(std::move(ev));
     d->streams_.clear();
     d->events_.clear();
@@ -267,11 +290,8 @@ sim_driver::sim_driver(const sim_config& config) : config_(config), instance_(ne
 }
 
 sim_driver::~sim_driver() {
-  {
-    std::lock_guard lk(g_live_mutex);
-    auto& all = live_drivers();
-    all.erase(std::remove(all.begin(), all.end(), this), all.end());
-  }
+  // The streams stop while the driver is still listed, so that a fork() meanwhile waits for
+  // their workers to be joined (see on_fork_prepare) instead of missing them.
   std::vector<std::shared_ptr<stream>> all;
   {
     std::lock_guard lk(m_);
@@ -281,6 +301,11 @@ sim_driver::~sim_driver() {
     for (auto& [k, s] : streams_) all.push_back(s);
   }
   for (auto& s : all) s->shutdown();
+  {
+    std::lock_guard lk(g_live_mutex);
+    auto& live = live_drivers();
+    live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  }
   std::lock_guard lk(m_);
   for (auto& [base, a] : allocations_) unmap(base, a);
   allocations_.clear();
@@ -1021,12 +1046,12 @@ dstatus sim_driver::stream_create(int device, native_stream* s) {
   if (!s) return fail(errc::invalid_value, "stream is null");
   if (auto r = check_device(device); !r.ok()) return r;
   std::shared_ptr<stream> st;
+  std::lock_guard lk(m_);
   try {
     st = std::make_shared<stream>(device);
   } catch (const std::exception& e) {
     return fail(errc::out_of_memory, "cannot start a stream thread: {}", e.what());
   }
-  std::lock_guard lk(m_);
   streams_.emplace(st.get(), st);
   *s = st.get();
   return dstatus::success();
@@ -1044,8 +1069,13 @@ dstatus sim_driver::stream_destroy(int device, native_stream s) {
     }
     st = std::move(it->second);
     streams_.erase(it);
+    retiring_.push_back(st);
   }
   st->shutdown();  // like cudaStreamDestroy, queued work still completes
+  {
+    std::lock_guard lk(m_);
+    retiring_.erase(std::find(retiring_.begin(), retiring_.end(), st));
+  }
   return dstatus::success();
 }
 

@@ -167,6 +167,7 @@ class sim_driver final : public driver {
   std::vector<std::vector<bool>> peer_enabled_;               ///< [device][peer]
   std::vector<std::shared_ptr<stream>> default_streams_;      ///< lazily created
   std::unordered_map<void*, std::shared_ptr<stream>> streams_;
+  std::vector<std::shared_ptr<stream>> retiring_;  ///< destroyed, worker not yet joined
   std::unordered_map<void*, std::shared_ptr<event>> events_;
 };
 

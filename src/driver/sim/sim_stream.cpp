@@ -46,6 +46,8 @@ void stream::shutdown() {
   } else {
     worker_.join();
   }
+  std::lock_guard lk(m_);
+  joined_ = true;
 }
 
 /// The worker: tasks run without the queue lock held so that a task may wait on another stream
@@ -77,7 +79,7 @@ void stream::run() {
 
 bool stream::lock_for_fork() {
   m_.lock();
-  return in_task_.load(std::memory_order_acquire);
+  return in_task_.load(std::memory_order_acquire) || (stop_ && !joined_);
 }
 
 void stream::unlock_after_fork() { m_.unlock(); }

@@ -39,8 +39,9 @@ class stream {
   void shutdown();
 
   /// For fork(): takes the queue lock and keeps it (the worker cannot start a task while it is
-  /// held); returns whether the worker is inside a task, where it may hold locks of the C
-  /// library or a sanitizer that a child of fork() could never take.
+  /// held); returns whether the worker is busy: inside a task, or stopping and not yet joined,
+  /// where it may hold locks of the C library or a sanitizer that a child of fork() could never
+  /// take.
   bool lock_for_fork();
   /// Gives back the lock lock_for_fork() took (in the parent, and in the child for tidiness).
   void unlock_after_fork();
@@ -56,6 +57,7 @@ class stream {
   std::uint64_t submitted_ = 0;
   std::uint64_t completed_ = 0;
   bool stop_ = false;
+  bool joined_ = false;              ///< shutdown() has joined the worker
   bool started_ = false;             ///< the worker has entered run()
   std::atomic<bool> in_task_{false};  ///< the worker is running a task (or freeing it)
   std::mutex join_m_;  ///< serialises shutdown() so two destroyers do not join twice
