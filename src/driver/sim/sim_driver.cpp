@@ -1074,7 +1074,8 @@ dstatus sim_driver::stream_destroy(int device, native_stream s) {
   st->shutdown();  // like cudaStreamDestroy, queued work still completes
   {
     std::lock_guard lk(m_);
-    retiring_.erase(std::find(retiring_.begin(), retiring_.end(), st));
+    if (auto it = std::find(retiring_.begin(), retiring_.end(), st); it != retiring_.end())
+      retiring_.erase(it);
   }
   return dstatus::success();
 }
