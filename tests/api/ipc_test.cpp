@@ -1064,6 +1064,26 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
   EXPECT_MEMAREA_ERROR(ipc::close(c.parent_open), errc::invalid_value);
 }
 
+/// In a child of fork(): makes its own stream, copies random bytes to device 0 and back on it,
+/// and exits 0 (bytes right), 1 (wrong bytes) or 2 (an error); SIGALRM if it hangs.
+[[noreturn]] static void copy_in_child_and_exit(std::uint64_t seed, std::size_t n) {
+  alarm(3 * kForkWait);
+  int rc = 0;
+  try {
+    const stream own(0);
+    buffer dev = area(0).allocate(n);
+    const std::vector<unsigned char> want = pattern(seed, n);
+    std::vector<unsigned char> got(n, 0);
+    copy_async(dev.data(), want.data(), n, own);
+    copy_async(got.data(), dev.data(), n, own);
+    own.synchronize();
+    rc = std::memcmp(got.data(), want.data(), n) == 0 ? 0 : 1;
+  } catch (...) {
+    rc = 2;
+  }
+  _exit(rc);
+}
+
 // fork() right after a stream is made, and while a copy still runs on another: the child makes
 // its own stream and copies. A worker thread still starting, or one inside a task, at fork()
 // could hold an allocator lock that the child then waits on for ever (seen under ASan: 8
@@ -1086,23 +1106,7 @@ TEST(IpcFork, ForkWhileStreamsStartAndRunLeavesTheChildWorking) {
     forked child;
     child.pid = fork();
     ASSERT_GE(child.pid, 0) << std::strerror(errno);
-    if (child.pid == 0) {
-      alarm(3 * kForkWait);
-      int rc = 0;
-      try {
-        const stream own(0);
-        buffer dev = area(0).allocate(n);
-        const std::vector<unsigned char> want = pattern(seed, n);
-        std::vector<unsigned char> got(n, 0);
-        copy_async(dev.data(), want.data(), n, own);
-        copy_async(got.data(), dev.data(), n, own);
-        own.synchronize();
-        rc = std::memcmp(got.data(), want.data(), n) == 0 ? 0 : 1;
-      } catch (...) {
-        rc = 2;
-      }
-      _exit(rc);
-    }
+    if (child.pid == 0) copy_in_child_and_exit(seed, n);
     const int status = child.wait(kForkWait);
     ASSERT_EQ(status, 0) << "round " << round << ": " << (status < 0 ? child.where(nullptr) : "")
                          << " (1: wrong bytes, 2: an error, -1: no exit in time)";
@@ -1140,23 +1144,7 @@ TEST(IpcFork, ForkWhileAnotherThreadMakesAndDestroysStreams) {
     std::fflush(nullptr);
     forked child;
     child.pid = fork();
-    if (child.pid == 0) {
-      alarm(3 * kForkWait);
-      int rc = 0;
-      try {
-        const stream own(0);
-        buffer dev = area(0).allocate(n);
-        const std::vector<unsigned char> want = pattern(seed, n);
-        std::vector<unsigned char> got(n, 0);
-        copy_async(dev.data(), want.data(), n, own);
-        copy_async(got.data(), dev.data(), n, own);
-        own.synchronize();
-        rc = std::memcmp(got.data(), want.data(), n) == 0 ? 0 : 1;
-      } catch (...) {
-        rc = 2;
-      }
-      _exit(rc);
-    }
+    if (child.pid == 0) copy_in_child_and_exit(seed, n);
     if (child.pid < 0) {
       ADD_FAILURE() << "fork: " << std::strerror(errno);
       break;
