@@ -21,6 +21,11 @@ std::map<std::string, case_fn>& cases() {
 
 registrar::registrar(const char* name, case_fn fn) { cases()[name] = std::move(fn); }
 
+double median(std::vector<double> t) {
+  std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
 double median_us(int reps, const std::function<void()>& fn) {
   std::vector<double> t;
   t.reserve(static_cast<std::size_t>(reps));
@@ -31,8 +36,7 @@ double median_us(int reps, const std::function<void()>& fn) {
     auto b = std::chrono::steady_clock::now();
     t.push_back(std::chrono::duration<double, std::micro>(b - a).count());
   }
-  std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 paired_times paired_median_us(int reps, const std::function<void()>& a,
@@ -58,10 +62,6 @@ paired_times paired_median_us(int reps, const std::function<void()>& a,
       ta.push_back(time_us(a));
     }
   }
-  auto median = [](std::vector<double> t) {
-    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-    return t[t.size() / 2];
-  };
   // Blocks of 10 turns (at least 3 blocks): each block's medians see one state of the driver.
   const std::size_t n = ta.size(), per = std::max<std::size_t>(1, std::min<std::size_t>(10, n / 3));
   std::vector<double> ratios;

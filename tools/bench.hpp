@@ -37,6 +37,9 @@ struct registrar {
   registrar(const char* name, case_fn fn);
 };
 
+/// The median (the upper middle for an even count) of t; t must not be empty.
+double median(std::vector<double> t);
+
 /// The median of `reps` timings of fn, in microseconds (fn does one operation).
 double median_us(int reps, const std::function<void()>& fn);
 

@@ -65,8 +65,7 @@ double median_split_us(int reps, T&& timed, U&& untimed) {
     untimed();
     t.push_back(std::chrono::duration<double, std::micro>(b - a).count());
   }
-  std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 /// Median over reps samples of the time of one call of fn, each sample timing `batch` calls:

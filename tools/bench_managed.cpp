@@ -32,11 +32,6 @@ double seconds_of(const std::function<void()>& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double median_of(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 /// The median over reps of the timed part; `setup` runs untimed before each.
 double median_s(int reps, const std::function<void()>& setup, const std::function<void()>& timed) {
   std::vector<double> t;
@@ -44,7 +39,7 @@ double median_s(int reps, const std::function<void()>& setup, const std::functio
     setup();
     t.push_back(seconds_of(timed));
   }
-  return median_of(std::move(t));
+  return median(std::move(t));
 }
 
 std::string size_name(std::size_t n) {
@@ -157,8 +152,8 @@ void managed_prefetch(context& ctx) {
       r.group = "managed prefetch";
       r.variant = fmt::format("{} {}", to_device ? "host->device" : "device->host", size_name(n));
       r.unit = "GB/s";
-      r.memarea = gbps(n, median_of(mems));
-      r.raw = gbps(n, median_of(raws));
+      r.memarea = gbps(n, median(mems));
+      r.raw = gbps(n, median(raws));
       r.raw_name = raw_name;
       r.target = ">= 0.95x raw";
       r.met = r.memarea >= 0.95 * r.raw;
