@@ -179,13 +179,13 @@ void validate(const staging_settings& s) {
 
 /// Idle stagers, handed out one per copy in flight (so concurrent copies never share one).
 /// Leaked at exit on purpose: the driver may be gone before static destructors run.
-class staging_pool {
+class staging_pool final : public fork_participant {
  public:
   /// MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _CHUNK_COST, _DRIVER_UP_TO (sizes, e.g. "8M"),
   /// and _BUFFERS change the defaults; chunks below 4 KiB are raised to 4 KiB. A value that
   /// does not parse or is out of range drops them all (a tuning knob must not stop copies from working, and half-applied
   /// settings could contradict each other).
-  staging_pool() {
+  staging_pool() : fork_participant(lock_rank::staging) {
     try {
       staging_settings s;
       auto read = [](const char* name, auto* field) {
@@ -261,31 +261,21 @@ class staging_pool {
 
   /// In a child of fork(): the idle stagers' streams and events belong to the parent's driver
   /// state (which the sim driver sets aside there), so they are let go without being destroyed
-  /// and the child makes its own. The child runs one thread here: no lock is taken (one held
-  /// by another thread at fork would never be released; forking mid-call is not supported).
-  void forget_after_fork() noexcept {
+  /// and the child makes its own. m_ was held across fork() (fork_safety.hpp): the list is whole.
+  void fork_child() noexcept override {
     for (auto& st : idle_) (void)st.release();
     idle_.clear();
   }
 
  private:
-  std::mutex m_;
+  ranked_mutex m_{lock_rank::staging};
   staging_settings settings_;
   std::vector<std::unique_ptr<stager>> idle_;
 };
 
-staging_pool* g_pool = nullptr;
-
+/// Never destroyed: a copy may run during static destruction.
 staging_pool& pool() {
-  static auto* p = [] {
-    auto* made = new staging_pool;
-    g_pool = made;
-    (void)pthread_atfork(nullptr, nullptr, [] {
-      if (g_pool) g_pool->forget_after_fork();
-    });
-    return made;
-  }();
-  return *p;
+  return made_once([] { return new staging_pool; });
 }
 
 /// Runs the pipeline on st. Every chunk: the src stream waits until the slot's previous

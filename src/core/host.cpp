@@ -33,14 +33,13 @@ struct host_entry {
 /// Every live host allocation by base address. One mutex: advice holds it across its mbind so
 /// that the kernel's policy and the recorded preference cannot be set by two callers crosswise.
 struct host_table {
-  std::mutex m;
+  ranked_mutex m{lock_rank::host_table};
   std::map<std::uintptr_t, host_entry> by_base;
 };
 
 /// Never destroyed: a host_buffer with static storage may be freed after this file's statics.
 host_table& table() {
-  static auto* t = new host_table;
-  return *t;
+  return made_once([] { return new host_table; });
 }
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }

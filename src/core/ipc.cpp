@@ -8,6 +8,7 @@
 // Locks: `ex` (export side) is innermost: free_record's hook takes it under the registry's
 // lock, so code holding `ex` never touches the registry. `im` (import side) may take the
 // registry's lock inside it and never takes `ex`.
+#include "base/fresh_mmap.hpp"
 #include "core/area_impl.hpp"
 #include "core/ipc_impl.hpp"
 #include "core/ipc_shm.hpp"
@@ -75,8 +76,8 @@ std::uint32_t hash_name(const char* name) {
 
 /// The active backend's name hashed (handles of another backend are refused).
 std::uint32_t backend_tag() {
-  static const std::uint32_t tag = hash_name(system::get().gpu().name());
-  return tag;
+  // Not a function-local static: its guard, pending in a thread at fork(), would hang the child.
+  return hash_name(system::get().gpu().name());
 }
 
 /// Start time (field 22) and state (field 3) of /proc/<pid>/stat; nullopt when it is gone.
@@ -185,9 +186,13 @@ struct export_cache {
 thread_local constinit export_cache t_exports{};
 
 void on_fork_child();
-/// Registered when memarea is loaded, so that a child of fork() is told even when its parent
-/// had no IPC state yet.
-[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, on_fork_child);
+/// Made when memarea is loaded, so that a child of fork() is told even when its parent had no
+/// IPC state yet. Its child handler runs after the driver's and before the locks are renewed.
+struct ipc_fork final : fork_participant {
+  ipc_fork() noexcept : fork_participant(lock_rank::ipc_fork_state) {}
+  void fork_child() noexcept override { on_fork_child(); }
+};
+ipc_fork g_ipc_fork;
 
 constexpr auto kPurgeInterval = std::chrono::milliseconds(100);  // dead-pid scans, at most
 constexpr auto kOwnerCheckInterval = std::chrono::milliseconds(50);
@@ -656,7 +661,7 @@ class state {
       throw error(e == ENOSPC || e == ENOMEM ? errc::out_of_memory : errc::unknown,
                   fmt::format("ipc export: sizing {} failed: {}", name, std::strerror(e)));
     }
-    void* p = mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     ::close(fd);
     if (p == MAP_FAILED) {
@@ -862,7 +867,7 @@ class state {
       ::close(fd);
       throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment", name));
     }
-    void* p = mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     ::close(fd);
     if (p == MAP_FAILED)
@@ -928,7 +933,7 @@ class state {
   const std::int32_t pid_;
   const std::uint64_t token_;
 
-  std::mutex ex_;
+  ranked_mutex ex_{lock_rank::ipc_export};
   segment* seg_ = nullptr;
   std::string seg_name_;
   std::uint32_t hint_ = 0;
@@ -941,7 +946,7 @@ class state {
   std::atomic<ipc::free_policy> policy_{ipc::free_policy::defer};
   clock_type::time_point last_purge_{};
 
-  std::mutex im_;
+  ranked_mutex im_{lock_rank::ipc_import};
   std::list<owner> owners_;
   std::unordered_map<key, entry, key_hash> entries_;
   std::unordered_map<void*, opened_ptr> opened_;
@@ -977,7 +982,10 @@ struct exit_guard {
 state& state::make() {
   auto& sys = system::get();
   (void)allocations();
-  static exit_guard guard;
+  {
+    fork_init_guard init;
+    static exit_guard guard;
+  }
   if (g_exited.load())
     throw error(errc::not_supported, "memarea IPC was called after it shut down at exit");
   if (sys.creator_pid() != static_cast<int>(getpid()) && !sys.gpu().survives_fork())

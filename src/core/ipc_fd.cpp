@@ -27,12 +27,14 @@ constexpr std::size_t kMaxPayload = 65536;
 /// Shareable allocations of this process, by mapped address; each also has a registry record
 /// (for lookup and copies) whose id is kept here.
 struct table {
-  std::mutex m;
+  ranked_mutex m{lock_rank::shareables};
   std::map<void*, std::pair<shareable_allocation, std::uint64_t>> by_ptr;
 };
 table& shareables() {
-  static table t;
-  return t;
+  return made_once([] {
+    static table t;
+    return &t;
+  });
 }
 
 int resolve_device(int device, const char* what) {

@@ -113,12 +113,20 @@ void check_attribute(memarea_mem_range_attribute attribute, std::size_t data_siz
 
 /// Read once per device: prefetch asks on every call, and get_properties also queries free
 /// memory, which costs a driver round trip.
+namespace {
+struct caps_cache {
+  ranked_mutex m{lock_rank::device_caps};
+  std::vector<std::optional<device_caps>> by_device;  // guarded by m
+};
+}  // namespace
+
 device_caps device_capabilities(int device) {
-  static std::mutex mutex;
-  static std::vector<std::optional<device_caps>> cache;
   auto& sys = system::get();
   sys.check_device(device, "device capabilities");
-  std::lock_guard lock(mutex);
+  // Made on first use (memarea may be called during static initialisation); never destroyed.
+  auto& caps = made_once([] { return new caps_cache; });
+  std::lock_guard lock(caps.m);
+  auto& cache = caps.by_device;
   if (cache.empty()) cache.resize(static_cast<std::size_t>(sys.device_count()));
   auto& c = cache[static_cast<std::size_t>(device)];
   if (!c) {

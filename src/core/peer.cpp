@@ -48,8 +48,9 @@ class peer_table {
 
 /// The table, sized once from the active backend (which never changes for the process).
 peer_table& table() {
-  static peer_table t(system::get().device_count());
-  return t;
+  // Never destroyed: copies may ask during static destruction. Made before g_mutex is taken
+  // (each caller of g_mutex asks for it first), as made_once requires.
+  return made_once([] { return new peer_table(system::get().device_count()); });
 }
 
 /// Live scoped_access objects of one pair; `owns` says whether that round's first scope
@@ -61,7 +62,10 @@ struct scope_state {
 
 /// Serialises every enable/disable memarea makes with its table and scope counts, so that the
 /// table never disagrees with the driver about what memarea itself did.
-std::mutex g_mutex;
+ranked_mutex& g_mutex() {
+  // Made on first use, not at load: memarea may be called during static initialisation.
+  return made_once([] { return new ranked_mutex(lock_rank::peer); });
+}
 std::map<std::pair<int, int>, scope_state> g_scopes;
 
 /// Throws invalid_device unless device and peer are valid and different ordinals.
@@ -129,7 +133,8 @@ bool can_access(int device, int peer) {
 
 void enable(int device, int peer, unsigned flags) {
   detail::check_pair(device, peer, "peer enable");
-  std::lock_guard lock(detail::g_mutex);
+  (void)detail::table();  // made before the lock (fork_safety.hpp)
+  std::lock_guard lock(detail::g_mutex());
   check(detail::enable_locked(device, peer, flags),
         fmt::format("peer enable (device {} -> peer {})", device, peer).c_str());
 }
@@ -140,7 +145,8 @@ void enable(int peer, unsigned flags) { enable(detail::current_device(), peer, f
 
 void disable(int device, int peer) {
   detail::check_pair(device, peer, "peer disable");
-  std::lock_guard lock(detail::g_mutex);
+  (void)detail::table();  // made before the lock (fork_safety.hpp)
+  std::lock_guard lock(detail::g_mutex());
   check(detail::disable_locked(device, peer),
         fmt::format("peer disable (device {} -> peer {})", device, peer).c_str());
 }
@@ -161,7 +167,8 @@ int attribute(attribute_kind attr, int src, int dst) {
 
 scoped_access::scoped_access(int device, int peer) {
   detail::check_pair(device, peer, "peer scoped_access");
-  std::lock_guard lock(detail::g_mutex);
+  (void)detail::table();  // made before the lock (fork_safety.hpp)
+  std::lock_guard lock(detail::g_mutex());
   auto& s = detail::g_scopes[{device, peer}];
   if (s.count == 0) {
     auto st = detail::enable_locked(device, peer, 0);
@@ -182,7 +189,8 @@ scoped_access::scoped_access(int device, int peer) {
 
 void scoped_access::release() noexcept {
   if (device_ < 0) return;
-  std::lock_guard lock(detail::g_mutex);
+  (void)detail::table();  // made before the lock (fork_safety.hpp)
+  std::lock_guard lock(detail::g_mutex());
   auto it = detail::g_scopes.find({device_, peer_});
   if (it != detail::g_scopes.end() && --it->second.count == 0) {
     if (it->second.owns) {
@@ -212,7 +220,8 @@ scoped_access& scoped_access::operator=(scoped_access&& other) noexcept {
 }
 
 int scoped_access::count(int device, int peer) noexcept {
-  std::lock_guard lock(detail::g_mutex);
+  (void)detail::table();  // made before the lock (fork_safety.hpp)
+  std::lock_guard lock(detail::g_mutex());
   auto it = detail::g_scopes.find({device, peer});
   return it == detail::g_scopes.end() ? 0 : it->second.count;
 }

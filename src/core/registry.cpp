@@ -47,8 +47,11 @@ std::size_t registry::size() const {
 }
 
 registry& allocations() {
-  static registry instance;
-  return instance;
+  // Destroyed at exit, after everything made later (as a function-local static is).
+  return made_once([] {
+    static registry instance;
+    return &instance;
+  });
 }
 
 }  // namespace memarea::detail

@@ -11,6 +11,8 @@
 #include <optional>
 #include <shared_mutex>
 
+#include "base/fork_safety.hpp"
+
 namespace memarea::detail {
 
 /// Who made an allocation, which says how it is freed.
@@ -50,7 +52,7 @@ class registry {
   std::size_t size() const;
 
  private:
-  mutable std::shared_mutex mutex_;
+  mutable ranked_shared_mutex mutex_{lock_rank::registry};
   std::map<std::uintptr_t, record> by_base_;
   std::uint64_t next_id_ = 1;
 };

@@ -6,13 +6,19 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <new>
 #include <optional>
 
 namespace memarea::detail {
 namespace {
 
-std::mutex g_config_mutex;
+/// A function, not a namespace-scope object: programs call memarea during static
+/// initialisation (the bench's exporter hook does), possibly before this file's objects exist.
+ranked_mutex& config_mutex() {
+  return made_once([] { return new ranked_mutex(lock_rank::sim_config); });
+}
 std::optional<sim_config> g_sim_config;  // set by configure_sim before first use
 bool g_started = false;                  // system::get() has run
 
@@ -27,17 +33,50 @@ backend_report report_of(driver& d, bool active) {
 
 }  // namespace
 
+// The system is made under its own lock, not under fork_init_guard: choosing the backend may
+// initialise CUDA or HIP, which call pthread_atfork, and that would deadlock with a fork() in
+// another thread. So a fork() may copy a process whose system is half-made; the child then sets
+// it aside and makes its own (system_fork below).
+namespace {
+pthread_mutex_t g_system_lock = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<system*> g_system{nullptr};
+alignas(system) unsigned char g_system_storage[sizeof(system)];
+
+/// At exit, as a function-local static would be: after everything made later, so the sim
+/// backend unlinks its shared memory and no memarea object outlives main's return.
+void destroy_system() noexcept {
+  if (system* s = g_system.exchange(nullptr)) s->~system();
+}
+
+struct system_fork final : fork_participant {
+  system_fork() noexcept : fork_participant(lock_rank::system_init) {}
+  void fork_child() noexcept override {
+    // A thread that was choosing the backend is not in the child: its half-made system (still
+    // unpublished) is left as it is, and the child's first call makes one in the same storage.
+    g_system_lock = PTHREAD_MUTEX_INITIALIZER;
+  }
+};
+system_fork g_system_fork;
+}  // namespace
+
 system& system::get() {
-  // Leaked on purpose at exit? No: destroyed with static storage so the sim backend unlinks its
-  // shared memory; memarea's objects must not outlive main's return.
-  static system instance;
-  return instance;
+  if (system* s = g_system.load(std::memory_order_acquire)) [[likely]]
+    return *s;
+  pthread_mutex_lock(&g_system_lock);
+  struct unlock_at_end {
+    ~unlock_at_end() { pthread_mutex_unlock(&g_system_lock); }
+  } unlock;
+  if (system* s = g_system.load(std::memory_order_relaxed)) return *s;
+  auto* s = new (g_system_storage) system;  // throws for malformed settings: tried again later
+  std::atexit(destroy_system);
+  g_system.store(s, std::memory_order_release);
+  return *s;
 }
 
 system::system() : creator_pid_(static_cast<int>(getpid())) {
   std::optional<sim_config> sim;
   {
-    std::lock_guard lock(g_config_mutex);
+    std::lock_guard lock(config_mutex());
     g_started = true;
     sim = g_sim_config;
   }
@@ -106,7 +145,7 @@ void system::check_device(int device, const char* what) const {
 }
 
 std::vector<backend_report> system::reports() {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(reports_mutex_);
   if (!probed_all_) {
     probed_all_ = true;
     auto have = [&](const char* n) {
@@ -130,7 +169,7 @@ std::vector<backend_report> system::reports() {
 }
 
 void configure_sim(const sim_config& config) {
-  std::lock_guard lock(g_config_mutex);
+  std::lock_guard lock(config_mutex());
   if (g_started) {
     throw error(errc::busy,
                 "memarea::sim::configure: memarea is already initialised; configure the sim "

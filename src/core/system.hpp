@@ -2,6 +2,7 @@
 // src/core reaches the driver through here.
 #pragma once
 
+#include "base/fork_safety.hpp"
 #include "driver/driver.hpp"
 
 #include <memory>
@@ -49,7 +50,7 @@ class system {
   std::unique_ptr<driver> gpu_;
   int count_ = 0;
   int creator_pid_ = 0;
-  std::mutex mutex_;
+  ranked_mutex reports_mutex_{lock_rank::backend_reports};
   std::vector<backend_report> reports_;
   bool probed_all_ = false;
 };

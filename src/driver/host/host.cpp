@@ -1,6 +1,7 @@
 // Host memory on libnuma and the Linux memory-policy system calls. Every failing call returns a
 // dstatus that carries the errno (native), its name (native_name) and strerror (detail) next to
 // memarea's own code, so callers can tell "bad node" from "kernel refused".
+#include "base/fresh_mmap.hpp"
 #include "driver/host/host.hpp"
 
 #include <fmt/format.h>
@@ -243,7 +244,7 @@ dstatus allocate(size_t size, int node, void** ptr) {
   if (node >= 0 && !node_exists(node)) return bad_node(node, "host allocate");
   const size_t rounded = (size + ps - 1) & ~(ps - 1);
 
-  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = fresh_mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     return from_errno(err == ENOMEM ? errc::out_of_memory : errno_to_errc(err), err,

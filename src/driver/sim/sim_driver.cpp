@@ -4,6 +4,7 @@
 // it to update managed-page state), and tasks never run user code, so no lock cycle exists.
 // Lock order: event::m, then m_, then a stream's own mutex.
 // Frees synchronise every stream first, as cudaFree does, so no queued copy outlives its memory.
+#include "base/fresh_mmap.hpp"
 #include "driver/sim/sim_driver.hpp"
 
 #include <fcntl.h>
@@ -160,6 +161,18 @@ namespace {
 std::vector<std::shared_ptr<stream>>* g_fork_held = nullptr;
 }  // namespace
 
+/// The sim's part of fork(): after every lock of core is taken, before they are renewed in the
+/// child (base/fork_safety.hpp orders them by rank). Made when memarea is loaded.
+struct sim_driver::fork_hooks final : fork_participant {
+  fork_hooks() noexcept : fork_participant(lock_rank::driver) {}
+  void fork_prepare() noexcept override { on_fork_prepare(); }
+  void fork_parent() noexcept override { on_fork_parent(); }
+  void fork_child() noexcept override { on_fork_child(); }
+};
+namespace {
+sim_driver::fork_hooks g_sim_fork_hooks;
+}  // namespace
+
 void sim_driver::on_fork_prepare() {
   g_live_mutex.lock();
   if (!g_fork_held) {
@@ -241,8 +254,6 @@ void sim_driver::on_fork_child() {
 
 sim_driver::sim_driver(const sim_config& config) : config_(config), instance_(next_id()) {
   {
-    static const int registered = pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
-    (void)registered;
     std::lock_guard lk(g_live_mutex);
     live_drivers().push_back(this);
   }
@@ -606,7 +617,7 @@ dstatus sim_driver::malloc_device(int device, size_t size, void** ptr) {
     uncharge();
     return from_errno(e, "ftruncate");
   }
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
   if (p == MAP_FAILED) {
@@ -729,7 +740,7 @@ dstatus sim_driver::malloc_host(int device, size_t size, unsigned flags, void** 
   if (!round_page(size, &len)) {
     return fail(errc::out_of_memory, "{} bytes cannot be allocated", size);
   }
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return from_errno(errno, "mmap");
   allocation a;
   a.from = origin::host;
@@ -834,7 +845,7 @@ dstatus sim_driver::malloc_managed(int device, size_t size, unsigned attach_flag
     std::lock_guard lk(m_);
     if (auto st = charge_locked(device, len); !st.ok()) return st;
   }
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     std::lock_guard lk(m_);
@@ -1326,7 +1337,7 @@ dstatus sim_driver::ipc_open_handle(int device, const ipc_native_handle& handle,
     return fail(errc::invalid_handle, "the shared memory of handle {} is not {} bytes", name,
                 p.size);
   }
-  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* m = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
   if (m == MAP_FAILED) return from_errno(e, "mmap");
@@ -1391,7 +1402,7 @@ dstatus sim_driver::shareable_create(int device, size_t size, shareable_allocati
     uncharge();
     return from_errno(e, "ftruncate");
   }
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     close(fd);
@@ -1450,7 +1461,7 @@ dstatus sim_driver::shareable_import_fd(int device, int fd, size_t size,
   if (!round_page(size, &len)) return fail(errc::invalid_value, "size {} is too large", size);
   int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the caller keeps fd; we keep a copy for export
   if (own < 0) return from_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
+  void* p = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     close(own);

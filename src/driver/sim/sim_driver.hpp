@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/fork_safety.hpp"
 #include "driver/driver.hpp"
 #include "driver/page_attributes.hpp"
 #include "driver/sim/sim_stream.hpp"
@@ -55,6 +56,7 @@ struct allocation {
 /// not expose (attach flags).
 class sim_driver final : public driver {
  public:
+  struct fork_hooks;  ///< its fork() handlers (sim_driver.cpp)
   explicit sim_driver(const sim_config& config);
   ~sim_driver() override;
   sim_driver(const sim_driver&) = delete;
@@ -146,10 +148,11 @@ class sim_driver final : public driver {
   void synchronize_all();
   dstatus charge_locked(int device, size_t bytes);
   void unmap(std::uintptr_t base, allocation& a);
-  /// pthread_atfork child handler: sets aside what the parent's threads own (streams, events)
-  /// and marks the parent's device memory as not this process's.
-  /// pthread_atfork prepare and parent handlers: every live driver's lock is held across
-  /// fork(), so the child never inherits one that a stream worker thread held half-way.
+  /// fork() handlers, run through fork_hooks (rank driver, after every lock of core is taken).
+  /// Prepare and parent: every live driver's lock is held across fork(), so the child never
+  /// inherits one that a stream worker thread held half-way. Child: sets aside what the
+  /// parent's threads own (streams, events) and marks the parent's device memory as not this
+  /// process's.
   static void on_fork_prepare();
   static void on_fork_parent();
   static void on_fork_child();
