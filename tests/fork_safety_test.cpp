@@ -50,6 +50,9 @@ struct logging_participant final : fork_participant {
 }  // namespace
 
 TEST(ForkSafety, HandlersRunInRankOrderAndReverse) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
   std::vector<std::string> log;
   g_log = &log;
   {
@@ -79,6 +82,9 @@ TEST(ForkSafety, HandlersRunInRankOrderAndReverse) {
 }
 
 TEST(ForkSafety, LockHeldByAnotherThreadAtForkIsFreeInTheChild) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
   ranked_mutex m(lock_rank::registry);
   std::atomic<bool> holding{false};
   std::thread holder([&] {
@@ -99,6 +105,9 @@ TEST(ForkSafety, LockHeldByAnotherThreadAtForkIsFreeInTheChild) {
 }
 
 TEST(ForkSafety, ReaderAndWriterLocksAtForkAreFreeInTheChild) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
   ranked_shared_mutex m(lock_rank::registry);
   std::atomic<int> readers{0};
   std::atomic<bool> stop{false};
@@ -147,6 +156,9 @@ TEST(ForkSafety, MadeOnceMakesOneObjectForAllThreads) {
 }
 
 TEST(ForkSafety, ForkWaitsForAnObjectBeingMade) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
   std::atomic<bool> making{false};
   std::atomic<bool> finish{false};
   auto get = [&]() -> int& {

@@ -994,11 +994,13 @@ state& state::make() {
                             "parent had started the {} backend: its driver is not fork-safe. "
                             "exec a new program, or fork before the first memarea call",
                             sys.gpu().name()));
-  auto fresh = std::make_unique<state>();  // throws for a malformed MEMAREA_IPC_CACHE_LIMIT
-  state* winner = nullptr;
-  if (!g_state.compare_exchange_strong(winner, fresh.get(), std::memory_order_acq_rel))
-    return *winner;  // another thread made it first; ours did nothing yet
-  return *fresh.release();
+  // Under fork_init_guard: its locks are fork participants, and a fork() must never find one
+  // half-registered (fork_safety.hpp).
+  fork_init_guard init;
+  if (state* made = g_state.load(std::memory_order_acquire)) return *made;
+  auto* fresh = new state();  // throws for a malformed MEMAREA_IPC_CACHE_LIMIT
+  g_state.store(fresh, std::memory_order_release);
+  return *fresh;
 }
 
 void on_fork_child() {

@@ -50,7 +50,10 @@ class peer_table {
 peer_table& table() {
   // Never destroyed: copies may ask during static destruction. Made before g_mutex is taken
   // (each caller of g_mutex asks for it first), as made_once requires.
-  return made_once([] { return new peer_table(system::get().device_count()); });
+  // The system first, outside made_once: making it takes its own lock, then made_once's; never
+  // the other way round.
+  const int n = system::get().device_count();
+  return made_once([n] { return new peer_table(n); });
 }
 
 /// Live scoped_access objects of one pair; `owns` says whether that round's first scope
@@ -220,7 +223,6 @@ scoped_access& scoped_access::operator=(scoped_access&& other) noexcept {
 }
 
 int scoped_access::count(int device, int peer) noexcept {
-  (void)detail::table();  // made before the lock (fork_safety.hpp)
   std::lock_guard lock(detail::g_mutex());
   auto it = detail::g_scopes.find({device, peer});
   return it == detail::g_scopes.end() ? 0 : it->second.count;

@@ -48,14 +48,19 @@ void destroy_system() noexcept {
   if (system* s = g_system.exchange(nullptr)) s->~system();
 }
 
+}  // namespace
+
 struct system_fork final : fork_participant {
   system_fork() noexcept : fork_participant(lock_rank::system_init) {}
   void fork_child() noexcept override {
     // A thread that was choosing the backend is not in the child: its half-made system (still
-    // unpublished) is left as it is, and the child's first call makes one in the same storage.
+    // unpublished, and holding no ranked lock or fork participant) is left as it is, and the
+    // child's first call makes one in the same storage.
     g_system_lock = PTHREAD_MUTEX_INITIALIZER;
+    if (system* s = g_system.load()) s->reports_mutex_ = PTHREAD_MUTEX_INITIALIZER;
   }
 };
+namespace {
 system_fork g_system_fork;
 }  // namespace
 
@@ -145,7 +150,11 @@ void system::check_device(int device, const char* what) const {
 }
 
 std::vector<backend_report> system::reports() {
-  std::lock_guard lock(reports_mutex_);
+  pthread_mutex_lock(&reports_mutex_);
+  struct unlock_at_end {
+    pthread_mutex_t* m;
+    ~unlock_at_end() { pthread_mutex_unlock(m); }
+  } unlock{&reports_mutex_};
   if (!probed_all_) {
     probed_all_ = true;
     auto have = [&](const char* n) {

@@ -50,7 +50,10 @@ class system {
   std::unique_ptr<driver> gpu_;
   int count_ = 0;
   int creator_pid_ = 0;
-  ranked_mutex reports_mutex_{lock_rank::backend_reports};
+  /// Not a ranked lock: probing CUDA or HIP under it calls pthread_atfork, which would deadlock
+  /// with a fork() whose prepare waited for it. Renewed in a child (system.cpp).
+  pthread_mutex_t reports_mutex_ = PTHREAD_MUTEX_INITIALIZER;
+  friend struct system_fork;
   std::vector<backend_report> reports_;
   bool probed_all_ = false;
 };

@@ -104,7 +104,9 @@ bool round_page(size_t n, size_t* out) {
 /// A process-wide unique 64-bit id. Random start so that several processes (or a process reusing
 /// a dead one's pid) never produce the same shm name.
 std::uint64_t next_id() {
-  static std::atomic<std::uint64_t> counter{[] {
+  // Made once under fork_init_guard (first by the driver's constructor, before any of its own
+  // locks is taken): a function-local static's guard, pending at fork(), would hang a child.
+  auto& counter = made_once([] {
     std::uint64_t seed =
         static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     try {
@@ -113,8 +115,8 @@ std::uint64_t next_id() {
     } catch (...) {
       // No entropy source: the clock alone still makes collisions unlikely.
     }
-    return seed;
-  }()};
+    return new std::atomic<std::uint64_t>(seed);
+  });
   return counter.fetch_add(1, std::memory_order_relaxed);
 }
 
