@@ -141,7 +141,11 @@ void send_fd(int socket, int fd, const void* payload = nullptr, std::size_t size
 /// Receives what send_fd sent: returns the new descriptor (close-on-exec; the caller closes it)
 /// and copies the payload into payload (capacity bytes; a larger payload is invalid_value and
 /// the descriptor is closed). *size, when not null, gets the payload's size.
+/// Deadline: with timeout_ms >= 0 the whole message must arrive within it (nothing at all:
+/// not_found; a message cut short: invalid_value). With timeout_ms < 0 the first byte may take
+/// any time, but the rest must follow within 5 s (invalid_value), so a peer that sends part of
+/// a message and keeps the socket open cannot block the caller for ever.
 int receive_fd(int socket, void* payload = nullptr, std::size_t capacity = 0,
-               std::size_t* size = nullptr);
+               std::size_t* size = nullptr, int timeout_ms = -1);
 
 }  // namespace memarea::ipc

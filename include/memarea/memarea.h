@@ -279,6 +279,13 @@ MEMAREA_API memarea_status memarea_ipc_send_fd(int socket, int fd, const void *p
  *  into *received (may be NULL). */
 MEMAREA_API memarea_status memarea_ipc_recv_fd(int socket, int *fd, void *payload,
                                                size_t capacity, size_t *received);
+/** memarea_ipc_recv_fd with a deadline: timeout_ms >= 0 bounds the whole message (nothing
+ *  arrived: MEMAREA_ERROR_NOT_FOUND; cut short: MEMAREA_ERROR_INVALID_VALUE). With timeout_ms < 0
+ *  (and in memarea_ipc_recv_fd) the first byte may take any time and the rest must follow
+ *  within 5 s. */
+MEMAREA_API memarea_status memarea_ipc_recv_fd_timeout(int socket, int *fd, void *payload,
+                                                       size_t capacity, size_t *received,
+                                                       int timeout_ms);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -67,4 +67,12 @@ memarea_status memarea_ipc_recv_fd(int socket, int* fd, void* payload, size_t ca
   });
 }
 
+memarea_status memarea_ipc_recv_fd_timeout(int socket, int* fd, void* payload, size_t capacity,
+                                           size_t* received, int timeout_ms) {
+  return c_call(__func__, [&] {
+    require(fd, "fd");
+    *fd = memarea::ipc::receive_fd(socket, payload, capacity, received, timeout_ms);
+  });
+}
+
 }  // extern "C"

@@ -8,12 +8,16 @@
 
 #include <fmt/format.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
+#include <chrono>
+#include <climits>
 #include <map>
 #include <mutex>
 
@@ -23,6 +27,9 @@ using namespace detail;
 using namespace detail::ipc_internal;
 
 constexpr std::size_t kMaxPayload = 65536;
+/// How long the rest of a message may take once its first byte arrived (receive_fd without a
+/// timeout).
+constexpr std::chrono::milliseconds kRestOfMessage{5000};
 
 /// Shareable allocations of this process, by mapped address; each also has a registry record
 /// (for lookup and copies) whose id is kept here.
@@ -179,10 +186,36 @@ void send_fd(int socket, int fd, const void* payload, std::size_t size) {
   }
 }
 
-int receive_fd(int socket, void* payload, std::size_t capacity, std::size_t* size) {
+namespace {
+using receive_clock = std::chrono::steady_clock;
+
+/// Waits until socket has something to read or `until` passes; false on timeout. Errors of
+/// poll itself are left to the recv that follows.
+bool readable_by(int socket, receive_clock::time_point until) {
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - receive_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{socket, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), INT32_MAX)));
+    if (r < 0 && errno == EINTR) continue;
+    return r != 0;
+  }
+}
+}  // namespace
+
+int receive_fd(int socket, void* payload, std::size_t capacity, std::size_t* size,
+               int timeout_ms) {
   if (socket < 0)
     throw error(errc::invalid_value, fmt::format("receive_fd: socket {} is negative", socket));
   if (capacity && !payload) throw error(errc::invalid_value, "receive_fd: payload is NULL");
+  // The whole message within timeout_ms; without one, the first byte may take any time but the
+  // rest must follow within kRestOfMessage, so a peer that stops half-way cannot block us.
+  const auto start = receive_clock::now();
+  const bool bounded = timeout_ms >= 0;
+  const auto deadline = start + std::chrono::milliseconds(bounded ? timeout_ms : 0);
+  if (bounded && !readable_by(socket, deadline))
+    throw error(errc::not_found,
+                fmt::format("receive_fd: no message arrived within {} ms", timeout_ms));
   std::uint32_t len = 0;
   std::vector<char> body(kMaxPayload);
   iovec iov[2];
@@ -226,12 +259,18 @@ int receive_fd(int socket, void* payload, std::size_t capacity, std::size_t* siz
     throw fail(errc::invalid_value, fmt::format("{} descriptors arrived, not 1", fds.size()));
   if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) throw fail(errc::invalid_value, "message truncated");
   std::size_t got = static_cast<std::size_t>(n);
+  const auto rest_by = bounded ? deadline : receive_clock::now() + kRestOfMessage;
   while (got < sizeof len || got < sizeof len + len) {
     if (got >= sizeof len && len > kMaxPayload)
       throw fail(errc::invalid_value, fmt::format("payload length {} is too large", len));
     char* to = got < sizeof len ? reinterpret_cast<char*>(&len) + got
                                 : body.data() + (got - sizeof len);
     std::size_t want = got < sizeof len ? sizeof len - got : sizeof len + len - got;
+    if (!readable_by(socket, rest_by))
+      throw fail(errc::invalid_value,
+                 fmt::format("the message did not arrive whole within {} ms ({} of {} bytes)",
+                             bounded ? timeout_ms : static_cast<int>(kRestOfMessage.count()),
+                             got, got < sizeof len ? sizeof len : sizeof len + len));
     ssize_t m = recv(socket, to, want, 0);
     if (m < 0 && errno == EINTR) continue;
     if (m <= 0) throw fail(errc::invalid_value, "the message ended early");

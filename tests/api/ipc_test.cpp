@@ -208,6 +208,126 @@ TEST(Ipc, FdOverASocketInOneProcess) {
   for (int f : {sv[0], sv[1], pipefd[0], pipefd[1]}) ::close(f);
 }
 
+/// Sends a message as send_fd would, but only `keep` of its bytes (the descriptor rides on the
+/// first), then leaves the socket open: a stalled or hostile peer.
+void send_part_of_a_message(int socket, int fd, std::uint32_t payload_len, std::size_t keep) {
+  std::vector<unsigned char> bytes(sizeof payload_len + payload_len, 0x5a);
+  std::memcpy(bytes.data(), &payload_len, sizeof payload_len);
+  iovec iov{bytes.data(), std::min(keep, bytes.size())};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  ASSERT_EQ(sendmsg(socket, &msg, MSG_NOSIGNAL), static_cast<ssize_t>(iov.iov_len));
+}
+
+/// Descriptors open in this process.
+int open_descriptors() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// Issue 19, finding 7: a peer that sends a length header and fewer bytes, and keeps the socket
+// open, used to block the receiver for ever. Now the rest of a message has a deadline.
+TEST(Ipc, ReceiveFdHasADeadline) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  int pipefd[2];
+  ASSERT_EQ(pipe2(pipefd, O_CLOEXEC), 0);
+  std::vector<unsigned char> got(300, 0);
+  int fd = -1;
+  size_t received = 0;
+  const int before = open_descriptors();
+  // Nothing at all within the timeout: NOT_FOUND, after about the timeout.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_STATUS(memarea_ipc_recv_fd_timeout(sv[1], &fd, got.data(), got.size(), &received, 100),
+                MEMAREA_ERROR_NOT_FOUND);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(90));
+  EXPECT_NE(std::string(memarea_last_error_message()).find("within 100 ms"), std::string::npos);
+  // A header promising 300 bytes, then 10 of them: INVALID_VALUE, and the descriptor that came
+  // with them is closed, not leaked.
+  send_part_of_a_message(sv[0], pipefd[1], 300, 4 + 10);
+  EXPECT_STATUS(memarea_ipc_recv_fd_timeout(sv[1], &fd, got.data(), got.size(), &received, 200),
+                MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("did not arrive whole"), std::string::npos)
+      << memarea_last_error_message();
+  EXPECT_EQ(open_descriptors(), before);
+  // Half a header, without a timeout: the rest must follow within 5 s.
+  send_part_of_a_message(sv[0], pipefd[1], 300, 2);
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_STATUS(memarea_ipc_recv_fd(sv[1], &fd, got.data(), got.size(), &received),
+                MEMAREA_ERROR_INVALID_VALUE);
+  waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(4900));
+  EXPECT_LT(waited, std::chrono::seconds(60));
+  EXPECT_EQ(open_descriptors(), before);
+  // A whole message within the timeout still arrives, byte for byte.
+  const auto payload = random_bytes(300);
+  EXPECT_STATUS(memarea_ipc_send_fd(sv[0], pipefd[1], payload.data(), payload.size()),
+                MEMAREA_SUCCESS);
+  EXPECT_STATUS(memarea_ipc_recv_fd_timeout(sv[1], &fd, got.data(), got.size(), &received, 1000),
+                MEMAREA_SUCCESS);
+  EXPECT_EQ(got, payload);
+  EXPECT_GE(fd, 0);
+  ::close(fd);
+  for (int f : {sv[0], sv[1], pipefd[0], pipefd[1]}) ::close(f);
+}
+
+// Issue 19, finding 6: import_fd mapped any file that was large enough, and an unsealed memfd
+// could be shrunk by its sender after the import (the importer then died of SIGBUS).
+TEST(Ipc, ImportFdTakesOnlyShareableMemory) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  constexpr std::size_t n = 8192;
+  // A regular file, a pipe and an unsealed memfd, each large enough: refused, nothing mapped.
+  const std::size_t live = live_allocations();
+  FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(ftruncate(fileno(file), n), 0);
+  int pipefd[2];
+  ASSERT_EQ(pipe2(pipefd, O_CLOEXEC), 0);
+  const int unsealed = memfd_create("not-memarea", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(ftruncate(unsealed, n), 0);
+  for (int fd : {fileno(file), pipefd[0], unsealed}) {
+    void* p = nullptr;
+    const memarea_status s = memarea_shareable_import_fd(&p, fd, n, 0);
+    if (s == MEMAREA_ERROR_NOT_SUPPORTED) GTEST_SKIP() << "no shareable memory on this device";
+    EXPECT_EQ(s, MEMAREA_ERROR_INVALID_VALUE) << "fd " << fd << ": " << memarea_last_error_message();
+    EXPECT_EQ(p, nullptr);
+  }
+  EXPECT_EQ(live_allocations(), live);
+  std::fclose(file);
+  for (int f : {pipefd[0], pipefd[1], unsealed}) ::close(f);
+  // What export_fd gives out cannot change size: its mapping can never be cut short.
+  ipc::shareable a = ipc::create_shareable(n, 0);
+  const int fd = ipc::export_fd(a.ptr);
+  if (backend_name() == "sim") {
+    EXPECT_NE(ftruncate(fd, 0), 0) << "a shareable memfd shrank";
+    EXPECT_NE(ftruncate(fd, static_cast<off_t>(4 * a.size)), 0) << "a shareable memfd grew";
+  }
+  ipc::shareable b = ipc::import_fd(fd, a.size, 0);
+  const auto want = random_bytes(n);
+  copy(a.ptr, want.data(), n);
+  std::vector<unsigned char> got(n, 0);
+  copy(got.data(), b.ptr, n);
+  EXPECT_EQ(got, want);
+  ::close(fd);
+  ipc::release_shareable(b.ptr);
+  ipc::release_shareable(a.ptr);
+}
+
 TEST(Ipc, ShareableMemoryIsNotFreedByAreasOrLegacyIpc) {
   MEMAREA_REQUIRE_DEVICES(1);
   void* p = nullptr;

@@ -1376,6 +1376,9 @@ dstatus sim_driver::ipc_close_handle(void* ptr) {
 
 // --- shareable memory --------------------------------------------------------------------------
 
+/// The seals of every shareable memfd: its size can never change.
+constexpr int kShareableSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+
 dstatus sim_driver::shareable_create(int device, size_t size, shareable_allocation* out) {
   if (!out) return fail(errc::invalid_value, "out is null");
   if (auto r = check_device(device); !r.ok()) return r;
@@ -1392,17 +1395,20 @@ dstatus sim_driver::shareable_create(int device, size_t size, shareable_allocati
     std::lock_guard lk(m_);
     used_[static_cast<size_t>(device)] -= len;
   };
-  int fd = memfd_create("memarea-sim-shareable", MFD_CLOEXEC);
+  // Sealable: once sized, it is sealed against shrinking and growing, so an importer can map
+  // it knowing that no process can cut it short under the mapping (SIGBUS).
+  int fd = memfd_create("memarea-sim-shareable", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     int e = errno;
     uncharge();
     return from_errno(e, "memfd_create");
   }
-  if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
+  if (ftruncate(fd, static_cast<off_t>(len)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, kShareableSeals | F_SEAL_SEAL) != 0) {
     int e = errno;
     close(fd);
     uncharge();
-    return from_errno(e, "ftruncate");
+    return from_errno(e, "sizing and sealing the memfd");
   }
   void* p = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
@@ -1455,6 +1461,14 @@ dstatus sim_driver::shareable_import_fd(int device, int fd, size_t size,
     int e = errno;
     if (e == EBADF) return fail(errc::invalid_value, "fd {} is not open", fd);
     return from_errno(e, "fstat");
+  }
+  // Only what shareable_create makes: a memfd sealed against shrinking and growing. A regular
+  // file, a pipe or an unsealed memfd could be cut short after the import (SIGBUS on access).
+  const int seals = S_ISREG(sb.st_mode) ? fcntl(fd, F_GET_SEALS) : -1;
+  if (seals < 0 || (seals & kShareableSeals) != kShareableSeals) {
+    return fail(errc::invalid_value,
+                "fd {} is not shareable memory: not a memfd sealed against shrinking and growing",
+                fd);
   }
   if (sb.st_size < 0 || static_cast<std::uint64_t>(sb.st_size) < size) {
     return fail(errc::invalid_value, "fd {} holds {} bytes, {} requested", fd, sb.st_size, size);
