@@ -9,6 +9,7 @@
 // lock, so code holding `ex` never touches the registry. `im` (import side) may take the
 // registry's lock inside it and never takes `ex`.
 #include "base/fresh_mmap.hpp"
+#include "base/random_name.hpp"
 #include "core/area_impl.hpp"
 #include "core/ipc_impl.hpp"
 #include "core/ipc_shm.hpp"
@@ -117,8 +118,19 @@ bool process_alive(std::int32_t pid, std::uint64_t token) {
   return true;
 }
 
-std::string segment_name(std::int32_t pid, std::uint64_t token) {
-  return fmt::format("/memarea-ipc-{}-{}", pid, token);
+std::string segment_name(std::int32_t pid, std::uint64_t token, std::uint64_t nonce) {
+  return fmt::format("/memarea-ipc-{}-{}-{:016x}", pid, token, nonce);
+}
+
+std::uint64_t native_digest(const unsigned char (&native)[64]) noexcept {
+  std::uint64_t h = 0x6e61746976656831ull;
+  for (std::size_t i = 0; i < sizeof native; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, native + i, 8);
+    h = (h ^ word) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 31;
+  }
+  return h;
 }
 
 wire parse(const ipc::handle& h) {
@@ -132,7 +144,9 @@ wire parse(const ipc::handle& h) {
     throw bad(fmt::format("version {} (this memarea reads version {})", w.version,
                           kHandleVersion));
   if (w.checksum != checksum(w)) throw bad("checksum mismatch (corrupted bytes)");
-  if (w.size == 0 || w.offset >= w.size || w.pid <= 0 || w.buffer_id == 0 ||
+  // The offset is checked against the exporter's segment and the driver at the open: the
+  // handle says nothing trusted about the allocation's size.
+  if (w.nonce == 0 || w.pid <= 0 || w.buffer_id == 0 ||
       w.slot >= kBuffers || w.reserved != 0)
     throw bad("fields out of range");
   if (w.backend != backend_tag())
@@ -206,7 +220,9 @@ void remove_dead_segments() {
     long long pid = 0;
     unsigned long long token = 0;
     char tail = 0;
-    if (std::sscanf(e->d_name, "memarea-ipc-%lld-%llu%c", &pid, &token, &tail) != 2) continue;
+    // memarea-ipc-<pid>-<token>-<nonce> (and the nonce-less names of version 1)
+    const int got = std::sscanf(e->d_name, "memarea-ipc-%lld-%llu%c", &pid, &token, &tail);
+    if (got != 2 && !(got == 3 && tail == '-')) continue;
     if (pid <= 0 || pid > INT32_MAX) continue;
     if (process_alive(static_cast<std::int32_t>(pid), token)) continue;
     shm_unlink((std::string("/") + e->d_name).c_str());
@@ -220,10 +236,9 @@ bool purge_if_dead(buffer_slot& b, importer_slot& s) {
   if (pid == 0) return false;
   std::uint64_t token = at(s.token).load();
   if (process_alive(pid, token)) return false;
-  if (!at(s.pid).compare_exchange_strong(pid, 0)) return false;
-  at(s.token).store(0);
-  at(b.importers).fetch_sub(1);
-  return true;
+  // Only the pid is cleared: a new importer may take the slot at once and write its token.
+  (void)b;
+  return at(s.pid).compare_exchange_strong(pid, 0);
 }
 
 void purge_dead(buffer_slot& b) {
@@ -292,7 +307,8 @@ struct owner {
 /// One mapping of another process's buffer.
 struct entry {
   void* base = nullptr;       ///< the driver's mapping
-  std::size_t size = 0;
+  std::size_t size = 0;       ///< bytes mapped (the exporter's record, bounded by the driver's)
+  std::uint64_t digest = 0;   ///< the exporter's native_digest of the driver handle
   int device = 0;
   std::uint32_t slot = 0;
   owner* from = nullptr;
@@ -396,7 +412,7 @@ class state {
       std::memcpy(w.native, e.native.bytes, sizeof w.native);
       w.offset = static_cast<std::uint64_t>(static_cast<const char*>(ptr) -
                                             static_cast<const char*>(e.driver_base));
-      w.size = e.driver_size;
+      w.nonce = nonce_;
       w.device = e.device;
       w.pid = pid_;
       w.buffer_id = r->id;
@@ -434,11 +450,11 @@ class state {
     }
     buffer_slot& b = seg_->slot[it->second.slot];
     purge_dead(b);
-    if (policy == ipc::free_policy::refuse && at(b.importers).load() > 0)
+    if (policy == ipc::free_policy::refuse && importers_of(b) > 0)
       throw error(errc::busy,
                   fmt::format("{} is open in {} other process(es) and its free policy is "
                               "refuse; free it after they close it",
-                              r.base, at(b.importers).load()));
+                              r.base, importers_of(b)));
     policies_.erase(r.id);
     // Before the record goes: no thread may serve a cached handle of this allocation again.
     // (Only exported allocations can be in a thread's cache: an export racing with this free
@@ -449,7 +465,7 @@ class state {
     at(b.live).store(0);
     const std::uint32_t slot = it->second.slot;
     exports_.erase(it);
-    if (at(b.importers).load() == 0) {
+    if (importers_of(b) == 0) {
       release_slot_locked(slot);
       return false;
     }
@@ -479,7 +495,7 @@ class state {
     if (it == exports_.end()) return 0;
     buffer_slot& b = seg_->slot[it->second.slot];
     purge_dead(b);
-    return static_cast<int>(at(b.importers).load());
+    return static_cast<int>(importers_of(b));
   }
 
   std::size_t deferred() const { return deferred_count_.load(); }
@@ -512,7 +528,7 @@ class state {
     if (device < 0) device = current_device();
     sys.check_device(device, "ipc open");
     (void)collect(false);
-    if (w.pid == pid_ && w.token == token_) return open_own(w);
+    if (w.pid == pid_ && w.token == token_ && w.nonce == nonce_) return open_own(w);
 
     const key k{w.pid, w.token, w.buffer_id};
     std::lock_guard lock(im_);
@@ -524,6 +540,7 @@ class state {
         throw error(errc::invalid_handle,
                     fmt::format("ipc open: the exporting process {} has exited", w.pid));
       }
+      if (e.digest != native_digest(w.native) || w.offset >= e.size) throw mismatch(w);
       if (e.refs == 0) {
         if (!register_locked(e, w)) {
           evict_locked(it);
@@ -539,7 +556,6 @@ class state {
 
     owner& o = owner_locked(w);  // throws invalid_handle for exited owners
     entry e;
-    e.size = w.size;
     e.device = device;
     e.slot = w.slot;
     e.from = &o;
@@ -547,6 +563,18 @@ class state {
     if (!register_locked(e, w)) {
       release_owner_locked(o);
       throw stale(w);
+    }
+    // Against what the exporter really shared (read once registered: the slot is this buffer's
+    // and cannot be reused under us): the driver handle and the allocation's size it recorded.
+    {
+      buffer_slot& b = o.seg->slot[w.slot];
+      e.size = at(b.size).load();
+      e.digest = at(b.digest).load();
+      if (e.digest != native_digest(w.native) || e.size == 0 || w.offset >= e.size) {
+        unregister_locked(e);
+        release_owner_locked(o);
+        throw mismatch(w);
+      }
     }
     ipc_native_handle native;
     std::memcpy(native.bytes, w.native, sizeof native.bytes);
@@ -565,9 +593,23 @@ class state {
       throw_status(s, fmt::format("ipc open of buffer {} of process {} on device {}",
                                   w.buffer_id, w.pid, device));
     }
+    // The driver's own word on what it mapped bounds the offset too; and a mapping that is
+    // already open under another handle (a handle carrying another buffer's driver handle) is
+    // refused: two entries must never share one mapping.
+    pointer_info pi;
+    if (sys.gpu().pointer_query(base, &pi).ok() && pi.base == base && pi.size != 0)
+      e.size = std::min<std::size_t>(e.size, pi.size);
+    const bool shared_mapping = std::any_of(entries_.begin(), entries_.end(),
+                                            [&](const auto& kv) { return kv.second.base == base; });
+    if (w.offset >= e.size || shared_mapping) {
+      (void)sys.gpu().ipc_close_handle(base);  // drops the reference this open took
+      unregister_locked(e);
+      release_owner_locked(o);
+      throw mismatch(w);
+    }
     e.base = base;
     try {
-      record r = ipc_record(base, w.size, MEMAREA_MEMORY_IPC_IMPORTED, device, kImportedSentinel);
+      record r = ipc_record(base, e.size, MEMAREA_MEMORY_IPC_IMPORTED, device, kImportedSentinel);
       allocations().insert(r);
       e.record_id = r.id;
       auto [pos, inserted] = entries_.emplace(k, e);
@@ -601,8 +643,10 @@ class state {
                               "closed as many times as it was opened)",
                               ptr));
     const key k = it->second.k;
-    if (--it->second.count == 0) opened_.erase(it);
     auto e_it = entries_.find(k);
+    if (e_it == entries_.end())  // never: every opened pointer's entry lives while it is open
+      throw error(errc::unknown, fmt::format("ipc close: {} has no mapping entry", ptr));
+    if (--it->second.count == 0) opened_.erase(it);
     entry& e = e_it->second;
     if (--e.refs > 0) return;
     // Last close: the owner may free the memory now; the mapping itself stays cached.
@@ -644,12 +688,15 @@ class state {
   void ensure_segment_locked() {
     if (seg_) return;
     remove_dead_segments();
-    const std::string name = segment_name(pid_, token_);
+    // A name that exists already is not ours (another user may have made it to block us): a
+    // fresh random part is drawn, and the object is never opened or removed.
+    std::string name;
     int fd = -1;
-    for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
+    for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+      nonce_ = random_u64();
+      name = segment_name(pid_, token_, nonce_);
       fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      // A leftover of a process with our pid and start time cannot be live: replace it.
-      if (fd < 0 && errno == EEXIST) shm_unlink(name.c_str());
+      if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0)
       throw error(errc::unknown, fmt::format("ipc export: shm_open({}) failed: {}", name,
@@ -697,16 +744,20 @@ class state {
     }
     check(gpu.ipc_get_handle(e.driver_base, &e.native),
           fmt::format("ipc export of {} (device {})", r.base, r.device).c_str());
-    e.slot = claim_slot_locked(r.id);
+    e.slot = claim_slot_locked(r.id, e.driver_size, native_digest(e.native.bytes));
     tracking_.store(true);
     return exports_.emplace(r.id, e).first;
   }
 
-  std::uint32_t claim_slot_locked(std::uint64_t id) {
+  /// A free slot, filled with what importers check handles against; the id last, since an
+  /// importer checks it first.
+  std::uint32_t claim_slot_locked(std::uint64_t id, std::uint64_t size, std::uint64_t digest) {
     for (std::uint32_t n = 0; n < kBuffers; ++n) {
       const std::uint32_t i = (hint_ + n) % kBuffers;
       buffer_slot& b = seg_->slot[i];
-      if (at(b.id).load() != 0 || at(b.importers).load() != 0) continue;
+      if (at(b.id).load() != 0 || importers_of(b) != 0) continue;
+      at(b.size).store(size);
+      at(b.digest).store(digest);
       at(b.live).store(1);
       at(b.id).store(id);
       hint_ = i + 1;
@@ -728,7 +779,7 @@ class state {
     if (it == exports_.end()) return;
     buffer_slot& b = seg_->slot[it->second.slot];
     at(b.live).store(0);
-    if (at(b.importers).load() == 0) release_slot_locked(it->second.slot);
+    if (importers_of(b) == 0) release_slot_locked(it->second.slot);
     exports_.erase(it);
   }
 
@@ -743,7 +794,7 @@ class state {
     for (auto it = deferred_.begin(); it != deferred_.end();) {
       buffer_slot& b = seg_->slot[it->slot];
       if (purge) purge_dead(b);
-      if (at(b.importers).load() != 0) {
+      if (importers_of(b) != 0) {
         ++it;
         continue;
       }
@@ -766,12 +817,22 @@ class state {
                   fmt::format("ipc open: the handle names buffer {} of this process, which was "
                               "freed (stale handle)",
                               w.buffer_id));
+    if (std::memcmp(it->second.native.bytes, w.native, sizeof w.native) != 0 ||
+        w.offset >= it->second.driver_size)
+      throw mismatch(w);
     void* p = static_cast<char*>(it->second.driver_base) + w.offset;
     ++self_opened_[p];
     return p;
   }
 
   // --- import internals (im_ held) ---------------------------------------------------------------
+
+  static error mismatch(const wire& w) {
+    return error(errc::invalid_handle,
+                 fmt::format("ipc open: the handle does not match what process {} exported as "
+                             "buffer {} (its driver handle, or an offset outside the allocation)",
+                             w.pid, w.buffer_id));
+  }
 
   static error stale(const wire& w) {
     return error(errc::invalid_handle,
@@ -805,7 +866,6 @@ class state {
                                           "process {} open",
                                           kImporterSlots, w.buffer_id, w.pid));
     at(mine->token).store(token_);
-    at(b.importers).fetch_add(1);
     e.who = mine;
     e.registered = true;
     if (at(b.id).load() != w.buffer_id || at(b.live).load() != 1) {
@@ -820,9 +880,10 @@ class state {
     e.registered = false;
     buffer_slot& b = e.from->seg->slot[e.slot];
     std::int32_t expected = pid_;
-    at(e.who->token).store(0);
-    // The owner may have purged us meanwhile (it thought us dead): then it already counted.
-    if (at(e.who->pid).compare_exchange_strong(expected, 0)) at(b.importers).fetch_sub(1);
+    (void)b;
+    // The owner may have purged us meanwhile (it thought us dead), and another importer may
+    // hold the slot now: clear it only while it is still ours.
+    (void)at(e.who->pid).compare_exchange_strong(expected, 0);
     e.who = nullptr;
   }
 
@@ -852,7 +913,7 @@ class state {
                       fmt::format("ipc open: the exporting process {} has exited", w.pid));
         return o;
       }
-    const std::string name = segment_name(w.pid, w.token);
+    const std::string name = segment_name(w.pid, w.token, w.nonce);
     int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
       int e = errno;
@@ -932,6 +993,9 @@ class state {
 
   const std::int32_t pid_;
   const std::uint64_t token_;
+  /// The random part of this process's segment name (drawn when the segment is made, under
+  /// ex_; 0 until then, and no handle carries 0).
+  std::uint64_t nonce_ = 0;
 
   ranked_mutex ex_{lock_rank::ipc_export};
   segment* seg_ = nullptr;

@@ -28,7 +28,7 @@ struct wire {
   std::uint16_t reserved;         ///< 0
   unsigned char native[64];       ///< the driver's handle of the whole (base) allocation
   std::uint64_t offset;           ///< of the exported pointer from the driver's base
-  std::uint64_t size;             ///< of the driver's allocation
+  std::uint64_t nonce;            ///< the random part of the exporter's segment name
   std::int32_t device;            ///< the memory's device in the exporting process
   std::int32_t pid;               ///< the exporting process
   std::uint64_t buffer_id;        ///< the registry record's id (unique per process lifetime)
@@ -40,7 +40,9 @@ struct wire {
 static_assert(sizeof(wire) == 128, "the wire format is 128 bytes");
 
 constexpr std::uint32_t kHandleMagic = 0x4849414du;  // "MAIH"
-constexpr std::uint16_t kHandleVersion = 1;
+/// Version 2: the allocation's size is no longer in the handle (the exporter's segment says it,
+/// and the driver after the open); the segment's name has a random part. Version 1 is refused.
+constexpr std::uint16_t kHandleVersion = 2;
 
 /// The checksum of a wire's first 120 bytes.
 std::uint64_t checksum(const wire& w) noexcept;
@@ -54,8 +56,12 @@ ipc_native_handle native_of(const ipc::handle& h);
 std::uint64_t self_token();
 /// Whether pid runs and (token != 0) started at token: false for exited, zombie or reused pids.
 bool process_alive(std::int32_t pid, std::uint64_t token);
-/// The shared segment's name of an exporting process.
-std::string segment_name(std::int32_t pid, std::uint64_t token);
+/// The shared segment's name of an exporting process: its pid and start time, then a random
+/// part (nonce) that another user cannot guess.
+std::string segment_name(std::int32_t pid, std::uint64_t token, std::uint64_t nonce);
+/// A digest of a driver handle's bytes (the exporter's segment keeps it per exported buffer, and
+/// an importer compares the handle's).
+std::uint64_t native_digest(const unsigned char (&native)[64]) noexcept;
 
 /// (owner pid, buffer id) of the closed mappings held in this process's import cache, most
 /// recently used first (for tests: which mapping the LRU bound evicted).

@@ -9,7 +9,7 @@
 namespace memarea::detail::ipc_internal {
 
 constexpr std::uint64_t kSegmentMagic = 0x4d454d4152454153ull;  // "SAERAMEM"
-constexpr std::uint32_t kSegmentVersion = 1;
+constexpr std::uint32_t kSegmentVersion = 2;
 constexpr std::uint32_t kBuffers = 4096;        ///< live exported buffers per process
 constexpr std::uint32_t kImporterSlots = 32;    ///< importer processes per buffer
 
@@ -20,11 +20,16 @@ struct importer_slot {
   std::uint64_t token;    ///< the importer's start time (0 until written)
 };
 
-/// One exported buffer.
+/// One exported buffer. What an importer checks a handle against: the exporter wrote it, and a
+/// handle cannot change it.
 struct buffer_slot {
   std::uint64_t id;         ///< the exporter's registry id; 0: free slot
   std::uint32_t live;       ///< 1 until the exporter frees the buffer
-  std::uint32_t importers;  ///< processes that have it open (= used importer slots)
+  std::uint32_t reserved;
+  std::uint64_t size;       ///< bytes of the driver's allocation (the offset must be below it)
+  std::uint64_t digest;     ///< native_digest of the driver handle the exporter made
+  /// Processes that have it open. Counted from here, never kept apart: a count could be made
+  /// to disagree with the slots (and wrap).
   importer_slot who[kImporterSlots];
 };
 
@@ -41,6 +46,13 @@ struct segment {
 template <class T>
 std::atomic_ref<T> at(T& x) noexcept {
   return std::atomic_ref<T>(x);
+}
+
+/// Importer slots of b in use.
+inline std::uint32_t importers_of(buffer_slot& b) noexcept {
+  std::uint32_t n = 0;
+  for (auto& s : b.who) n += at(s.pid).load() != 0;
+  return n;
 }
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free &&
                   std::atomic_ref<std::int32_t>::is_always_lock_free,

@@ -11,7 +11,8 @@
 //                                  "check SEED" -> "ok"/"bad"; "free" -> "freed" or a status;
 //                                  "alloc N SEED" -> the new buffer's handle (the old is freed
 //                                  first unless already); "interior OFF" -> handle of ptr+OFF;
-//                                  "importers" -> the count; EOF: exit
+//                                  "importers" -> the count; "another N SEED" -> the handle
+//                                  of a second live buffer (pattern(SEED, N)); EOF: exit
 //   recv-fd SOCK N SEED WSEED    receive an fd over socket SOCK, import N bytes, check SEED,
 //                                write WSEED, release, exit
 //   lru HEX...                   open and close each handle in turn, then print
@@ -134,6 +135,7 @@ int export_loop(int argc, char** argv) {
     memarea::copy(p, v.data(), n);
   };
   fill(num(argv[3]));
+  std::vector<std::pair<void*, std::size_t>> others;
   say(memarea::ipc::export_handle(p).to_hex());
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -164,12 +166,23 @@ int export_loop(int argc, char** argv) {
         say(memarea::ipc::export_handle(static_cast<char*>(p) + off).to_hex());
       } else if (cmd == "importers") {
         say(std::to_string(memarea::ipc::importers(p)));
+      } else if (cmd == "another") {
+        // A second live buffer beside the first (freed at exit): its handle.
+        std::uint64_t seed = 0;
+        std::size_t m = 0;
+        in >> m >> seed;
+        void* q = a.mmap(m);
+        others.emplace_back(q, m);
+        auto v = pattern(seed, m);
+        memarea::copy(q, v.data(), m);
+        say(memarea::ipc::export_handle(q).to_hex());
       }
     } catch (const memarea::error& e) {
       say(memarea::to_string(e.status()));
     }
   }
   if (p) a.munmap(p, n);
+  for (auto [q, m] : others) a.munmap(q, m);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 // Lock order: event::m, then m_, then a stream's own mutex.
 // Frees synchronise every stream first, as cudaFree does, so no queued copy outlives its memory.
 #include "base/fresh_mmap.hpp"
+#include "base/random_name.hpp"
 #include "driver/sim/sim_driver.hpp"
 
 #include <fcntl.h>
@@ -605,8 +606,15 @@ dstatus sim_driver::malloc_device(int device, size_t size, void** ptr) {
     std::lock_guard lk(m_);
     used_[static_cast<size_t>(device)] -= size;
   };
-  std::string name = fmt::format("{}{}-{:016x}", kShmPrefix, getpid(), next_id());
-  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // A random part that another user cannot guess; a name that exists already is someone
+  // else's: never ours to use or remove, so another one is drawn.
+  std::string name;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    name = fmt::format("{}{}-{:016x}", kShmPrefix, getpid(), random_u64());
+    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) {
     int e = errno;
     uncharge();
