@@ -689,10 +689,21 @@ class cuda_driver final : public driver {
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     CUmemGenericAllocationHandle handle = 0;
-    // The driver reads the descriptor and leaves it open: it stays the caller's.
-    MEMAREA_CU(MemImportFromShareableHandle, &handle,
-               reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
-               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    // The driver reads the descriptor and leaves it open: it stays the caller's. A descriptor
+    // that is not CUDA shareable memory (a regular file, a pipe, a memfd) is answered with
+    // CUDA_ERROR_UNKNOWN (driver 580, H200, 2026-11-23): said as invalid_value, what it is.
+    if (CUresult r = cu_.MemImportFromShareableHandle(
+            &handle, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        r != CUDA_SUCCESS) {
+      dstatus st = fail(r, "cuMemImportFromShareableHandle");
+      if (r == CUDA_ERROR_UNKNOWN || r == CUDA_ERROR_INVALID_VALUE) {
+        st.code = errc::invalid_value;
+        st.detail = fmt::format("fd {} is not a descriptor of CUDA shareable memory ({})", fd,
+                                st.detail);
+      }
+      return st;
+    }
     // The granularity of the memory's own properties (its location is the exporter's device).
     CUmemAllocationProp prop;
     std::memset(&prop, 0, sizeof prop);
