@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (tests/fuzz, clang with ASan+UBSan) and runs each of them.
+# Builds the libFuzzer harnesses (tests/fuzz, clang with ASan+UBSan; the whole library carries
+# libFuzzer's coverage instrumentation) and runs each of them.
 #   scripts/fuzz.sh --ci     each harness for FUZZ_SECONDS (default 40) seconds (CI runs this)
 #   scripts/fuzz.sh --long   each harness for at least 1,000,000 executions
 # A crash, a leak, an out-of-mapping pointer or a hang fails the run; its input is kept in
@@ -14,6 +15,7 @@ case "$mode" in
 esac
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DMEMAREA_SANITIZE=address,undefined \
+  -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
   -DMEMAREA_FUZZ=ON -DMEMAREA_BUILD_TESTS=OFF -DMEMAREA_BUILD_TOOLS=OFF \
   -DMEMAREA_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/fuzz -j "$(nproc)" --target fuzz_handle fuzz_recv_fd fuzz_config
