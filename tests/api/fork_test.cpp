@@ -582,3 +582,86 @@ TEST(IpcFork, ForkStormWhileThreadsChurnEveryOperation) {
   EXPECT_GT(passes.load(), 0);
   if (exporter) exporter->close_stdin();
 }
+
+// On every backend, CUDA and HIP included: fork() while three threads allocate, copy, export
+// and look up device memory. memarea holds its locks across fork(), and CUDA registers fork
+// handlers of its own; neither may deadlock the other. A child of a CUDA or HIP parent may not
+// use the GPU, so it uses what it may: pageable host memory, lookups of the parent's pointers,
+// and IPC, which must refuse (NOT_SUPPORTED) rather than hang.
+TEST(IpcFork, ForkWhileThreadsUseTheBackend) {
+  MEMAREA_REQUIRE_DEVICES(1);
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
+  const bool sim = backend_name() == "sim";
+  // On sim it runs beside the fork storm (its own ctest entry, ASan's quarantine off: see
+  // tests/CMakeLists.txt); on CUDA and HIP in every run of the suite.
+  if (sim && fork_storm_rounds() <= 0)
+    GTEST_SKIP() << "MEMAREA_TEST_FORK_ROUNDS is not set (ctest api_sim2_fork_storm)";
+  constexpr std::size_t n = 65536 + 13;
+  buffer kept = area(0).allocate(n);
+  const ipc::handle kept_handle = ipc::export_handle(kept.data());
+  std::atomic<bool> stop{false};
+  std::atomic<long> passes{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      const std::vector<unsigned char> src = pattern(new_seed() + static_cast<unsigned>(t), n);
+      std::vector<unsigned char> back(n);
+      while (!stop.load()) {
+        try {
+          buffer b = area(0).allocate(n);
+          copy(b.data(), src.data(), n);
+          (void)ipc::export_handle(static_cast<char*>(b.data()) + 1);
+          if (lookup(static_cast<char*>(b.data()) + 7).base != b.data()) failures.fetch_add(1);
+          copy(back.data(), b.data(), n);
+          if (back != src) failures.fetch_add(1);
+          passes.fetch_add(1);
+        } catch (const std::exception&) {
+          failures.fetch_add(1);
+        }
+      }
+    });
+  while (passes.load() == 0 && failures.load() == 0) std::this_thread::yield();
+  const int rounds = 100;
+  for (int round = 0; round < rounds; ++round) {
+    std::fflush(nullptr);
+    forked kid;
+    kid.pid = fork();
+    if (kid.pid == 0) {
+      alarm(3 * kForkWait);
+      int rc = 0;
+      try {
+        if (lookup(static_cast<char*>(kept.data()) + 5).base != kept.data()) rc = 1;
+        host::host_buffer h(8192);
+        std::memset(h.data(), 0x5a, 8192);
+        if (lookup(h.data()).kind != memory_kind::host) rc = 2;
+        if (!sim) {
+          try {
+            (void)ipc::open(kept_handle);
+            rc = 3;
+          } catch (const error& e) {
+            if (e.status() != errc::not_supported) rc = 4;
+          }
+        }
+      } catch (...) {
+        rc = 5;
+      }
+      _exit(rc);
+    }
+    ASSERT_GE(kid.pid, 0) << std::strerror(errno);
+    const int status = kid.wait(kForkWait);
+    if (status != 0) {
+      ADD_FAILURE() << "round " << round << ": exit status " << status
+                    << (status < 0 ? "; " + kid.where(nullptr) : "")
+                    << " (1: lookup of the parent's memory, 2: host memory, 3/4: IPC did not "
+                       "refuse, 5: a call threw; -1: no exit in time)";
+      break;
+    }
+  }
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(passes.load(), 0);
+}
