@@ -18,11 +18,13 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <latch>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -354,14 +356,41 @@ namespace {
 /// memory over an fd, pageable host NUMA memory, peer access and device queries. Sets *stage to
 /// each step before taking it; returns 0, or the step whose check failed. Throws what memarea
 /// throws.
+constexpr std::size_t kOperationBytes = 12288 + 17;
+constexpr std::size_t kForeignBytes = 4096;
+
+/// A thread's host buffers for every_operation, allocated once per thread rather than per pass.
+/// GCC 12's ASan does not hold its allocator's locks across fork() (LLVM added that in release
+/// 18): a worker refilling its cache of one block size at the moment of fork() leaves that
+/// size's lock held for ever in the child, whose next allocation of that size hangs (seen once
+/// in 12 x 500 forks with two 12 KiB vectors made per pass; the child hung in the sanitizer's
+/// SizeClassAllocator64::GetFromAllocator). glibc's malloc takes its locks across fork(), so a
+/// build without ASan is not exposed; memarea's own small allocations still run here.
+struct operation_scratch {
+  std::array<unsigned char, kOperationBytes> want{};
+  std::array<unsigned char, kOperationBytes> got{};
+  std::array<unsigned char, kForeignBytes> foreign_want{};
+  std::array<unsigned char, kForeignBytes> foreign_got{};
+};
+
+/// pattern(seed, out.size()) written into out (no allocation).
+template <std::size_t N>
+void pattern_into(std::uint64_t seed, std::array<unsigned char, N>& out) {
+  std::mt19937_64 rng(seed);
+  for (auto& b : out) b = static_cast<unsigned char>(rng());
+  if (N) out[0] |= 1;
+}
+
 int every_operation(std::uint64_t seed, const ipc::handle* foreign, std::uint64_t foreign_seed,
-                    volatile int* stage) {
+                    volatile int* stage, operation_scratch& scratch) {
   auto step = [&](int k) {
     if (stage) *stage = k;
   };
-  constexpr std::size_t n = 12288 + 17;
-  const std::vector<unsigned char> want = pattern(seed, n);
-  std::vector<unsigned char> got(n, 0);
+  constexpr std::size_t n = kOperationBytes;
+  auto& want = scratch.want;
+  auto& got = scratch.got;
+  pattern_into(seed, want);
+  got.fill(0);
   auto same = [&] { return std::memcmp(got.data(), want.data(), n) == 0; };
   step(1);  // device memory, lookup, a plain copy both ways
   {
@@ -413,7 +442,10 @@ int every_operation(std::uint64_t seed, const ipc::handle* foreign, std::uint64_
   step(6);  // IPC: import another process's memory
   if (foreign) {
     ipc::mapping m(*foreign);
-    if (!holds(m.get(), foreign_seed, 4096)) return 6;
+    pattern_into(foreign_seed, scratch.foreign_want);
+    scratch.foreign_got.fill(0);
+    copy(scratch.foreign_got.data(), m.get(), kForeignBytes);
+    if (scratch.foreign_got != scratch.foreign_want) return 6;
   }
   step(7);  // shareable memory through an fd
   {
@@ -525,10 +557,11 @@ TEST(IpcFork, ForkStormWhileThreadsChurnEveryOperation) {
   std::mutex why_mutex;
   std::string why;
   auto churn = [&](int id) {
+    const auto scratch = std::make_unique<operation_scratch>();
     while (!stop.load()) {
       try {
         const int bad = every_operation(new_seed() ^ static_cast<std::uint64_t>(id), foreign_ptr,
-                                        foreign_seed, nullptr);
+                                        foreign_seed, nullptr, *scratch);
         if (bad != 0) {
           failures.fetch_add(1);
           std::lock_guard lock(why_mutex);
@@ -546,6 +579,7 @@ TEST(IpcFork, ForkStormWhileThreadsChurnEveryOperation) {
   for (int i = 0; i < 4; ++i) threads.emplace_back(churn, i);
   while (passes.load() == 0 && failures.load() == 0) std::this_thread::yield();
 
+  const auto child_scratch = std::make_unique<operation_scratch>();  // made before any fork
   int done = 0;
   for (int round = 0; round < rounds; ++round) {
     *stage = 0;
@@ -558,7 +592,7 @@ TEST(IpcFork, ForkStormWhileThreadsChurnEveryOperation) {
       try {
         // Pids wrap: names of a killed earlier process with this pid may be there already.
         const std::set<std::string> before = sim_objects_of(getpid());
-        rc = every_operation(new_seed(), foreign_ptr, foreign_seed, stage);
+        rc = every_operation(new_seed(), foreign_ptr, foreign_seed, stage, *child_scratch);
         // The child freed what it allocated: none of its device memory is left in /dev/shm.
         if (rc == 0 && sim_objects_of(getpid()) != before) rc = 12;
       } catch (const std::exception& e) {
