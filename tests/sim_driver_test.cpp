@@ -1,5 +1,6 @@
 // The sim backend at the driver level: every status of the contract, data integrity, stream order,
 // peer topology, managed-memory attributes, IPC and fd sharing across real processes, threads.
+#include "base/lease.hpp"
 #include "driver/sim/sim_driver.hpp"
 
 #include <dirent.h>
@@ -60,7 +61,10 @@ std::vector<unsigned char> random_bytes(size_t n, unsigned seed) {
 /// The shm objects of this process that are still in /dev/shm.
 std::vector<std::string> my_shm_objects() {
   std::vector<std::string> out;
-  std::string prefix = "memarea-sim-" + std::to_string(getpid()) + "-";
+  const std::uint64_t owner = memarea::detail::lease::current();
+  char owner_hex[17];
+  std::snprintf(owner_hex, sizeof owner_hex, "%016llx", static_cast<unsigned long long>(owner));
+  const std::string prefix = "memarea-sim-" + std::string(owner_hex) + "-";
   if (DIR* d = opendir("/dev/shm")) {
     while (dirent* e = readdir(d)) {
       if (std::string(e->d_name).rfind(prefix, 0) == 0) out.emplace_back(e->d_name);

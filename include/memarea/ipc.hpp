@@ -8,7 +8,9 @@
 //    address the old handle is stale and open fails with invalid_handle.
 //  - Freeing exported memory while another process has it open is deferred until the last of
 //    them closes (or dies), unless the free policy is `refuse`, which throws busy instead.
-//  - Closed mappings stay cached (LRU, set_cache_limit) so re-opening costs a hash lookup.
+//  - Closed mappings stay cached (LRU, set_cache_limit) so re-opening costs a hash lookup and
+//    no system call, however long after the last open. Whether the exporter still lives is
+//    kept current by memarea's background thread (every 50 ms), never checked inside a call.
 //  - In a child of fork() without exec the parent's IPC state is not inherited: on sim the child
 //    is a new importer and exporter; on CUDA and HIP, when the parent had started that backend,
 //    the calls fail with not_supported (a child whose parent never used memarea starts afresh).
@@ -114,9 +116,15 @@ int importers(const void* ptr);
 /// Number of frees waiting for importers (memory freed by the user but not yet by the driver).
 std::size_t deferred_frees();
 /// Finishes the deferred frees whose importers closed or died, and drops cached mappings whose
-/// owner freed the memory or exited. memarea does this on every IPC call and every free too;
-/// returns the number of deferred frees finished.
+/// owner freed the memory or exited. memarea's background thread does this every 50 ms; call
+/// it to have it done now. Returns the number of deferred frees finished.
 std::size_t collect();
+/// Removes from /dev/shm the shared objects (IPC segments, sim device memory, leases) of
+/// processes that died without removing them (SIGKILL, abort, _exit, a crash), never a live
+/// process's or another user's. memarea's background thread does it when a process first
+/// shares memory and every 60 s after; `memarea ipc gc` runs it by hand. Returns how many
+/// objects it removed.
+std::size_t remove_stale_objects();
 
 // --- shareable memory and file descriptors -----------------------------------------------------
 

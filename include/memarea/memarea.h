@@ -254,6 +254,10 @@ MEMAREA_API memarea_status memarea_ipc_get_mem_handle(memarea_ipc_handle_t *hand
 MEMAREA_API memarea_status memarea_ipc_open_mem_handle(void **ptr, memarea_ipc_handle_t handle,
                                                        unsigned flags);
 MEMAREA_API memarea_status memarea_ipc_close_mem_handle(void *ptr);
+/** Removes from /dev/shm the shared objects of processes that died without removing them
+ *  (killed, aborted, _exit), never a live process's or another user's; *removed (if not NULL)
+ *  gets how many. memarea's background thread also does it (docs/ipc.md, "Liveness"). */
+MEMAREA_API memarea_status memarea_ipc_remove_stale_objects(size_t *removed);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Shareable memory and file descriptors (seed 001: what legacy IPC cannot share)           */

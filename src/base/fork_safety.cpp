@@ -12,7 +12,8 @@ const char* to_string(lock_rank r) noexcept {
   switch (r) {
     case lock_rank::system_init: return "system_init";
     case lock_rank::sim_config: return "sim_config";
-    case lock_rank::backend_reports: return "backend_reports";
+    case lock_rank::lease: return "lease";
+    case lock_rank::housekeeper: return "housekeeper";
     case lock_rank::peer: return "peer";
     case lock_rank::ipc_import: return "ipc_import";
     case lock_rank::shareables: return "shareables";

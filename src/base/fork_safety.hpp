@@ -27,7 +27,6 @@ namespace memarea::detail {
 enum class lock_rank : std::uint16_t {
   system_init = 10,     ///< choosing the backend (system::get's first call)
   sim_config = 20,      ///< memarea::sim::configure's settings
-  backend_reports = 30, ///< `memarea info`'s probes of inactive backends
   peer = 40,            ///< memarea's peer-access table and scope counts
   ipc_import = 50,      ///< the IPC importer's mappings (takes the registry inside)
   shareables = 60,      ///< shareable (VMM) allocations (takes the registry inside)
@@ -37,6 +36,8 @@ enum class lock_rank : std::uint16_t {
   staging = 100,        ///< idle stagers of the pipelined peer copy
   device_caps = 110,    ///< per-device capabilities read once
   ipc_fork_state = 900, ///< not a lock: IPC's child handler (sets the parent's state aside)
+  lease = 950,          ///< this process's lease on its shared-memory objects (base/lease)
+  housekeeper = 960,    ///< the background thread's schedule and tasks (base/housekeeper)
   driver = 1000,        ///< the driver layer's own fork handling (the sim's streams and locks)
 };
 

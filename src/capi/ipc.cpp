@@ -28,6 +28,13 @@ memarea_status memarea_ipc_close_mem_handle(void* ptr) {
   return c_call(__func__, [&] { memarea::ipc::close(ptr); });
 }
 
+memarea_status memarea_ipc_remove_stale_objects(size_t* removed) {
+  return c_call(__func__, [&] {
+    const std::size_t n = memarea::ipc::remove_stale_objects();
+    if (removed) *removed = n;
+  });
+}
+
 memarea_status memarea_shareable_create(void** ptr, size_t* allocated, size_t size, int device) {
   return c_call(__func__, [&] {
     require(ptr, "ptr");

@@ -34,6 +34,7 @@
 extern char** environ;
 
 using namespace memarea;
+namespace lease = memarea::detail::lease;
 using namespace memarea::test;
 
 namespace {
@@ -131,18 +132,6 @@ int importing_child(const fork_case& c) {
 }
 
 /// Removes the IPC segments a process left behind (a child that _exit()ed skips its cleanup).
-void remove_segments_of(pid_t pid) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    const std::string prefix = "memarea-ipc-" + std::to_string(pid) + "-";
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name).rfind(prefix, 0) == 0) names.push_back(e->d_name);
-    closedir(d);
-  }
-  for (const auto& name : names) shm_unlink(("/" + name).c_str());
-}
-
-
 }  // namespace
 
 TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
@@ -173,8 +162,9 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
   ASSERT_EQ(c.parent_open, c.interior);
   const stream parent_stream(0);
   c.parent_stream = &parent_stream;
-  const int segments_before = segments_of(getpid());
+  const int segments_before = own_segments();
   ASSERT_EQ(segments_before, 1);
+  std::uint64_t child_owner = 0;  // the child's lease, once it exported
 
   int down[2], up[2];
   ASSERT_EQ(pipe2(down, O_CLOEXEC), 0);
@@ -214,6 +204,8 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
     ASSERT_TRUE(
         read_within(from_child, theirs.bytes.data(), theirs.bytes.size(), kForkWait))
         << child_proc.where(c.stage) << "; exit status " << child_proc.wait(5);
+    child_owner = owner_of(theirs);
+    EXPECT_NE(child_owner, lease::current()) << "the child has a lease of its own";
     {
       ipc::mapping m(theirs);
       EXPECT_TRUE(holds(m.get(), c.back, 4096)) << "the child exports its own memory";
@@ -221,14 +213,15 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
     msg = 'd';
     ASSERT_TRUE(write_all(to_child, &msg, 1));
   }
-  const pid_t child_pid = child_proc.pid;
   const int child_status = child_proc.wait(kForkWait);
   EXPECT_EQ(child_status, 0) << "the child's exit status names its failed check"
                              << (child_status == -1 ? "; " + child_proc.where(c.stage) : "");
   ::close(to_child);
   ::close(from_child);
   ipc::collect();  // drops the cached mapping of the exited child
-  remove_segments_of(child_pid);
+  // It _exit()ed without cleaning up: the sweep removes its segment, lease and memory.
+  (void)ipc::remove_stale_objects();
+  EXPECT_TRUE(objects_of(child_owner).empty()) << "left by the child: " << objects_of(child_owner).size();
 
   // The parent's state is untouched.
   if (sim && kHelper) {
@@ -238,7 +231,7 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
     EXPECT_EQ(other.line(), "ok");
     EXPECT_EQ(other.wait(), 0);
   }
-  EXPECT_EQ(segments_of(getpid()), segments_before);
+  EXPECT_EQ(own_segments(), segments_before);
   EXPECT_EQ(ipc::importers(b.data()), 0);
   EXPECT_EQ(ipc::export_handle(c.interior), c.parent_handle);
   void* again = ipc::open(c.parent_handle);
@@ -504,19 +497,6 @@ int fork_storm_rounds() {
   return 0;
 }
 
-/// The memarea-sim-<pid>-* objects in /dev/shm: device memory of processes with this pid (an
-/// earlier process with the same pid, killed, may have left some).
-std::set<std::string> sim_objects_of(pid_t pid) {
-  std::set<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    const std::string prefix = "memarea-sim-" + std::to_string(pid) + "-";
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name).rfind(prefix, 0) == 0) names.insert(e->d_name);
-    closedir(d);
-  }
-  return names;
-}
-
 }  // namespace
 
 // Four threads churn every kind of core operation while the main thread forks; each child runs
@@ -590,11 +570,12 @@ TEST(IpcFork, ForkStormWhileThreadsChurnEveryOperation) {
       alarm(3 * kForkWait);
       int rc = 99;
       try {
-        // Pids wrap: names of a killed earlier process with this pid may be there already.
-        const std::set<std::string> before = sim_objects_of(getpid());
+        // The child's lease is its own (its parent's is not inherited): made at its first
+        // allocation, so it has no objects before.
+        if (lease::current() != 0) _exit(13);
         rc = every_operation(new_seed(), foreign_ptr, foreign_seed, stage, *child_scratch);
         // The child freed what it allocated: none of its device memory is left in /dev/shm.
-        if (rc == 0 && sim_objects_of(getpid()) != before) rc = 12;
+        if (rc == 0 && !objects_of(lease::current(), "sim").empty()) rc = 12;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "fork storm child, step %d: %s\n", *stage, e.what());
         rc = 100 + *stage;
@@ -606,15 +587,14 @@ TEST(IpcFork, ForkStormWhileThreadsChurnEveryOperation) {
       break;
     }
     const int status = kid.wait(kForkWait);
-    const pid_t kid_pid = kid.pid;
     if (status != 0) {
       ADD_FAILURE() << "round " << round << ": exit status " << status
                     << (status < 0 ? "; " + kid.where(stage) : "")
                     <<  " (1..11: that step's check failed; 12: it left device memory in /dev/shm; "
-                       "100+k: step k threw; -1: no exit in time)";
+                       "13: it inherited its parent's lease; 100+k: step k threw; -1: no exit in time)";
       break;
     }
-    remove_segments_of(kid_pid);  // its IPC segment (it _exit()ed, skipping its cleanup)
+    (void)ipc::remove_stale_objects();  // its segment and lease (it _exit()ed, skipping cleanup)
     ++done;
   }
   stop.store(true);

@@ -4,7 +4,7 @@
 #include "api/common.hpp"
 #include "api/process_util.hpp"
 #include "core/ipc_impl.hpp"
-#include "core/ipc_shm.hpp"
+#include "core/ipc_segment.hpp"
 
 #include <memarea/ipc.hpp>
 #include <memarea/pointer.hpp>
@@ -47,7 +47,7 @@ ipc::handle forged(const ipc::handle& h, Change change) {
 /// The exporter's segment named by a handle, mapped read-write (a same-user process can).
 wire_format::segment* map_segment_of(const ipc::handle& h) {
   const wire_format::wire w = wire_of(h);
-  const std::string name = wire_format::segment_name(w.pid, w.token, w.nonce);
+  const std::string name = wire_format::segment_name(w.owner, w.segment);
   const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return nullptr;
   void* p = mmap(nullptr, sizeof(wire_format::segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -191,8 +191,12 @@ TEST(IpcForged, OldVersionsAndEmptyFieldsAreRefused) {
   };
   EXPECT_NE(refused([](wire_format::wire& w) { w.version = 1; }, "version 1").find("version 1"),
             std::string::npos);
-  refused([](wire_format::wire& w) { w.nonce = 0; }, "no segment nonce");
-  refused([](wire_format::wire& w) { w.nonce ^= 1; }, "another segment");
+  EXPECT_NE(refused([](wire_format::wire& w) { w.version = 2; }, "version 2").find("version 2"),
+            std::string::npos);
+  refused([](wire_format::wire& w) { w.owner = 0; }, "no owner");
+  refused([](wire_format::wire& w) { w.segment = 0; }, "no segment");
+  refused([](wire_format::wire& w) { w.owner ^= 1; }, "another owner");
+  refused([](wire_format::wire& w) { w.segment ^= 1; }, "another segment");
   refused([](wire_format::wire& w) { w.buffer_id = 0; }, "buffer 0");
   refused([](wire_format::wire& w) { w.slot = wire_format::kBuffers; }, "slot out of range");
   refused([](wire_format::wire& w) { w.native[3] ^= 0x40; }, "another driver handle");
@@ -201,33 +205,26 @@ TEST(IpcForged, OldVersionsAndEmptyFieldsAreRefused) {
 }
 
 // Finding 4: names were predictable (pid and start time; the sim's a counter), so another user
-// could create them first. Every name now has 64 random bits.
+// could create them first. Every name now has the process's random lease and a random part of
+// its own.
 TEST(IpcForged, SharedMemoryNamesHaveARandomPart) {
   MEMAREA_REQUIRE_DEVICES(1);
   buffer b = area(0).allocate(kBytes);
   const wire_format::wire w = wire_of(ipc::export_handle(b.data()));
-  EXPECT_NE(w.nonce, 0u);
-  const std::string name = wire_format::segment_name(w.pid, w.token, w.nonce);
-  EXPECT_EQ(name.size(), std::string("/memarea-ipc-" + str(w.pid) + "-" + str(w.token) + "-").size() + 16)
-      << name;
+  EXPECT_NE(w.owner, 0u);
+  EXPECT_NE(w.segment, 0u);
+  EXPECT_EQ(w.owner, memarea::detail::lease::current());
+  const std::string name = wire_format::segment_name(w.owner, w.segment);
+  EXPECT_EQ(name.size(), std::string("/memarea-ipc-").size() + 16 + 1 + 16) << name;
+  EXPECT_EQ(objects_of(w.owner, "ipc").count(name.substr(1)), 1u) << name;
+  EXPECT_EQ(objects_of(w.owner, "lease").size(), 1u);
   if (backend_name() == "sim") {
-    // Two device allocations' objects: not one counter step apart.
-    auto names = [] {
-      std::vector<std::string> v;
-      const std::string prefix = "memarea-sim-" + str(getpid()) + "-";
-      if (DIR* d = opendir("/dev/shm")) {
-        while (dirent* e = readdir(d))
-          if (std::string(e->d_name).rfind(prefix, 0) == 0) v.push_back(e->d_name);
-        closedir(d);
-      }
-      return v;
-    };
-    const auto before = names();
+    // Two device allocations' objects: random parts, not one counter step apart.
+    const auto before = objects_of(w.owner, "sim");
     buffer x = area(0).allocate(4096), y = area(0).allocate(4096);
     std::vector<std::uint64_t> fresh;
-    for (const auto& n : names())
-      if (std::find(before.begin(), before.end(), n) == before.end())
-        fresh.push_back(std::stoull(n.substr(n.rfind('-') + 1), nullptr, 16));
+    for (const auto& n : objects_of(w.owner, "sim"))
+      if (!before.count(n)) fresh.push_back(std::stoull(n.substr(n.rfind('-') + 1), nullptr, 16));
     ASSERT_EQ(fresh.size(), 2u);
     const std::uint64_t gap = fresh[0] > fresh[1] ? fresh[0] - fresh[1] : fresh[1] - fresh[0];
     EXPECT_GT(gap, 1u << 20) << "sequential names";

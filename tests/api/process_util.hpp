@@ -3,6 +3,8 @@
 #pragma once
 
 #include "api/common.hpp"
+#include "base/lease.hpp"
+#include "core/ipc_wire.hpp"
 
 #include <memarea/copy.hpp>
 #include <memarea/ipc.hpp>
@@ -21,8 +23,10 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -168,16 +172,33 @@ class child {
 inline std::string hex(const ipc::handle& h) { return h.to_hex(); }
 inline std::string str(std::uint64_t v) { return std::to_string(v); }
 
-/// Shared-memory objects of a process's IPC segment.
-inline int segments_of(pid_t pid) {
-  int n = 0;
+/// memarea's objects in /dev/shm made by the process whose lease is `owner` (base/lease.hpp):
+/// those of one kind ("ipc", "sim", "lease"), or all of them when kind is empty.
+inline std::set<std::string> objects_of(std::uint64_t owner, std::string_view kind = {}) {
+  std::set<std::string> names;
+  if (owner == 0) return names;
   if (DIR* d = opendir("/dev/shm")) {
-    const std::string prefix = "memarea-ipc-" + std::to_string(pid) + "-";
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name).rfind(prefix, 0) == 0) ++n;
+    const std::string prefix = kind.empty() ? "memarea-" : "memarea-" + std::string(kind) + "-";
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind(prefix, 0) == 0 && memarea::detail::lease::owner_of(name) == owner)
+        names.insert(name);
+    }
     closedir(d);
   }
-  return n;
+  return names;
+}
+
+/// The lease of the process that exported h (who made its objects).
+inline std::uint64_t owner_of(const memarea::ipc::handle& h) {
+  memarea::detail::ipc_internal::wire w;
+  std::memcpy(&w, h.bytes.data(), sizeof w);
+  return w.owner;
+}
+
+/// This process's IPC segments in /dev/shm (0 or 1).
+inline int own_segments() {
+  return static_cast<int>(objects_of(memarea::detail::lease::current(), "ipc").size());
 }
 
 

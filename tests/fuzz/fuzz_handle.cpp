@@ -109,11 +109,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(&v, data + i + 1, 8);
     switch (data[i] % 10) {
       case 0: w.offset = v; break;
-      case 1: w.nonce = v; break;
+      case 1: w.owner = v; break;
       case 2: w.buffer_id = v; break;
       case 3: w.slot = static_cast<std::uint32_t>(v); break;
       case 4: w.pid = static_cast<std::int32_t>(v); break;
-      case 5: w.token = v; break;
+      case 5: w.segment = v; break;
       case 6: std::memcpy(w.native + (v % 57), &v, 8); break;
       case 7: w.device = static_cast<std::int32_t>(v); break;
       case 8: w.version = static_cast<std::uint16_t>(v); break;

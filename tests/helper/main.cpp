@@ -5,14 +5,18 @@
 //                                then write pattern(WSEED, N-OFF) there unless WSEED is 0; close
 //   expect HEX STATUS            open HEX must fail with STATUS (e.g. MEMAREA_ERROR_INVALID_HANDLE)
 //   hold HEX N SEED              open HEX, check it, print "opened", then obey stdin:
-//                                  "check SEED" -> "ok"/"bad", "close" -> "closed"; EOF: exit
+//                                  "check SEED" -> "ok"/"bad", "close" -> "closed" (or a
+//                                  status), "reopen" -> open HEX again and close it:
+//                                  "reopened" or a status, "owner" -> its lease; EOF: exit
 //   export N SEED                allocate N bytes of device memory filled with pattern(SEED),
 //                                print its handle, then obey stdin:
 //                                  "check SEED" -> "ok"/"bad"; "free" -> "freed" or a status;
 //                                  "alloc N SEED" -> the new buffer's handle (the old is freed
 //                                  first unless already); "interior OFF" -> handle of ptr+OFF;
 //                                  "importers" -> the count; "another N SEED" -> the handle
-//                                  of a second live buffer (pattern(SEED, N)); EOF: exit
+//                                  of a second live buffer (pattern(SEED, N)); "owner" -> its
+//                                  lease (16 hex digits); "abort" -> abort(); "exit-now" ->
+//                                  _exit(0) without cleaning up; EOF: exit
 //   recv-fd SOCK N SEED WSEED    receive an fd over socket SOCK, import N bytes, check SEED,
 //                                write WSEED, release, exit
 //   lru HEX...                   open and close each handle in turn, then print
@@ -21,6 +25,7 @@
 //                                error prints "STATUS message" (exit 2)
 // Exit status: 0 success, 2 memarea error (status name printed), 3 data mismatch, 4/5 wrong
 // outcome of expect, 64 usage.
+#include "base/lease.hpp"
 #include "core/ipc_impl.hpp"
 
 #include <memarea/area.hpp>
@@ -62,6 +67,12 @@ void say(const std::string& line) {
 }
 
 std::uint64_t num(const char* s) { return std::strtoull(s, nullptr, 0); }
+
+std::string hex64(std::uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
 
 int check(int argc, char** argv) {
   if (argc != 7 && argc != 8) return 64;
@@ -118,8 +129,21 @@ int hold(int argc, char** argv) {
       in >> seed;
       say(matches(p, pattern(seed, n).data(), n) ? "ok" : "bad");
     } else if (cmd == "close") {
-      memarea::ipc::close(p);
-      say("closed");
+      try {
+        memarea::ipc::close(p);
+        say("closed");
+      } catch (const memarea::error& e) {
+        say(memarea::to_string(e.status()));
+      }
+    } else if (cmd == "reopen") {
+      try {
+        memarea::ipc::close(memarea::ipc::open(h));
+        say("reopened");
+      } catch (const memarea::error& e) {
+        say(memarea::to_string(e.status()));
+      }
+    } else if (cmd == "owner") {
+      say(hex64(memarea::detail::lease::current()));
     }
   }
   return 0;
@@ -166,6 +190,13 @@ int export_loop(int argc, char** argv) {
         say(memarea::ipc::export_handle(static_cast<char*>(p) + off).to_hex());
       } else if (cmd == "importers") {
         say(std::to_string(memarea::ipc::importers(p)));
+      } else if (cmd == "owner") {
+        say(hex64(memarea::detail::lease::current()));
+      } else if (cmd == "abort") {
+        std::abort();
+      } else if (cmd == "exit-now") {
+        std::fflush(nullptr);
+        _exit(0);
       } else if (cmd == "another") {
         // A second live buffer beside the first (freed at exit): its handle.
         std::uint64_t seed = 0;

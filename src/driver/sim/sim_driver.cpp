@@ -5,6 +5,7 @@
 // Lock order: event::m, then m_, then a stream's own mutex.
 // Frees synchronise every stream first, as cudaFree does, so no queued copy outlives its memory.
 #include "base/fresh_mmap.hpp"
+#include "base/lease.hpp"
 #include "base/random_name.hpp"
 #include "driver/sim/sim_driver.hpp"
 
@@ -127,15 +128,17 @@ thread_local std::unordered_map<std::uint64_t, int> t_current_device;
 
 /// The bytes of a sim IPC handle. 64 bytes, so it fits ipc_native_handle.
 struct ipc_payload {
-  char magic[8];
-  std::int32_t pid;     ///< exporting process
+  char magic[4];
   std::int32_t device;  ///< exporting device
   std::uint64_t size;   ///< allocation size
-  char name[40];        ///< shm name, NUL-terminated
+  char name[48];        ///< shm name, NUL-terminated: /memarea-sim-<owner>-<random>
 };
 static_assert(sizeof(ipc_payload) <= sizeof(ipc_native_handle::bytes));
-constexpr char kIpcMagic[8] = {'M', 'A', 'S', 'I', 'M', 'I', 'P', 'C'};
+constexpr char kIpcMagic[4] = {'M', 'S', 'I', 'M'};
 constexpr const char* kShmPrefix = "/memarea-sim-";
+/// Hex digits of the random part of a device allocation's name (after the owner's 16): the
+/// name must fit ipc_payload::name.
+constexpr int kNameRandomDigits = 16;
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
@@ -606,12 +609,19 @@ dstatus sim_driver::malloc_device(int device, size_t size, void** ptr) {
     std::lock_guard lk(m_);
     used_[static_cast<size_t>(device)] -= size;
   };
-  // A random part that another user cannot guess; a name that exists already is someone
-  // else's: never ours to use or remove, so another one is drawn.
+  // Named after this process's lease (base/lease.hpp), so that a sweep removes it once the
+  // process is gone however it died, plus a random part another user cannot guess; a name that
+  // exists already is someone else's: never ours to use or remove, so another one is drawn.
+  int lease_error = 0;
+  const std::uint64_t owner = lease::own(&lease_error);
+  if (owner == 0) {
+    uncharge();
+    return from_errno(lease_error, "making this process's lease in /dev/shm");
+  }
   std::string name;
   int fd = -1;
   for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-    name = fmt::format("{}{}-{:016x}", kShmPrefix, getpid(), random_u64());
+    name = lease::object_name("sim", owner, random_u64(), kNameRandomDigits);
     fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST) break;
   }
@@ -1285,7 +1295,6 @@ dstatus sim_driver::ipc_get_handle(void* base, ipc_native_handle* handle) {
   ipc_payload p;
   std::memset(&p, 0, sizeof p);
   std::memcpy(p.magic, kIpcMagic, sizeof p.magic);
-  p.pid = static_cast<std::int32_t>(getpid());
   p.device = it->second.device;
   p.size = it->second.size;
   const std::string& name = it->second.shm_name;
@@ -1315,7 +1324,7 @@ dstatus sim_driver::ipc_open_handle(int device, const ipc_native_handle& handle,
       std::strchr(p.name + 1, '/') != nullptr || p.size == 0) {
     return fail(errc::invalid_handle, "corrupt sim IPC handle");
   }
-  if (p.pid == static_cast<std::int32_t>(getpid())) {
+  if (lease::current() != 0 && lease::owner_of(p.name) == lease::current()) {
     return fail(errc::invalid_context,
                 "the handle was exported by this process; open it in another process");
   }

@@ -1,6 +1,9 @@
-// The shared segment an exporting process publishes ("/memarea-ipc-<pid>-<token>"): which of
-// its buffers are live and which processes have each open. Plain integers accessed only through
-// std::atomic_ref, so the layout is the same in every process and zero bytes are a valid state.
+// The shared segment an exporting process publishes ("/memarea-ipc-<owner>-<random>"): which of
+// its buffers are live, what each really is (importers check handles against it), and which
+// processes have each open. Plain integers accessed only through std::atomic_ref, so the layout
+// is the same in every process and zero bytes are a valid state. Any process of the same user
+// can write it: the exporter and importers never trust it for memory safety, only for
+// bookkeeping (what the driver says bounds every mapping).
 #pragma once
 
 #include <atomic>
@@ -9,15 +12,16 @@
 namespace memarea::detail::ipc_internal {
 
 constexpr std::uint64_t kSegmentMagic = 0x4d454d4152454153ull;  // "SAERAMEM"
-constexpr std::uint32_t kSegmentVersion = 2;
+/// Version 3: processes are named by their lease (base/lease.hpp), not by pid and start time.
+constexpr std::uint32_t kSegmentVersion = 3;
 constexpr std::uint32_t kBuffers = 4096;        ///< live exported buffers per process
 constexpr std::uint32_t kImporterSlots = 32;    ///< importer processes per buffer
 
 /// One importing process of a buffer.
 struct importer_slot {
-  std::int32_t pid;       ///< 0: free
+  std::uint64_t owner;  ///< the importer's lease; 0: free slot
+  std::int32_t pid;     ///< the importer's pid in its own namespace (diagnostics only)
   std::uint32_t reserved;
-  std::uint64_t token;    ///< the importer's start time (0 until written)
 };
 
 /// One exported buffer. What an importer checks a handle against: the exporter wrote it, and a
@@ -37,9 +41,9 @@ struct segment {
   std::uint64_t magic;
   std::uint32_t version;
   std::uint32_t buffers;
-  std::int32_t owner_pid;
+  std::int32_t owner_pid;     ///< diagnostics only
   std::uint32_t owner_alive;  ///< 0 once the owner exited cleanly
-  std::uint64_t owner_token;
+  std::uint64_t owner;        ///< the exporter's lease
   buffer_slot slot[kBuffers];
 };
 
@@ -51,7 +55,7 @@ std::atomic_ref<T> at(T& x) noexcept {
 /// Importer slots of b in use.
 inline std::uint32_t importers_of(buffer_slot& b) noexcept {
   std::uint32_t n = 0;
-  for (auto& s : b.who) n += at(s.pid).load() != 0;
+  for (auto& s : b.who) n += at(s.owner).load() != 0;
   return n;
 }
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free &&

@@ -1,0 +1,56 @@
+// memarea's one background thread ("memarea-keeper"). It does what must happen on a timer but
+// never inside a user's call: it sweeps /dev/shm of the objects dead processes left (see
+// base/lease.hpp), once as it starts and then every kSweepEvery, and it runs the tasks that
+// other layers register (IPC's liveness checks) every kTick.
+//
+// It starts with this process's lease (its first shared object) or its first task, so a
+// process that shares nothing has no thread. A child of fork() starts its own when it needs
+// one. It blocks every signal, so the program's handlers run on the program's threads, and it
+// is stopped (joined) at exit.
+//
+// Time comes from a clock that tests may replace (set_clock): every decision of the schedule
+// reads it, so a test moves time forward and calls run_due() instead of sleeping.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace memarea::detail::housekeeper {
+
+using clock_type = std::chrono::steady_clock;
+using clock_fn = clock_type::time_point (*)() noexcept;
+/// A task: runs on the keeper's thread (or in run_due's caller) with no lock of memarea held.
+using task = void (*)() noexcept;
+
+/// How often the tasks run.
+constexpr auto kTick = std::chrono::milliseconds(50);
+/// How often /dev/shm is swept after the first sweep.
+constexpr auto kSweepEvery = std::chrono::seconds(60);
+
+/// Starts the thread in this process if it does not run yet (idempotent, thread-safe).
+void start() noexcept;
+/// Runs t every kTick from now on, in this process (a fork child registers its own); starts the
+/// thread. Adding a task twice adds it once.
+void add(task t) noexcept;
+/// Stops and joins the thread (idempotent). The tasks stay registered for run_due.
+void stop() noexcept;
+
+/// Now, by the clock in use.
+clock_type::time_point now() noexcept;
+/// Replaces the clock (tests); nullptr restores steady_clock.
+void set_clock(clock_fn f) noexcept;
+/// Runs what is due at now(): the tasks if kTick has passed since they last ran, the sweep if
+/// kSweepEvery has passed since the last one (or none ran yet). The thread's loop calls it;
+/// tests call it after moving the clock.
+void run_due() noexcept;
+
+/// What the keeper did so far in this process (for tests and `memarea ipc gc`).
+struct counters {
+  std::uint64_t ticks = 0;    ///< rounds of tasks
+  std::uint64_t sweeps = 0;   ///< sweeps of /dev/shm
+  std::uint64_t removed = 0;  ///< objects those sweeps removed
+  bool running = false;       ///< whether the thread runs now
+};
+counters stats() noexcept;
+
+}  // namespace memarea::detail::housekeeper

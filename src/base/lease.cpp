@@ -1,0 +1,253 @@
+#include "base/lease.hpp"
+
+#include "base/fork_safety.hpp"
+#include "base/housekeeper.hpp"
+#include "base/random_name.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace memarea::detail::lease {
+
+namespace {
+
+/// Where glibc's shm_open keeps its objects (fixed since glibc 2.34; Debian 12 has 2.36).
+constexpr const char* kShmDir = "/dev/shm";
+constexpr std::string_view kPrefix = "memarea-";
+constexpr std::string_view kLeaseKind = "lease";
+
+/// This process's lease; 0 / -1 until made. Guarded by g_lock.
+struct own_lease {
+  std::uint64_t owner = 0;
+  int fd = -1;
+  pid_t pid = 0;
+};
+
+/// Taken by fork()'s prepare, so that a child never inherits a lease half-made by another
+/// thread (whose descriptor it would keep open, holding the parent's lock past its death).
+ranked_mutex g_lease_lock{lock_rank::lease};
+ranked_mutex& lock_of_lease() { return g_lease_lock; }
+own_lease g_own;
+std::atomic<std::uint64_t> g_current{0};
+
+/// The child's lease is its own: it closes the parent's descriptor (which would otherwise keep
+/// the parent's lock alive after the parent dies) and makes a new lease when it needs one.
+struct lease_fork final : fork_participant {
+  lease_fork() noexcept : fork_participant(lock_rank::lease) {}
+  void fork_child() noexcept override {
+    if (g_own.fd >= 0) ::close(g_own.fd);
+    g_own = own_lease{};
+    g_current.store(0);
+  }
+};
+lease_fork g_lease_fork;
+
+std::string hex16(std::uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string lease_name(std::uint64_t owner) {
+  return "/" + std::string(kPrefix) + std::string(kLeaseKind) + "-" + hex16(owner);
+}
+
+flock whole_file(short type) {
+  flock fl{};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 0;  // to the end, however the file grows
+  fl.l_pid = 0;  // required for the OFD commands
+  return fl;
+}
+
+/// Removes this process's lease at exit (its lock goes with the process anyway; the name would
+/// wait for a sweep). Only in the process that made it: a fork child's is its own.
+void remove_own_lease_at_exit() {
+  std::lock_guard lock(lock_of_lease());
+  if (g_own.owner != 0 && g_own.pid == getpid()) shm_unlink(lease_name(g_own.owner).c_str());
+}
+
+bool same_file(int fd, const std::string& name) {
+  struct stat mine {}, named {};
+  if (fstat(fd, &mine) != 0) return false;
+  const std::string path = std::string(kShmDir) + name;
+  if (lstat(path.c_str(), &named) != 0) return false;
+  return mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
+}
+
+}  // namespace
+
+std::uint64_t own(int* err) noexcept {
+  if (std::uint64_t o = g_current.load(std::memory_order_acquire)) return o;
+  int failure = EEXIST;
+  {
+    std::lock_guard lock(lock_of_lease());
+    if (g_own.owner != 0) return g_own.owner;
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      const std::uint64_t owner = random_u64();
+      const std::string name = lease_name(owner);
+      // O_EXCL: a name that exists is someone else's (never ours to use or remove).
+      const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        failure = errno;
+        if (failure == EEXIST) continue;
+        break;
+      }
+      flock fl = whole_file(F_WRLCK);
+      // A sweep that found the new lease unlocked holds its lock while it removes it: draw
+      // another name. If it removed it before we locked, the name is gone or another file's.
+      if (fcntl(fd, F_OFD_SETLK, &fl) != 0 || !same_file(fd, name)) {
+        failure = errno ? errno : EEXIST;
+        ::close(fd);
+        continue;
+      }
+      static const bool registered = [] { return std::atexit(remove_own_lease_at_exit) == 0; }();
+      (void)registered;
+      g_own = own_lease{owner, fd, getpid()};
+      g_current.store(owner, std::memory_order_release);
+      break;
+    }
+  }
+  if (std::uint64_t o = g_current.load(std::memory_order_acquire)) {
+    housekeeper::start();  // sweeps what dead processes left, off every user call
+    return o;
+  }
+  if (err) *err = failure;
+  return 0;
+}
+
+std::uint64_t current() noexcept { return g_current.load(std::memory_order_acquire); }
+
+std::string object_name(std::string_view kind, std::uint64_t owner, std::uint64_t random,
+                        int digits) {
+  std::string name = "/" + std::string(kPrefix) + std::string(kind) + "-" + hex16(owner) + "-";
+  if (digits < 1) digits = 1;
+  if (digits > 16) digits = 16;
+  name += hex16(random).substr(static_cast<std::size_t>(16 - digits));
+  return name;
+}
+
+std::uint64_t owner_of(std::string_view name) noexcept {
+  if (!name.empty() && name.front() == '/') name.remove_prefix(1);
+  if (name.substr(0, kPrefix.size()) != kPrefix) return 0;
+  name.remove_prefix(kPrefix.size());
+  const std::size_t dash = name.find('-');
+  if (dash == std::string_view::npos || dash == 0) return 0;
+  for (char c : name.substr(0, dash))
+    if (!(c >= 'a' && c <= 'z')) return 0;
+  name.remove_prefix(dash + 1);
+  if (name.size() < 16 || (name.size() > 16 && name[16] != '-')) return 0;
+  std::uint64_t v = 0;
+  for (char c : name.substr(0, 16)) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return 0;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  return v;
+}
+
+int open(std::uint64_t owner) noexcept {
+  if (owner == 0) return -ENOENT;
+  const std::string path = std::string(kShmDir) + lease_name(owner);
+  // O_NONBLOCK: a FIFO planted under the name must not block us; O_NOFOLLOW: nor a symlink.
+  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -errno;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    ::close(fd);
+    return -EPERM;
+  }
+  return fd;
+}
+
+holder test(int fd) noexcept {
+  flock fl = whole_file(F_WRLCK);
+  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return holder::unknown;
+  return fl.l_type == F_UNLCK ? holder::gone : holder::alive;
+}
+
+holder test_owner(std::uint64_t owner) noexcept {
+  const int fd = open(owner);
+  if (fd == -ENOENT) return holder::gone;
+  if (fd < 0) return holder::unknown;
+  const holder h = test(fd);
+  ::close(fd);
+  return h;
+}
+
+sweep_report sweep(bool dry_run) {
+  sweep_report report;
+  DIR* d = opendir(kShmDir);
+  if (!d) return report;
+  const int dir = dirfd(d);
+  // owner -> its objects' names (the lease's apart)
+  std::map<std::uint64_t, std::vector<std::string>> objects;
+  while (dirent* e = readdir(d)) {
+    const std::string_view name = e->d_name;
+    const std::uint64_t owner = owner_of(name);
+    if (owner == 0) continue;
+    if (name.substr(kPrefix.size(), kLeaseKind.size() + 1) == "lease-") {
+      objects[owner];  // an owner with no objects: its lease alone
+      continue;
+    }
+    objects[owner].emplace_back(name);
+  }
+  const std::uint64_t self = current();
+  const uid_t me = geteuid();
+  auto mine = [&](const std::string& name) {
+    struct stat st {};
+    return fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == me;
+  };
+  auto remove = [&](const std::string& name) {
+    if (dry_run || unlinkat(dir, name.c_str(), 0) == 0) report.removed.push_back(name);
+  };
+  for (auto& [owner, names] : objects) {
+    if (owner == self) continue;
+    const std::string lease = lease_name(owner).substr(1);
+    const int fd = openat(dir, lease.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno != ENOENT) {
+        report.left_alone += names.size() + 1;
+        continue;
+      }
+      // No lease: its owner removed it at exit (or a sweep did) and died before removing
+      // these. An owner makes its lease before any object, so none of these is a live one's.
+      for (const auto& n : names) {
+        if (mine(n)) remove(n);
+        else ++report.left_alone;
+      }
+      continue;
+    }
+    struct stat st {};
+    flock fl = whole_file(F_WRLCK);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me) {
+      report.left_alone += names.size() + 1;
+    } else if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+      ++report.live_owners;  // held: its owner lives
+    } else {
+      // Ours now: an owner still making this lease fails to lock it and draws another name.
+      for (const auto& n : names) {
+        if (mine(n)) remove(n);
+        else ++report.left_alone;
+      }
+      remove(lease);
+    }
+    ::close(fd);  // drops our lock
+  }
+  closedir(d);
+  return report;
+}
+
+}  // namespace memarea::detail::lease

@@ -1,0 +1,67 @@
+// Which of memarea's shared-memory objects belong to a live process, without pids.
+//
+// A process that creates named objects first makes its lease, "/memarea-lease-<owner>" (owner:
+// 16 random hex digits), and holds an open-file-description write lock on it (F_OFD_SETLK) for
+// its lifetime. Every object it creates afterwards is named "/memarea-<kind>-<owner>-<random>".
+// The kernel drops the lock when the process dies, however it dies (exit, SIGKILL, abort,
+// _exit), and the lock belongs to the file, not to a pid: it reads the same from every PID
+// namespace that shares /dev/shm, and a reused pid cannot pass for the dead owner.
+//
+// A sweep removes the objects of owners whose lease nobody holds. It takes the lease's lock
+// itself while it removes them, so an owner that is still making its lease either finds the
+// lock taken (and draws another name) or its name gone (and draws another): the sweep never
+// removes a live owner's objects.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memarea::detail::lease {
+
+/// This process's owner (the random part of its lease's name), making the lease on the first
+/// call; 0, with *err set to an errno value, when it cannot be made. A child of fork() makes
+/// its own on its first call (the parent's lease is not the child's).
+std::uint64_t own(int* err) noexcept;
+
+/// This process's owner if it has made its lease already, else 0 (makes nothing).
+std::uint64_t current() noexcept;
+
+/// "/memarea-<kind>-<owner>-<random>": owner as 16 hex digits, random as `digits` (1 to 16).
+std::string object_name(std::string_view kind, std::uint64_t owner, std::uint64_t random,
+                        int digits);
+
+/// The owner inside a memarea object's name ("memarea-<kind>-<owner>..."; with or without the
+/// leading '/'), or 0 when the name is not one.
+std::uint64_t owner_of(std::string_view name) noexcept;
+
+/// Opens owner's lease to test it: a descriptor (the caller closes it), or -errno. -ENOENT: no
+/// lease of that name (its owner has gone, or never was). Anything but a regular file of this
+/// user is refused (-EPERM): a lease of another user is never trusted nor touched.
+int open(std::uint64_t owner) noexcept;
+
+/// What a lease's lock says.
+enum class holder { alive, gone, unknown };
+
+/// Whether the process that owns the lease behind fd still lives (F_OFD_GETLK); unknown if the
+/// kernel cannot say.
+holder test(int fd) noexcept;
+
+/// test(open(owner)): gone when the lease does not exist.
+holder test_owner(std::uint64_t owner) noexcept;
+
+/// What one sweep found.
+struct sweep_report {
+  std::vector<std::string> removed;  ///< names removed (without the leading '/')
+  std::size_t live_owners = 0;       ///< owners whose lease is held: left alone
+  std::size_t left_alone = 0;        ///< objects of other users, or whose lease could not be read
+};
+
+/// Removes from /dev/shm the objects of owners whose lease nobody holds, and the objects whose
+/// lease is gone. Never removes this process's objects, another user's, or those of a live
+/// owner. With dry_run, lists what it would remove and removes nothing. Reads /dev/shm: never
+/// called inside a user's memory call (memarea's background thread and `memarea ipc gc` run it).
+sweep_report sweep(bool dry_run = false);
+
+}  // namespace memarea::detail::lease

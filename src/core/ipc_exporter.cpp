@@ -1,0 +1,277 @@
+#include "core/ipc_exporter.hpp"
+
+#include "base/fresh_mmap.hpp"
+#include "base/lease.hpp"
+#include "base/random_name.hpp"
+#include "core/area_impl.hpp"
+#include "core/ipc_liveness.hpp"
+#include "core/system.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+namespace memarea::detail::ipc_internal {
+
+error mismatch(const wire& w) {
+  return error(errc::invalid_handle,
+               fmt::format("ipc open: the handle does not match what process {} exported as "
+                           "buffer {} (its driver handle, or an offset outside the allocation)",
+                           w.pid, w.buffer_id));
+}
+
+error stale(const wire& w) {
+  return error(errc::invalid_handle,
+               fmt::format("ipc open: buffer {} of process {} was freed (stale handle)",
+                           w.buffer_id, w.pid));
+}
+
+wire exporter::export_handle(const void* ptr, const record& r) {
+  std::lock_guard lock(m_);
+  auto it = exports_.find(r.id);
+  if (it == exports_.end()) it = add_export_locked(r);
+  const exported& e = it->second;
+  wire w{};
+  w.magic = kHandleMagic;
+  w.version = kHandleVersion;
+  std::memcpy(w.native, e.native.bytes, sizeof w.native);
+  w.offset = static_cast<std::uint64_t>(static_cast<const char*>(ptr) -
+                                        static_cast<const char*>(e.driver_base));
+  w.owner = owner_.load();
+  w.device = e.device;
+  w.pid = pid_;
+  w.buffer_id = r.id;
+  w.segment = segment_id_;
+  w.slot = e.slot;
+  w.backend = backend_tag();
+  w.checksum = checksum(w);
+  return w;
+}
+
+void exporter::drop(std::uint64_t id) {
+  std::lock_guard lock(m_);
+  auto it = exports_.find(id);
+  if (it == exports_.end()) return;
+  buffer_slot& b = seg_->slot[it->second.slot];
+  at(b.live).store(0);
+  if (importers_of(b) == 0) release_slot_locked(it->second.slot);
+  exports_.erase(it);
+}
+
+exporter::free_outcome exporter::on_free(const record& r) {
+  if (!tracking_.load()) return free_outcome::not_exported;
+  std::lock_guard lock(m_);
+  ipc::free_policy policy = policy_.load();
+  if (auto p = policies_.find(r.id); p != policies_.end()) policy = p->second;
+  auto it = exports_.find(r.id);
+  if (it == exports_.end()) {
+    policies_.erase(r.id);
+    return free_outcome::not_exported;
+  }
+  buffer_slot& b = seg_->slot[it->second.slot];
+  if (policy == ipc::free_policy::refuse && importers_of(b) > 0 &&
+      (purge_gone_importers(b), importers_of(b) > 0))
+    throw error(errc::busy,
+                fmt::format("{} is open in {} other process(es) and its free policy is "
+                            "refuse; free it after they close it",
+                            r.base, importers_of(b)));
+  policies_.erase(r.id);
+  // Stale from now on; an importer registering concurrently sees this store or is counted
+  // below (both sides store, then load, sequentially consistent).
+  at(b.live).store(0);
+  const std::uint32_t slot = it->second.slot;
+  exports_.erase(it);
+  if (importers_of(b) == 0) {
+    release_slot_locked(slot);
+    return free_outcome::released;
+  }
+  // Importers that died holding it are purged by the background thread, which then frees it.
+  deferred_.push_back({r, slot});
+  deferred_count_.store(deferred_.size());
+  return free_outcome::deferred;
+}
+
+void exporter::set_policy(std::uint64_t id, ipc::free_policy p) {
+  std::lock_guard lock(m_);
+  policies_[id] = p;
+  tracking_.store(true);
+}
+
+int exporter::importers(std::uint64_t id) {
+  std::lock_guard lock(m_);
+  auto it = exports_.find(id);
+  if (it == exports_.end()) return 0;
+  buffer_slot& b = seg_->slot[it->second.slot];
+  purge_gone_importers(b);
+  return static_cast<int>(importers_of(b));
+}
+
+std::size_t exporter::finish_deferred() {
+  if (deferred_count_.load() == 0) return 0;
+  std::lock_guard lock(m_);
+  return finish_deferred_locked();
+}
+
+std::size_t exporter::finish_deferred_locked() {
+  std::size_t done = 0;
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    buffer_slot& b = seg_->slot[it->slot];
+    if (importers_of(b) != 0) purge_gone_importers(b);
+    if (importers_of(b) != 0) {
+      ++it;
+      continue;
+    }
+    // A failed driver free cannot be reported to anyone now; the memory stays allocated (as
+    // it would have without IPC), and the slot is freed either way.
+    (void)release(it->r);
+    release_slot_locked(it->slot);
+    it = deferred_.erase(it);
+    ++done;
+  }
+  deferred_count_.store(deferred_.size());
+  return done;
+}
+
+void* exporter::open_own(const wire& w) {
+  std::lock_guard lock(m_);
+  auto it = exports_.find(w.buffer_id);
+  if (it == exports_.end() || it->second.slot != w.slot)
+    throw error(errc::invalid_handle,
+                fmt::format("ipc open: the handle names buffer {} of this process, which was "
+                            "freed (stale handle)",
+                            w.buffer_id));
+  if (std::memcmp(it->second.native.bytes, w.native, sizeof w.native) != 0 ||
+      w.offset >= it->second.driver_size)
+    throw mismatch(w);
+  void* p = static_cast<char*>(it->second.driver_base) + w.offset;
+  ++self_opened_[p];
+  return p;
+}
+
+bool exporter::close_own(void* ptr) {
+  std::lock_guard lock(m_);
+  auto it = self_opened_.find(ptr);
+  if (it == self_opened_.end()) return false;
+  if (--it->second == 0) self_opened_.erase(it);
+  return true;
+}
+
+void exporter::shutdown() {
+  std::lock_guard lock(m_);
+  if (!deferred_.empty()) (void)finish_deferred_locked();
+  if (seg_) {
+    at(seg_->owner_alive).store(0);
+    munmap(seg_, sizeof(segment));
+    shm_unlink(seg_name_.c_str());
+    seg_ = nullptr;
+  }
+}
+
+void exporter::ensure_segment_locked() {
+  if (seg_) return;
+  int lease_error = 0;
+  const std::uint64_t owner = lease::own(&lease_error);
+  if (owner == 0)
+    throw error(lease_error == ENOSPC || lease_error == ENOMEM ? errc::out_of_memory
+                                                              : errc::unknown,
+                fmt::format("ipc export: cannot make this process's lease in /dev/shm: {}",
+                            std::strerror(lease_error)));
+  // A name that exists already is not ours (another user may have made it to block us): a
+  // fresh random part is drawn, and the object is never opened or removed.
+  std::string name;
+  std::uint64_t id = 0;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    id = random_u64();
+    name = segment_name(owner, id);
+    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0)
+    throw error(errc::unknown, fmt::format("ipc export: shm_open({}) failed: {}", name,
+                                           std::strerror(errno)));
+  if (ftruncate(fd, sizeof(segment)) != 0) {
+    int e = errno;
+    ::close(fd);
+    shm_unlink(name.c_str());
+    throw error(e == ENOSPC || e == ENOMEM ? errc::out_of_memory : errc::unknown,
+                fmt::format("ipc export: sizing {} failed: {}", name, std::strerror(e)));
+  }
+  void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    throw error(errc::out_of_memory,
+                fmt::format("ipc export: mapping {} failed: {}", name, std::strerror(e)));
+  }
+  pid_ = static_cast<std::int32_t>(getpid());
+  seg_ = static_cast<segment*>(p);
+  seg_->buffers = kBuffers;
+  seg_->owner_pid = pid_;
+  seg_->owner = owner;
+  seg_->version = kSegmentVersion;
+  at(seg_->owner_alive).store(1);
+  at(seg_->magic).store(kSegmentMagic);  // last: importers check it first
+  seg_name_ = name;
+  segment_id_ = id;
+  owner_.store(owner, std::memory_order_release);
+}
+
+std::unordered_map<std::uint64_t, exporter::exported>::iterator exporter::add_export_locked(
+    const record& r) {
+  ensure_segment_locked();
+  auto& gpu = system::get().gpu();
+  // The driver's allocation may start before memarea's record (cudaMalloc packs small
+  // allocations): the handle names the driver's base and the offset is taken from it.
+  exported e;
+  e.driver_base = r.base;
+  e.driver_size = r.size;
+  e.device = r.device;
+  pointer_info pi;
+  if (gpu.pointer_query(r.base, &pi).ok() && pi.base && pi.size &&
+      static_cast<char*>(pi.base) <= static_cast<char*>(r.base) &&
+      static_cast<char*>(r.base) + r.size <= static_cast<char*>(pi.base) + pi.size) {
+    e.driver_base = pi.base;
+    e.driver_size = pi.size;
+  }
+  check(gpu.ipc_get_handle(e.driver_base, &e.native),
+        fmt::format("ipc export of {} (device {})", r.base, r.device).c_str());
+  e.slot = claim_slot_locked(r.id, e.driver_size, native_digest(e.native.bytes));
+  tracking_.store(true);
+  return exports_.emplace(r.id, e).first;
+}
+
+std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t size,
+                                          std::uint64_t digest) {
+  // A free slot, filled with what importers check handles against; the id last, since an
+  // importer checks it first.
+  for (std::uint32_t n = 0; n < kBuffers; ++n) {
+    const std::uint32_t i = (hint_ + n) % kBuffers;
+    buffer_slot& b = seg_->slot[i];
+    if (at(b.id).load() != 0 || importers_of(b) != 0) continue;
+    at(b.size).store(size);
+    at(b.digest).store(digest);
+    at(b.live).store(1);
+    at(b.id).store(id);
+    hint_ = i + 1;
+    return i;
+  }
+  throw error(errc::out_of_memory,
+              fmt::format("ipc export: {} buffers of this process are exported or still "
+                          "open elsewhere; free some first",
+                          kBuffers));
+}
+
+void exporter::release_slot_locked(std::uint32_t i) {
+  at(seg_->slot[i].live).store(0);
+  at(seg_->slot[i].id).store(0);
+}
+
+}  // namespace memarea::detail::ipc_internal

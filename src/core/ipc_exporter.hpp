@@ -1,0 +1,101 @@
+// The export half of legacy IPC: this process's shared segment, the handles it made, and the
+// frees that wait for importers. One lock (ipc_export), innermost of core's: free_record's hook
+// takes it under the registry's lock, so code holding it never takes the registry's.
+#pragma once
+
+#include "base/fork_safety.hpp"
+#include "core/ipc_segment.hpp"
+#include "core/ipc_wire.hpp"
+#include "core/registry.hpp"
+
+#include <memarea/ipc.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace memarea::detail::ipc_internal {
+
+class exporter {
+ public:
+  exporter() = default;
+  exporter(const exporter&) = delete;
+  exporter& operator=(const exporter&) = delete;
+
+  /// The handle of ptr, inside the memarea allocation r (device memory of this process).
+  /// Creates the segment on the first export. Throws what the driver or /dev/shm refuses.
+  wire export_handle(const void* ptr, const record& r);
+  /// Forgets r's export after a free raced with its first export (see export_handle's caller).
+  void drop(std::uint64_t id);
+
+  /// What a free of an allocation meant for its export.
+  enum class free_outcome { not_exported, released, deferred };
+  /// free_record's hook (under the registry's lock): deferred when the driver free must wait
+  /// for the importers to close. Throws busy under the refuse policy while importers remain.
+  free_outcome on_free(const record& r);
+
+  void set_policy(std::uint64_t id, ipc::free_policy p);
+  void set_policy(ipc::free_policy p) { policy_.store(p); }
+  ipc::free_policy policy() const { return policy_.load(); }
+  /// Processes that have record id open (gone ones purged first): exact, so it reads leases.
+  int importers(std::uint64_t id);
+  std::size_t deferred() const { return deferred_count_.load(); }
+  /// Frees deferred memory no importer holds any more, after purging gone importers; returns
+  /// how many frees finished. The background thread's tick and ipc::collect().
+  std::size_t finish_deferred();
+
+  /// open() of a handle this process made: the pointer, counted for close_own.
+  void* open_own(const wire& w);
+  /// close() of a pointer open_own returned: false when ptr is not one.
+  bool close_own(void* ptr);
+  /// Whether w names this process's segment.
+  bool made_here(const wire& w) const noexcept {
+    return w.owner == owner_.load(std::memory_order_acquire) && w.segment == segment_id_;
+  }
+
+  /// At exit: frees what it can and removes the segment.
+  void shutdown();
+
+ private:
+  struct exported {
+    void* driver_base = nullptr;
+    std::size_t driver_size = 0;
+    int device = 0;
+    ipc_native_handle native{};
+    std::uint32_t slot = 0;
+  };
+  struct deferred_free {
+    record r;
+    std::uint32_t slot;
+  };
+
+  void ensure_segment_locked();
+  std::unordered_map<std::uint64_t, exported>::iterator add_export_locked(const record& r);
+  std::uint32_t claim_slot_locked(std::uint64_t id, std::uint64_t size, std::uint64_t digest);
+  void release_slot_locked(std::uint32_t i);
+  std::size_t finish_deferred_locked();
+
+  ranked_mutex m_{lock_rank::ipc_export};
+  segment* seg_ = nullptr;
+  std::string seg_name_;
+  std::atomic<std::uint64_t> owner_{0};  ///< this process's lease, once the segment exists
+  std::uint64_t segment_id_ = 0;         ///< the random part of the segment's name
+  std::int32_t pid_ = 0;
+  std::uint32_t hint_ = 0;
+  std::unordered_map<std::uint64_t, exported> exports_;
+  std::unordered_map<std::uint64_t, ipc::free_policy> policies_;
+  std::vector<deferred_free> deferred_;
+  std::atomic<std::size_t> deferred_count_{0};
+  std::unordered_map<void*, int> self_opened_;
+  std::atomic<bool> tracking_{false};  // anything exported or a per-buffer policy set
+  std::atomic<ipc::free_policy> policy_{ipc::free_policy::defer};
+};
+
+/// invalid_handle: w does not match what its exporter shared.
+error mismatch(const wire& w);
+/// invalid_handle: w's buffer was freed.
+error stale(const wire& w);
+
+}  // namespace memarea::detail::ipc_internal

@@ -1,0 +1,373 @@
+#include "core/ipc_importer.hpp"
+
+#include "base/fresh_mmap.hpp"
+#include "core/area_impl.hpp"
+#include "core/ipc_exporter.hpp"
+#include "core/ipc_impl.hpp"
+#include "core/registry.hpp"
+#include "core/system.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+namespace memarea::detail::ipc_internal {
+
+namespace {
+
+error exited(const wire& w) {
+  return error(errc::invalid_handle,
+               fmt::format("ipc open: the exporting process {} has exited", w.pid));
+}
+
+/// The registry record of memory IPC mapped (no area frees it: see the sentinels).
+record imported_record(void* base, std::size_t size, int device) {
+  record r;
+  r.base = base;
+  r.size = size;
+  r.requested = size;
+  r.kind = MEMAREA_MEMORY_IPC_IMPORTED;
+  r.device = device;
+  r.context_device = device;
+  r.made_by = origin::area;
+  r.area_flags = kNoAreaFlags;
+  r.area_device = kImportedSentinel;
+  r.id = allocations().next_id();
+  return r;
+}
+
+void erase_record(void* base, std::uint64_t id) {
+  allocations().erase_if(base, [id](const record& r) { return r.id == id; });
+}
+
+}  // namespace
+
+importer::importer() {
+  if (const char* v = std::getenv("MEMAREA_IPC_CACHE_LIMIT"); v && *v) {
+    // Digits only: no sign, spaces or suffix (strtoull would wrap "-1" and skip spaces).
+    std::size_t n = 0;
+    const char* end = v + std::strlen(v);
+    auto [stop, ec] = std::from_chars(v, end, n);
+    if (ec != std::errc() || stop != end)
+      throw error(errc::invalid_value,
+                  fmt::format("MEMAREA_IPC_CACHE_LIMIT='{}' is not a number of mappings (a "
+                              "decimal integer from 0 to {}); fix it or unset it",
+                              v, std::numeric_limits<std::size_t>::max()));
+    limit_.store(n);
+  }
+}
+
+void* importer::open(const wire& w, int device, std::uint64_t self) {
+  const key k{w.owner, w.buffer_id};
+  std::lock_guard lock(m_);
+  auto it = entries_.find(k);
+  if (it == entries_.end()) return open_new_locked(k, w, device, self);
+  // Cached or open already: no system call, whatever time passed since the last open (the
+  // background thread keeps the exporter's liveness current).
+  entry& e = it->second;
+  if (!e.from->alive()) {
+    if (e.refs == 0) evict_locked(it);
+    throw exited(w);
+  }
+  if (e.digest != native_digest(w.native) || w.offset >= e.size || e.slot != w.slot)
+    throw mismatch(w);
+  if (e.refs == 0) {
+    if (!register_locked(e, w, self)) {
+      evict_locked(it);
+      throw stale(w);
+    }
+    lru_.erase(e.lru);
+    e.cached = false;
+  } else {
+    buffer_slot& b = e.from->seg->slot[w.slot];
+    if (at(b.id).load() != w.buffer_id || at(b.live).load() != 1) throw stale(w);
+  }
+  return hand_out_locked(k, e, w.offset);
+}
+
+void* importer::open_new_locked(const key& k, const wire& w, int device, std::uint64_t self) {
+  auto& sys = system::get();
+  source& src = source_locked(w);  // throws invalid_handle for gone exporters
+  entry e;
+  e.device = device;
+  e.slot = w.slot;
+  e.pid = w.pid;
+  e.from = &src;
+  ++src.entries;
+  if (!register_locked(e, w, self)) {
+    release_source_locked(src);
+    throw stale(w);
+  }
+  // Against what the exporter really shared (read once registered: the slot is this buffer's
+  // and cannot be reused under us): the driver handle and the allocation's size it recorded.
+  {
+    buffer_slot& b = src.seg->slot[w.slot];
+    e.size = at(b.size).load();
+    e.digest = at(b.digest).load();
+    if (e.digest != native_digest(w.native) || e.size == 0 || w.offset >= e.size) {
+      unregister_locked(e);
+      release_source_locked(src);
+      throw mismatch(w);
+    }
+  }
+  ipc_native_handle native;
+  std::memcpy(native.bytes, w.native, sizeof native.bytes);
+  void* base = nullptr;
+  // CUDA and HIP refuse 0 ("must be specified as ..._LAZY_ENABLE_PEER_ACCESS", seen as
+  // CUDA_ERROR_INVALID_VALUE on an H200): lazy enabling costs nothing on the memory's own
+  // device, so memarea's 0 and LAZY both reach the driver as LAZY.
+  dstatus s = sys.gpu().ipc_open_handle(device, native, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS,
+                                        &base);
+  if (!s.ok()) {
+    unregister_locked(e);
+    release_source_locked(src);
+    if (s.code == errc::invalid_context || s.code == errc::invalid_value)
+      s.code = errc::invalid_handle;  // the driver rejects the handle's bytes
+    throw_status(s, fmt::format("ipc open of buffer {} of process {} on device {}", w.buffer_id,
+                                w.pid, device));
+  }
+  // The driver's own word on what it mapped bounds the offset too; and a mapping that is
+  // already open under another handle (a handle carrying another buffer's driver handle) is
+  // refused: two entries must never share one mapping.
+  pointer_info pi;
+  if (sys.gpu().pointer_query(base, &pi).ok() && pi.base == base && pi.size != 0)
+    e.size = std::min<std::size_t>(e.size, pi.size);
+  const bool shared_mapping = std::any_of(entries_.begin(), entries_.end(),
+                                          [&](const auto& kv) { return kv.second.base == base; });
+  if (w.offset >= e.size || shared_mapping) {
+    (void)sys.gpu().ipc_close_handle(base);  // drops the reference this open took
+    unregister_locked(e);
+    release_source_locked(src);
+    throw mismatch(w);
+  }
+  e.base = base;
+  try {
+    record r = imported_record(base, e.size, device);
+    allocations().insert(r);
+    e.record_id = r.id;
+    auto [pos, inserted] = entries_.emplace(k, e);
+    (void)inserted;
+    return hand_out_locked(k, pos->second, w.offset);
+  } catch (...) {
+    if (e.record_id) erase_record(base, e.record_id);
+    entries_.erase(k);
+    (void)sys.gpu().ipc_close_handle(base);
+    unregister_locked(e);
+    release_source_locked(src);
+    throw;
+  }
+}
+
+void importer::close(void* ptr) {
+  std::lock_guard lock(m_);
+  auto it = opened_.find(ptr);
+  if (it == opened_.end())
+    throw error(errc::invalid_value,
+                fmt::format("ipc close: {} is not a pointer returned by ipc open (or it was "
+                            "closed as many times as it was opened)",
+                            ptr));
+  const key k = it->second.k;
+  auto e_it = entries_.find(k);
+  if (e_it == entries_.end())  // never: every opened pointer's entry lives while it is open
+    throw error(errc::unknown, fmt::format("ipc close: {} has no mapping entry", ptr));
+  if (--it->second.count == 0) opened_.erase(it);
+  entry& e = e_it->second;
+  if (--e.refs > 0) return;
+  // Last close: the exporter may free the memory now; the mapping itself stays cached.
+  unregister_locked(e);
+  buffer_slot& b = e.from->seg->slot[e.slot];
+  const bool stale_now =
+      !at(b.live).load() || at(b.id).load() != k.buffer || !e.from->alive();
+  if (stale_now || limit_.load() == 0) {
+    evict_locked(e_it);
+    return;
+  }
+  lru_.push_front(k);
+  e.lru = lru_.begin();
+  e.cached = true;
+  trim_locked();
+}
+
+void importer::set_limit(std::size_t n) {
+  limit_.store(n);
+  std::lock_guard lock(m_);
+  trim_locked();
+}
+
+std::size_t importer::cached() {
+  std::lock_guard lock(m_);
+  return lru_.size();
+}
+
+std::vector<std::pair<std::int32_t, std::uint64_t>> importer::cached_keys() {
+  std::lock_guard lock(m_);
+  std::vector<std::pair<std::int32_t, std::uint64_t>> v;
+  for (const key& k : lru_) v.emplace_back(entries_.at(k).pid, k.buffer);
+  return v;
+}
+
+void importer::check_exporters() {
+  std::lock_guard lock(m_);
+  for (auto& s : sources_) (void)s.watch->check();
+  sweep_cache_locked();
+}
+
+void importer::shutdown() {
+  std::lock_guard lock(m_);
+  while (!entries_.empty()) {
+    auto it = entries_.begin();
+    it->second.refs = 0;
+    evict_locked(it);
+  }
+  opened_.clear();
+}
+
+/// Takes an importer slot for this process, then checks the buffer is still live (after the
+/// slot is visible, so the exporter's free either sees us or we see its free).
+bool importer::register_locked(entry& e, const wire& w, std::uint64_t self) {
+  buffer_slot& b = e.from->seg->slot[w.slot];
+  if (at(b.id).load() != w.buffer_id || at(b.live).load() != 1) return false;
+  importer_slot* mine = nullptr;
+  for (int round = 0; round < 2 && !mine; ++round) {
+    for (auto& s : b.who) {
+      std::uint64_t expected = 0;
+      if (at(s.owner).compare_exchange_strong(expected, self)) {
+        mine = &s;
+        break;
+      }
+    }
+    if (!mine && round == 0) purge_gone_importers(b);  // the dead may hold every slot
+  }
+  if (!mine)
+    throw error(errc::busy, fmt::format("ipc open: {} processes already have buffer {} of "
+                                        "process {} open",
+                                        kImporterSlots, w.buffer_id, w.pid));
+  at(mine->pid).store(static_cast<std::int32_t>(getpid()));
+  e.who = mine;
+  e.self = self;
+  e.registered = true;
+  if (at(b.id).load() != w.buffer_id || at(b.live).load() != 1) {
+    unregister_locked(e);
+    return false;
+  }
+  return true;
+}
+
+void importer::unregister_locked(entry& e) {
+  if (!e.registered) return;
+  e.registered = false;
+  // The exporter may have purged us meanwhile (it thought us dead), and another importer may
+  // hold the slot now: clear it only while it is still ours.
+  std::uint64_t expected = e.self;
+  (void)at(e.who->owner).compare_exchange_strong(expected, 0);
+  e.who = nullptr;
+}
+
+void* importer::hand_out_locked(const key& k, entry& e, std::uint64_t offset) {
+  void* p = static_cast<char*>(e.base) + offset;
+  auto& o = opened_[p];
+  o.k = k;
+  ++o.count;
+  ++e.refs;
+  return p;
+}
+
+importer::source& importer::source_locked(const wire& w) {
+  for (auto& s : sources_)
+    if (s.owner == w.owner && s.segment_id == w.segment) {
+      if (!s.alive()) throw exited(w);
+      return s;
+    }
+  const std::string name = segment_name(w.owner, w.segment);
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ENOENT)
+      throw error(errc::invalid_handle,
+                  fmt::format("ipc open: process {} has exited or never exported memory", w.pid));
+    throw error(errc::invalid_handle,
+                fmt::format("ipc open: cannot open {}: {}", name, std::strerror(e)));
+  }
+  struct stat sb {};
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+      static_cast<std::size_t>(sb.st_size) < sizeof(segment)) {
+    ::close(fd);
+    throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment", name));
+  }
+  void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED)
+    throw error(errc::out_of_memory,
+                fmt::format("ipc open: mapping {} failed: {}", name, std::strerror(e)));
+  auto* seg = static_cast<segment*>(p);
+  if (at(seg->magic).load() != kSegmentMagic || seg->version != kSegmentVersion ||
+      seg->owner != w.owner) {
+    munmap(p, sizeof(segment));
+    throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment "
+                                                  "(or of another version)",
+                                                  name));
+  }
+  auto watch = std::make_unique<exporter_watch>(w.owner);
+  if (!at(seg->owner_alive).load() || watch->gone()) {
+    // Its objects are removed by the next sweep (the background thread), not here.
+    munmap(p, sizeof(segment));
+    throw exited(w);
+  }
+  source s;
+  s.seg = seg;
+  s.owner = w.owner;
+  s.segment_id = w.segment;
+  s.pid = w.pid;
+  s.watch = std::move(watch);
+  sources_.push_back(std::move(s));
+  return sources_.back();
+}
+
+void importer::release_source_locked(source& s) {
+  if (--s.entries > 0) return;
+  munmap(s.seg, sizeof(segment));
+  sources_.remove_if([&](const source& x) { return &x == &s; });
+}
+
+/// Closes a mapping for real (refs == 0).
+void importer::evict_locked(entry_map::iterator it) {
+  entry& e = it->second;
+  if (e.cached) lru_.erase(e.lru);
+  unregister_locked(e);
+  erase_record(e.base, e.record_id);
+  // The exporter may have freed the memory already; a failing close changes nothing we track.
+  (void)system::get().gpu().ipc_close_handle(e.base);
+  source& s = *e.from;
+  entries_.erase(it);
+  release_source_locked(s);
+}
+
+void importer::trim_locked() {
+  while (lru_.size() > limit_.load()) evict_locked(entries_.find(lru_.back()));
+}
+
+/// Drops cached mappings whose exporter freed the buffer or exited.
+void importer::sweep_cache_locked() {
+  for (auto l = lru_.begin(); l != lru_.end();) {
+    auto cur = l++;
+    auto it = entries_.find(*cur);
+    entry& e = it->second;
+    buffer_slot& b = e.from->seg->slot[e.slot];
+    if (at(b.id).load() != cur->buffer || !at(b.live).load() || !e.from->alive())
+      evict_locked(it);
+  }
+}
+
+}  // namespace memarea::detail::ipc_internal

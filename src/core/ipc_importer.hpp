@@ -1,0 +1,109 @@
+// The import half of legacy IPC: mappings of other processes' buffers, reference-counted per
+// pointer and kept in an LRU cache once closed, so that a re-open costs a hash lookup. One lock
+// (ipc_import), which may take the registry's inside it and never the exporter's.
+#pragma once
+
+#include "base/fork_safety.hpp"
+#include "core/ipc_liveness.hpp"
+#include "core/ipc_segment.hpp"
+#include "core/ipc_wire.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace memarea::detail::ipc_internal {
+
+class importer {
+ public:
+  /// Reads MEMAREA_IPC_CACHE_LIMIT (invalid_value when malformed).
+  importer();
+  importer(const importer&) = delete;
+  importer& operator=(const importer&) = delete;
+
+  /// Maps (or finds cached) the buffer w names, on device, and returns its pointer. `self` is
+  /// this process's lease (what its importer slots carry).
+  void* open(const wire& w, int device, std::uint64_t self);
+  /// Closes what open returned; invalid_value for anything else.
+  void close(void* ptr);
+
+  void set_limit(std::size_t n);
+  std::size_t limit() const { return limit_.load(); }
+  std::size_t cached();
+  /// (owner pid, buffer id) of the cached mappings, most recently used first.
+  std::vector<std::pair<std::int32_t, std::uint64_t>> cached_keys();
+
+  /// Tests every watched exporter's lease and drops cached mappings of gone exporters and of
+  /// freed buffers. The background thread's tick and ipc::collect().
+  void check_exporters();
+
+  /// At exit: closes every mapping.
+  void shutdown();
+
+ private:
+  struct key {
+    std::uint64_t owner;
+    std::uint64_t buffer;
+    bool operator==(const key&) const = default;
+  };
+  struct key_hash {
+    std::size_t operator()(const key& k) const noexcept {
+      return std::hash<std::uint64_t>()(k.buffer * 0x9e3779b97f4a7c15ull ^ k.owner);
+    }
+  };
+  /// One exporting process this process imports from.
+  struct source {
+    segment* seg = nullptr;
+    std::uint64_t owner = 0;
+    std::uint64_t segment_id = 0;
+    std::int32_t pid = 0;
+    int entries = 0;
+    std::unique_ptr<exporter_watch> watch;
+    bool alive() const noexcept { return at(seg->owner_alive).load() && !watch->gone(); }
+  };
+  /// One mapping of another process's buffer.
+  struct entry {
+    void* base = nullptr;       ///< the driver's mapping
+    std::size_t size = 0;       ///< bytes mapped (the exporter's record, bounded by the driver's)
+    std::uint64_t digest = 0;   ///< the exporter's native_digest of the driver handle
+    int device = 0;
+    std::uint32_t slot = 0;
+    std::int32_t pid = 0;       ///< the exporter's, for messages
+    source* from = nullptr;
+    int refs = 0;               ///< open() calls not yet closed, over all pointers into it
+    bool registered = false;    ///< holds an importer slot in the exporter's segment
+    bool cached = false;        ///< closed, in the LRU list
+    importer_slot* who = nullptr;
+    std::uint64_t self = 0;     ///< this process's lease, as written in *who
+    std::uint64_t record_id = 0;
+    std::list<key>::iterator lru;  ///< valid while cached
+  };
+  struct opened_ptr {
+    key k;
+    int count = 0;
+  };
+  using entry_map = std::unordered_map<key, entry, key_hash>;
+
+  void* open_new_locked(const key& k, const wire& w, int device, std::uint64_t self);
+  bool register_locked(entry& e, const wire& w, std::uint64_t self);
+  void unregister_locked(entry& e);
+  void* hand_out_locked(const key& k, entry& e, std::uint64_t offset);
+  source& source_locked(const wire& w);
+  void release_source_locked(source& s);
+  void evict_locked(entry_map::iterator it);
+  void trim_locked();
+  void sweep_cache_locked();
+
+  ranked_mutex m_{lock_rank::ipc_import};
+  std::list<source> sources_;
+  entry_map entries_;
+  std::unordered_map<void*, opened_ptr> opened_;
+  std::list<key> lru_;  // cached (closed) mappings, most recent first
+  std::atomic<std::size_t> limit_{64};
+};
+
+}  // namespace memarea::detail::ipc_internal

@@ -1,0 +1,365 @@
+// Legacy IPC's process state, its life across fork() and exit, and the public calls.
+//
+// State: one per process, made by the first IPC call: an exporter and an importer, each with
+// its own lock (ipc_exporter.hpp, ipc_importer.hpp). A child of fork() sets its parent's state
+// aside and makes its own (or refuses, on backends that do not survive fork). Repeated exports
+// are served from a per-thread cache validated by a generation counter (g_export_generation).
+// Time-driven work (liveness, deferred frees, the /dev/shm sweep) runs in memarea's background
+// thread (base/housekeeper.hpp), never inside a call.
+#include "base/fork_safety.hpp"
+#include "base/housekeeper.hpp"
+#include "base/lease.hpp"
+#include "core/area_impl.hpp"
+#include "core/ipc_exporter.hpp"
+#include "core/ipc_impl.hpp"
+#include "core/ipc_importer.hpp"
+#include "core/registry.hpp"
+#include "core/system.hpp"
+
+#include <memarea/ipc.hpp>
+#include <memarea/pointer.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace memarea::detail {
+
+namespace {
+using namespace ipc_internal;
+
+class state;
+/// This process's state; null until the first IPC call, in a child of fork() until its first
+/// IPC call, and after exit.
+std::atomic<state*> g_state{nullptr};
+/// Set once the state was shut down at exit: later IPC calls are refused, not given a new one.
+std::atomic<bool> g_exited{false};
+/// The states of ancestors that a fork() child inherited: never used nor destroyed there (their
+/// locks and bookkeeping are the parent's), kept reachable for leak checkers.
+state* g_inherited = nullptr;
+/// The state shut down at exit (see exit_guard): never deleted.
+state* g_retired = nullptr;
+
+/// Bumped by every free of an exported allocation, in a child of fork() and at exit. A handle
+/// in a thread's export cache is valid only under the value it was made under, so a cached
+/// handle can never outlive its allocation (free, then a new allocation at the same address,
+/// gets a new handle). Starts at 1: an empty cache slot (0) never matches.
+std::atomic<std::uint64_t> g_export_generation{1};
+
+/// Recent exports of one thread: pointer -> finished handle. Trivial, so thread_local costs no
+/// guard or destructor.
+struct export_cache {
+  static constexpr unsigned kSlots = 8;
+  struct slot {
+    const void* ptr;
+    std::uint64_t generation;
+    unsigned char bytes[128];
+  };
+  slot slots[kSlots];
+  unsigned next;
+};
+thread_local constinit export_cache t_exports{};
+
+void on_fork_child();
+/// Made when memarea is loaded, so that a child of fork() is told even when its parent had no
+/// IPC state yet. Its child handler runs after the driver's and before the locks are renewed.
+struct ipc_fork final : fork_participant {
+  ipc_fork() noexcept : fork_participant(lock_rank::ipc_fork_state) {}
+  void fork_child() noexcept override { on_fork_child(); }
+};
+ipc_fork g_ipc_fork;
+
+class state {
+ public:
+  /// This process's state, made by the first IPC call. Throws not_supported in a child of
+  /// fork() whose backend cannot be used there, and invalid_value for a malformed
+  /// MEMAREA_IPC_CACHE_LIMIT.
+  static state& get() {
+    if (state* s = g_state.load(std::memory_order_acquire)) [[likely]]
+      return *s;
+    return make();
+  }
+
+  exporter out;
+  importer in;
+  /// The state a fork() child inherited, before this one (see g_inherited).
+  state* older = nullptr;
+
+  /// This process's lease (made on the first import; an export makes it with its segment).
+  std::uint64_t self() {
+    if (std::uint64_t s = lease::current()) [[likely]]
+      return s;
+    int err = 0;
+    const std::uint64_t s = lease::own(&err);
+    if (s == 0)
+      throw error(err == ENOSPC || err == ENOMEM ? errc::out_of_memory : errc::unknown,
+                  fmt::format("ipc open: cannot make this process's lease in /dev/shm: {}",
+                              std::strerror(err)));
+    return s;
+  }
+
+  ipc::handle export_handle(const void* ptr) {
+    if (!ptr) throw error(errc::invalid_value, "export_handle: pointer is NULL");
+    auto r = allocations().find(ptr);
+    if (!r)
+      throw error(errc::invalid_value,
+                  fmt::format("export_handle: {} is not in a memarea allocation", ptr));
+    if (r->area_device == kShareableSentinel || r->area_device == kShareableImportedSentinel)
+      throw error(errc::not_supported,
+                  fmt::format("export_handle: {} is shareable (VMM) memory, which legacy IPC "
+                              "cannot share; use ipc::export_fd",
+                              ptr));
+    if (r->kind != MEMAREA_MEMORY_DEVICE)
+      throw error(errc::not_supported,
+                  fmt::format("export_handle: {} is {} memory; legacy IPC shares device "
+                              "memory only (managed memory is not supported by the drivers)",
+                              ptr, to_string(static_cast<memory_kind>(r->kind))));
+    const wire w = out.export_handle(ptr, *r);
+    // A free racing with this export may have run its hook before the export existed; then
+    // the record is gone now and the export must not outlive it (it would name freed memory).
+    auto again = allocations().find(ptr);
+    if (!again || again->id != r->id) {
+      out.drop(r->id);
+      throw error(errc::invalid_value,
+                  fmt::format("export_handle: {} was freed while being exported", ptr));
+    }
+    ipc::handle h;
+    std::memcpy(h.bytes.data(), &w, sizeof w);
+    return h;
+  }
+
+  void* open(const ipc::handle& h, int device, unsigned flags) {
+    const wire w = parse(h);
+    if (flags & ~unsigned{MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS})
+      throw error(errc::invalid_value,
+                  fmt::format("ipc open: flags {:#x}: only 0 and "
+                              "MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS (0x1) are allowed",
+                              flags));
+    auto& sys = system::get();
+    if (device < 0) device = current_device();
+    sys.check_device(device, "ipc open");
+    if (out.made_here(w)) return out.open_own(w);
+    return in.open(w, device, self());
+  }
+
+  void close(void* ptr) {
+    if (!ptr) throw error(errc::invalid_value, "ipc close: pointer is NULL");
+    if (out.close_own(ptr)) return;
+    in.close(ptr);
+  }
+
+  /// Liveness and deferred frees, now; returns the frees finished.
+  std::size_t tick() {
+    in.check_exporters();
+    return out.finish_deferred();
+  }
+
+  /// At exit: closes every mapping, finishes what the deferred frees can, removes the segment.
+  void shutdown() {
+    in.shutdown();
+    out.shutdown();
+  }
+
+ private:
+  static state& make();
+};
+
+/// Shuts the state down at exit. A function-local static made after the system and the
+/// registry, so destroyed before them: the state still has a driver to close mappings and free
+/// deferred memory with.
+struct exit_guard {
+  exit_guard() = default;
+  exit_guard(const exit_guard&) = delete;
+  exit_guard& operator=(const exit_guard&) = delete;
+  ~exit_guard() {
+    // First: no tick may run while (or after) the state goes.
+    housekeeper::stop();
+    g_exited.store(true);
+    g_export_generation.fetch_add(1);
+    state* s = g_state.exchange(nullptr);
+    if (!s) return;
+    try {
+      s->shutdown();
+    } catch (...) {
+      // Exit path: the process's death releases whatever is left.
+    }
+    // Not deleted: a thread still running at exit may have loaded s a moment ago (ipc_on_free,
+    // export). Leaked on purpose, as the staging pool and a fork child's inherited states are,
+    // and kept reachable so that leak checkers stay quiet.
+    g_retired = s;
+  }
+};
+
+state& state::make() {
+  auto& sys = system::get();
+  (void)allocations();
+  {
+    fork_init_guard init;
+    static exit_guard guard;
+  }
+  if (g_exited.load())
+    throw error(errc::not_supported, "memarea IPC was called after it shut down at exit");
+  if (sys.creator_pid() != static_cast<int>(getpid()) && !sys.gpu().survives_fork())
+    throw error(errc::not_supported,
+                fmt::format("memarea IPC cannot be used in a child of fork() (without exec) whose "
+                            "parent had started the {} backend: its driver is not fork-safe. "
+                            "exec a new program, or fork before the first memarea call",
+                            sys.gpu().name()));
+  state* made = nullptr;
+  {
+    // Under fork_init_guard: its locks are fork participants, and a fork() must never find one
+    // half-registered (fork_safety.hpp).
+    fork_init_guard init;
+    made = g_state.load(std::memory_order_acquire);
+    if (!made) {
+      made = new state();  // throws for a malformed MEMAREA_IPC_CACHE_LIMIT
+      g_state.store(made, std::memory_order_release);
+    }
+  }
+  // Outside the guard: it may start the background thread.
+  housekeeper::add(&liveness_tick);
+  return *made;
+}
+
+void on_fork_child() {
+  // Single-threaded here. The parent's state (its segment, exports, imports, locks that other
+  // threads may have held) is not the child's: keep it untouched and start a new one on the
+  // first IPC call, with the child's lease. Every thread-cached handle is the parent's.
+  if (state* s = g_state.exchange(nullptr)) {
+    s->older = g_inherited;
+    g_inherited = s;
+  }
+  g_export_generation.fetch_add(1);
+}
+
+/// export_handle through the calling thread's cache of recent exports.
+ipc::handle export_cached(const void* ptr) {
+  // Read before the slow path: a free racing with it bumps the generation, so what the slow
+  // path returns is cached under an old one and never served again.
+  const std::uint64_t generation = g_export_generation.load(std::memory_order_acquire);
+  export_cache& c = t_exports;
+  ipc::handle h;
+  for (const auto& slot : c.slots) {
+    if (slot.ptr == ptr && slot.generation == generation) {
+      std::memcpy(h.bytes.data(), slot.bytes, sizeof slot.bytes);
+      return h;
+    }
+  }
+  h = state::get().export_handle(ptr);
+  auto& slot = c.slots[c.next++ % export_cache::kSlots];
+  slot.ptr = ptr;
+  slot.generation = generation;
+  std::memcpy(slot.bytes, h.bytes.data(), sizeof slot.bytes);
+  return h;
+}
+
+}  // namespace
+
+namespace ipc_internal {
+std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys() {
+  return state::get().in.cached_keys();
+}
+
+void liveness_tick() noexcept {
+  state* s = g_state.load(std::memory_order_acquire);
+  if (!s) return;
+  try {
+    (void)s->tick();
+  } catch (...) {
+    // Out of memory in a message, a driver error on a deferred free: the next tick retries.
+  }
+}
+}  // namespace ipc_internal
+
+bool ipc_on_free(const record& r) {
+  if (r.area_device == kImportedSentinel)
+    throw error(errc::invalid_value,
+                fmt::format("{} is memory of another process opened through IPC; close it with "
+                            "memarea_ipc_close_mem_handle / ipc::close",
+                            r.base));
+  if (r.area_device == kShareableSentinel || r.area_device == kShareableImportedSentinel)
+    throw error(errc::invalid_value,
+                fmt::format("{} is shareable memory; release it with memarea_shareable_release "
+                            "/ ipc::release_shareable",
+                            r.base));
+  // Frees never create the IPC state: a process that exported nothing pays one atomic load.
+  state* s = g_state.load(std::memory_order_acquire);
+  if (!s) return false;
+  const auto outcome = s->out.on_free(r);
+  // Before the record goes: no thread may serve a cached handle of this allocation again. Only
+  // exported allocations can be in a thread's cache: an export racing with this free made its
+  // entry after the hook looked, sees the record gone and caches nothing.
+  if (outcome != exporter::free_outcome::not_exported) g_export_generation.fetch_add(1);
+  return outcome == exporter::free_outcome::deferred;
+}
+
+}  // namespace memarea::detail
+
+// --- C++ API -------------------------------------------------------------------------------------
+
+namespace memarea::ipc {
+using detail::state;
+
+handle export_handle(const void* ptr) { return detail::export_cached(ptr); }
+
+void* open(const handle& h, int device, unsigned flags) {
+  return state::get().open(h, device, flags);
+}
+
+void close(void* ptr) { state::get().close(ptr); }
+
+mapping::mapping(const handle& h, int device, unsigned flags) : ptr_(open(h, device, flags)) {}
+
+mapping& mapping::operator=(mapping&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ptr_ = o.ptr_;
+    o.ptr_ = nullptr;
+  }
+  return *this;
+}
+
+void mapping::reset() noexcept {
+  if (!ptr_) return;
+  try {
+    close(ptr_);
+  } catch (...) {
+    // A mapping only holds what open gave it; close cannot be refused.
+  }
+  ptr_ = nullptr;
+}
+
+void set_free_policy(free_policy p) {
+  if (p != free_policy::defer && p != free_policy::refuse)
+    throw error(errc::invalid_value, "set_free_policy: unknown policy");
+  state::get().out.set_policy(p);
+}
+free_policy get_free_policy() { return state::get().out.policy(); }
+void set_free_policy(const void* ptr, free_policy p) {
+  if (p != free_policy::defer && p != free_policy::refuse)
+    throw error(errc::invalid_value, "set_free_policy: unknown policy");
+  if (!ptr) throw error(errc::invalid_value, "set_free_policy: pointer is NULL");
+  auto r = detail::allocations().find(ptr);
+  if (!r || r->area_device <= detail::ipc_internal::kImportedSentinel)
+    throw error(errc::invalid_value,
+                fmt::format("set_free_policy: {} is not memory this process allocated", ptr));
+  state::get().out.set_policy(r->id, p);
+}
+
+void set_cache_limit(std::size_t n) { state::get().in.set_limit(n); }
+std::size_t cache_limit() { return state::get().in.limit(); }
+std::size_t cached_mappings() { return state::get().in.cached(); }
+int importers(const void* ptr) {
+  auto& s = state::get();
+  auto r = detail::allocations().find(ptr);
+  return r ? s.out.importers(r->id) : 0;
+}
+std::size_t deferred_frees() { return state::get().out.deferred(); }
+std::size_t collect() { return state::get().tick(); }
+std::size_t remove_stale_objects() { return detail::lease::sweep().removed.size(); }
+
+}  // namespace memarea::ipc

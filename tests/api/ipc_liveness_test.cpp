@@ -1,0 +1,359 @@
+// Liveness of IPC's two sides, and the sweep of what dead processes leave in /dev/shm (issue 14:
+// liveness off the hot path, exporters and importers dying; issue 19: leaks after a crash,
+// containers, another user). Real processes; run against whichever backend is active.
+#include "api/common.hpp"
+#include "api/process_util.hpp"
+#include "base/housekeeper.hpp"
+#include "base/lease.hpp"
+#include "core/ipc_impl.hpp"
+#include "core/ipc_segment.hpp"
+
+#include <memarea/ipc.hpp>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace memarea;
+using namespace memarea::test;
+namespace lease = memarea::detail::lease;
+namespace housekeeper = memarea::detail::housekeeper;
+namespace wf = memarea::detail::ipc_internal;
+
+namespace {
+
+/// Polls `done` every 10 ms for up to `seconds`: what the background thread does takes one
+/// tick (50 ms) when the machine is idle; the bound only catches a thread that never does it.
+template <class Done>
+bool within(int seconds, Done done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+std::uint64_t owner_from_hex(const std::string& s) { return std::stoull(s, nullptr, 16); }
+
+/// The exporter's segment named by h, mapped read-write (a same-user process can).
+wf::segment* map_segment_of(const ipc::handle& h) {
+  wf::wire w;
+  std::memcpy(&w, h.bytes.data(), sizeof w);
+  const int fd = shm_open(wf::segment_name(w.owner, w.segment).c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  void* p = mmap(nullptr, sizeof(wf::segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return p == MAP_FAILED ? nullptr : static_cast<wf::segment*>(p);
+}
+
+/// A clock the test moves by hand (housekeeper::set_clock).
+std::atomic<std::int64_t> g_fake_ns{0};
+housekeeper::clock_type::time_point fake_now() noexcept {
+  return housekeeper::clock_type::time_point(std::chrono::nanoseconds(g_fake_ns.load()));
+}
+
+/// Restores the real clock however the test ends.
+struct fake_clock {
+  fake_clock() {
+    g_fake_ns.store(housekeeper::clock_type::now().time_since_epoch().count());
+    housekeeper::set_clock(&fake_now);
+  }
+  ~fake_clock() { housekeeper::set_clock(nullptr); }
+  fake_clock(const fake_clock&) = delete;
+  fake_clock& operator=(const fake_clock&) = delete;
+  void advance(std::chrono::nanoseconds d) { g_fake_ns.fetch_add(d.count()); }
+};
+
+}  // namespace
+
+// Issue 19, finding 3: a process killed by SIGKILL, abort or SIGTERM, or leaving by _exit, left
+// its segment and (on sim) all of its device memory in /dev/shm for ever. Now its lease tells
+// the sweep it is gone, and the sweep removes all of it, never a live process's objects.
+TEST(IpcLiveness, SweepRemovesWhatADeadExporterLeft) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  struct way {
+    const char* name;
+    int status;  // the exit status child::wait reports
+  };
+  for (const way w : {way{"SIGKILL", 128 + SIGKILL}, way{"SIGTERM", 128 + SIGTERM},
+                      way{"abort", 128 + SIGABRT}, way{"exit-now", 0}}) {
+    SCOPED_TRACE(w.name);
+    child exporter({"export", "100000", str(new_seed())});
+    const ipc::handle h = ipc::handle::from_hex(exporter.line());
+    const std::uint64_t owner = owner_of(h);
+    EXPECT_EQ(owner_from_hex(exporter.ask("owner")), owner);
+    EXPECT_EQ(objects_of(owner, "lease").size(), 1u);
+    EXPECT_EQ(objects_of(owner, "ipc").size(), 1u);
+    if (backend_name() == "sim") {
+      EXPECT_EQ(objects_of(owner, "sim").size(), 1u);
+    }
+    const std::size_t made = objects_of(owner).size();
+    // Alive: a sweep leaves it alone.
+    (void)ipc::remove_stale_objects();
+    EXPECT_EQ(objects_of(owner).size(), made);
+    if (std::string(w.name) == "SIGKILL") exporter.kill_now();
+    if (std::string(w.name) == "SIGTERM") ::kill(exporter.pid(), SIGTERM);
+    if (std::string(w.name) == "abort" || std::string(w.name) == "exit-now")
+      (void)exporter.ask(w.name);
+    EXPECT_EQ(exporter.wait(), w.status);
+    // (Another test process's background sweep may get there first: what counts is that
+    // nothing of it is left once a sweep ran.)
+    (void)ipc::remove_stale_objects();
+    EXPECT_TRUE(objects_of(owner).empty());
+    EXPECT_MEMAREA_ERROR((void)ipc::open(h), errc::invalid_handle);
+  }
+}
+
+// Issue 14: the exporter is SIGKILLed while three importers hold mappings. Each survivor learns
+// it from the background thread (no call of theirs scans anything): a re-open is refused with
+// INVALID_HANDLE, its own close still works, and once everyone is gone nothing is left.
+TEST(IpcLiveness, ExporterKilledWhileThreeImportersHoldIt) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const std::size_t n = 70000;
+  const std::uint64_t seed = new_seed();
+  child exporter({"export", str(n), str(seed)});
+  const std::string h = exporter.line();
+  const std::uint64_t exporter_owner = owner_of(ipc::handle::from_hex(h));
+  std::vector<std::unique_ptr<child>> importers;
+  std::vector<std::uint64_t> importer_owners;
+  for (int i = 0; i < 3; ++i) {
+    importers.push_back(std::make_unique<child>(std::vector<std::string>{"hold", h, str(n), str(seed)}));
+    ASSERT_EQ(importers.back()->line(), "opened");
+    importer_owners.push_back(owner_from_hex(importers.back()->ask("owner")));
+  }
+  EXPECT_EQ(exporter.ask("importers"), "3");
+  for (auto& i : importers) EXPECT_EQ(i->ask("reopen"), "reopened");
+  exporter.kill_now();
+  EXPECT_EQ(exporter.wait(), 128 + SIGKILL);
+  for (auto& i : importers) {
+    std::string said;
+    EXPECT_TRUE(within(20, [&] { return (said = i->ask("reopen")) != "reopened"; }))
+        << "still re-opens the dead exporter's memory";
+    EXPECT_EQ(said, "MEMAREA_ERROR_INVALID_HANDLE");
+    if (backend_name() == "sim") {
+      EXPECT_EQ(i->ask("check " + str(seed)), "ok");
+    }
+    EXPECT_EQ(i->ask("close"), "closed");
+  }
+  // This process too, at once when it asks (collect tests the lease now).
+  ipc::collect();
+  EXPECT_MEMAREA_ERROR((void)ipc::open(ipc::handle::from_hex(h)), errc::invalid_handle);
+  for (auto& i : importers) {
+    i->close_stdin();
+    EXPECT_EQ(i->wait(), 0);
+  }
+  (void)ipc::remove_stale_objects();
+  EXPECT_TRUE(objects_of(exporter_owner).empty());
+  for (std::uint64_t o : importer_owners) EXPECT_TRUE(objects_of(o).empty());
+}
+
+// Issue 14: an importer is SIGKILLed while the exporter's free waits for it. The exporter makes
+// no call at all: its background thread finds the importer gone and finishes the free.
+TEST(IpcLiveness, ImporterKilledWhileTheFreeWaits) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const area a(0);
+  const std::size_t n = 8192;
+  void* p = a.mmap(n);
+  const std::uint64_t seed = new_seed();
+  fill(p, seed, n);
+  child holder({"hold", hex(ipc::export_handle(p)), str(n), str(seed)});
+  ASSERT_EQ(holder.line(), "opened");
+  const std::uint64_t holder_owner = owner_from_hex(holder.ask("owner"));
+  ipc::collect();
+  const std::size_t before = ipc::deferred_frees();
+  a.munmap(p, n);
+  EXPECT_EQ(ipc::deferred_frees(), before + 1);
+  holder.kill_now();
+  EXPECT_EQ(holder.wait(), 128 + SIGKILL);
+  EXPECT_TRUE(within(20, [&] { return ipc::deferred_frees() == before; }))
+      << "the free still waits for a dead importer";
+  (void)ipc::remove_stale_objects();
+  EXPECT_TRUE(objects_of(holder_owner).empty());
+}
+
+// Issue 14: PID reuse. Processes are named by their lease, never by pid, so a live process that
+// has (or is given) a dead one's pid cannot keep its memory pinned or its handles valid.
+TEST(IpcLiveness, AReusedPidCannotPassForTheDeadProcess) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  {
+    SCOPED_TRACE("an importer slot naming a live pid but a gone lease");
+    const area a(0);
+    const std::size_t n = 4096;
+    void* p = a.mmap(n);
+    const ipc::handle h = ipc::export_handle(p);
+    wf::segment* seg = map_segment_of(h);
+    ASSERT_NE(seg, nullptr);
+    wf::wire w;
+    std::memcpy(&w, h.bytes.data(), sizeof w);
+    auto& slot = seg->slot[w.slot].who[7];
+    wf::at(slot.pid).store(static_cast<std::int32_t>(getppid()));  // alive, and not us
+    wf::at(slot.owner).store(0x0123456789abcdefull);                // nobody's lease
+    EXPECT_EQ(ipc::importers(p), 0);
+    EXPECT_EQ(wf::at(slot.owner).load(), 0u) << "the dead importer's slot is freed";
+    const std::size_t before = ipc::deferred_frees();
+    a.munmap(p, n);
+    EXPECT_EQ(ipc::deferred_frees(), before) << "nothing to wait for";
+    munmap(seg, sizeof(wf::segment));
+  }
+  {
+    SCOPED_TRACE("a dead exporter's handle carrying a live pid");
+    child exporter({"export", "4096", str(new_seed())});
+    const ipc::handle real = ipc::handle::from_hex(exporter.line());
+    exporter.kill_now();
+    EXPECT_EQ(exporter.wait(), 128 + SIGKILL);
+    wf::wire w;
+    std::memcpy(&w, real.bytes.data(), sizeof w);
+    w.pid = static_cast<std::int32_t>(getpid());
+    w.checksum = wf::checksum(w);
+    ipc::handle forged;
+    std::memcpy(forged.bytes.data(), &w, sizeof w);
+    EXPECT_MEMAREA_ERROR((void)ipc::open(forged), errc::invalid_handle);
+    EXPECT_MEMAREA_ERROR((void)ipc::open(real), errc::invalid_handle);
+    (void)ipc::remove_stale_objects();
+    EXPECT_TRUE(objects_of(w.owner).empty());
+  }
+}
+
+// Issue 14: time is injected. A pause longer than every interval (an hour: past the tick and
+// the sweep) changes nothing for live processes: the cached mapping stays and re-opens without
+// a system call; one tick after the exporter dies, the cache lets go of it.
+TEST(IpcLiveness, APauseLongerThanEveryIntervalChangesNothing) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const std::size_t n = 12345;
+  const std::uint64_t seed = new_seed();
+  child exporter({"export", str(n), str(seed)});
+  const ipc::handle h = ipc::handle::from_hex(exporter.line());
+  ipc::collect();
+  const std::size_t cached_before = ipc::cached_mappings();
+  fake_clock clock;
+  void* p = ipc::open(h);
+  ipc::close(p);
+  EXPECT_EQ(ipc::cached_mappings(), cached_before + 1);
+  const auto ticks = housekeeper::stats().ticks;
+  const auto sweeps = housekeeper::stats().sweeps;
+  clock.advance(std::chrono::hours(1));
+  housekeeper::run_due();
+  EXPECT_GT(housekeeper::stats().ticks, ticks);
+  EXPECT_GT(housekeeper::stats().sweeps, sweeps);
+  EXPECT_EQ(ipc::cached_mappings(), cached_before + 1) << "a live exporter's mapping stays";
+  void* again = ipc::open(h);
+  EXPECT_EQ(again, p) << "served from the cache";
+  EXPECT_TRUE(holds(again, seed, n));
+  EXPECT_EQ(exporter.ask("importers"), "1");
+  ipc::close(again);
+  EXPECT_EQ(objects_of(owner_of(h), "ipc").size(), 1u) << "the sweep left a live exporter alone";
+  // The exporter dies; the clock has not moved, so nothing is due and nothing changes...
+  exporter.kill_now();
+  EXPECT_EQ(exporter.wait(), 128 + SIGKILL);
+  housekeeper::run_due();
+  // ...until the next tick.
+  clock.advance(housekeeper::kTick);
+  housekeeper::run_due();
+  EXPECT_EQ(ipc::cached_mappings(), cached_before) << "the dead exporter's mapping is dropped";
+  EXPECT_MEMAREA_ERROR((void)ipc::open(h), errc::invalid_handle);
+  (void)ipc::remove_stale_objects();
+}
+
+// Issue 19, must show: another user. A second uid (made here, as root) can neither remove our
+// objects nor open our memory, and our sweep never touches its objects, even stale ones.
+TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  if (geteuid() != 0) GTEST_SKIP() << "making a second uid needs root (this runs as uid " << geteuid() << ")";
+  if (backend_name() != "sim") GTEST_SKIP() << "its child of fork() may not use CUDA or HIP";
+  constexpr uid_t kOther = 65534;  // nobody
+  const area a(0);
+  void* p = a.mmap(4096);
+  const ipc::handle h = ipc::export_handle(p);
+  const std::uint64_t me = lease::current();
+  ASSERT_NE(me, 0u);
+  // A stale owner of ours: a lease nobody holds, and an object of it.
+  const std::uint64_t stale = 0x5eed5eed00000000ull | (static_cast<std::uint64_t>(getpid()) & 0xffffff);
+  auto make = [](const std::string& name) {
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  };
+  char lease_name[64];
+  std::snprintf(lease_name, sizeof lease_name, "/memarea-lease-%016llx",
+                static_cast<unsigned long long>(stale));
+  ASSERT_TRUE(make(lease_name));
+  const std::string stale_object = lease::object_name("sim", stale, 42, 16);
+  ASSERT_TRUE(make(stale_object));
+  const std::size_t ours = objects_of(me).size();
+
+  int report_pipe[2];
+  ASSERT_EQ(pipe2(report_pipe, O_CLOEXEC), 0);
+  std::fflush(nullptr);
+  forked other;
+  other.pid = fork();
+  ASSERT_GE(other.pid, 0);
+  if (other.pid == 0) {
+    alarm(60);
+    ::close(report_pipe[0]);
+    if (setgroups(0, nullptr) != 0 || setgid(kOther) != 0 || setuid(kOther) != 0) _exit(77);
+    // Our sweep must not touch root's objects, live or stale.
+    const auto report = lease::sweep();
+    for (const auto& name : report.removed)
+      if (lease::owner_of(name) == me || lease::owner_of(name) == stale) _exit(10);
+    // It cannot open root's memory: a clean status, no crash.
+    try {
+      (void)ipc::open(h);
+      _exit(11);
+    } catch (const error& e) {
+      if (e.status() != errc::invalid_handle) _exit(12);
+    }
+    // It leaves stale objects of its own: its lease and a device allocation, then _exit.
+    void* q = nullptr;
+    try {
+      q = area(0).mmap(4096);
+    } catch (const error&) {
+      _exit(13);
+    }
+    (void)q;
+    const std::uint64_t theirs = lease::current();
+    if (::write(report_pipe[1], &theirs, sizeof theirs) != sizeof theirs) _exit(14);
+    _exit(0);
+  }
+  ::close(report_pipe[1]);
+  std::uint64_t other_owner = 0;
+  const bool reported = read_within(report_pipe[0], &other_owner, sizeof other_owner, kForkWait);
+  ::close(report_pipe[0]);
+  const int status = other.wait(kForkWait);
+  if (status == 77) GTEST_SKIP() << "this machine does not let root become uid " << kOther;
+  ASSERT_EQ(status, 0) << "10: it removed our objects; 11: it opened our memory; 12: the "
+                          "wrong status; 13: it could not allocate";
+  EXPECT_EQ(objects_of(me).size(), ours) << "another user's sweep removed our objects";
+  ASSERT_TRUE(reported);
+  // Its stale objects (its lease and device memory: it died by _exit) are not ours to remove;
+  // our stale ones are.
+  const std::set<std::string> theirs = objects_of(other_owner);
+  EXPECT_EQ(theirs.size(), 2u);
+  for (const auto& name : theirs) {
+    struct stat st {};
+    ASSERT_EQ(stat(("/dev/shm/" + name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, kOther);
+  }
+  const auto report = lease::sweep();
+  EXPECT_EQ(objects_of(other_owner), theirs) << "our sweep removed another user's objects";
+  EXPECT_GE(report.left_alone, theirs.size());
+  EXPECT_TRUE(objects_of(stale).empty()) << "our own stale objects were left";
+  for (const auto& name : theirs) shm_unlink(("/" + name).c_str());
+  a.munmap(p, 4096);
+}

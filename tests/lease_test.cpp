@@ -1,0 +1,222 @@
+// Leases (base/lease): who owns memarea's objects in /dev/shm and whether it lives; the sweep;
+// and the background thread's schedule under an injected clock (base/housekeeper).
+#include "base/housekeeper.hpp"
+#include "base/lease.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+namespace lease = memarea::detail::lease;
+namespace housekeeper = memarea::detail::housekeeper;
+
+namespace {
+
+std::string hex16(std::uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+bool exists(const std::string& name) {
+  struct stat st {};
+  return stat(("/dev/shm" + name).c_str(), &st) == 0;
+}
+
+/// Makes an empty object of this user; true when it did.
+bool make(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+/// A child of fork() that makes its lease and one object, tells its owner through a pipe, and
+/// then exits with _exit (no cleanup) or waits for its stdin to close (alive).
+struct lease_child {
+  pid_t pid = -1;
+  std::uint64_t owner = 0;
+  std::string object;
+  int hold = -1;  // closing it lets a waiting child exit
+
+  explicit lease_child(bool stay_alive) {
+    int up[2], down[2];
+    if (pipe2(up, O_CLOEXEC) != 0 || pipe2(down, O_CLOEXEC) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      ::close(up[0]);
+      ::close(down[1]);
+      int err = 0;
+      const std::uint64_t o = lease::own(&err);
+      const std::string name = lease::object_name("test", o, 7, 16);
+      if (o == 0 || !make(name)) _exit(2);
+      if (::write(up[1], &o, sizeof o) != sizeof o) _exit(3);
+      if (stay_alive) {
+        char c;
+        while (::read(down[0], &c, 1) > 0) {
+        }
+      }
+      _exit(0);
+    }
+    ::close(up[1]);
+    ::close(down[0]);
+    hold = down[1];
+    if (::read(up[0], &owner, sizeof owner) != sizeof owner) owner = 0;
+    ::close(up[0]);
+    object = lease::object_name("test", owner, 7, 16);
+  }
+  int finish() {
+    if (hold >= 0) ::close(hold);
+    hold = -1;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  ~lease_child() {
+    if (hold >= 0) finish();
+    shm_unlink(object.c_str());
+    shm_unlink(("/memarea-lease-" + hex16(owner)).c_str());
+  }
+};
+
+}  // namespace
+
+TEST(Lease, NamesCarryTheOwner) {
+  EXPECT_EQ(lease::object_name("sim", 0xabcull, 0x12345678ull, 8),
+            "/memarea-sim-0000000000000abc-12345678");
+  EXPECT_EQ(lease::object_name("ipc", ~0ull, 1, 16),
+            "/memarea-ipc-ffffffffffffffff-0000000000000001");
+  EXPECT_EQ(lease::owner_of("/memarea-sim-0000000000000abc-12345678"), 0xabcull);
+  EXPECT_EQ(lease::owner_of("memarea-lease-00000000000000ff"), 0xffull);
+  // Not memarea's, or of the old pid-named formats: no owner.
+  for (const char* name : {"memarea-sim-12345-00000000000000ff", "memarea-ipc-1-2-3", "memarea-",
+                           "other-sim-0000000000000abc-1", "memarea-SIM-0000000000000abc-1",
+                           "memarea-sim-0000000000000abcx", "memarea-sim-000000000000abc", ""})
+    EXPECT_EQ(lease::owner_of(name), 0u) << name;
+}
+
+TEST(Lease, OwnIsOnePerProcessAndTestsAlive) {
+  int err = 0;
+  const std::uint64_t me = lease::own(&err);
+  ASSERT_NE(me, 0u) << err;
+  EXPECT_EQ(lease::own(&err), me);
+  EXPECT_EQ(lease::current(), me);
+  EXPECT_TRUE(exists("/memarea-lease-" + hex16(me)));
+  // Another descriptor of our own lease sees our lock (OFD locks are per open file).
+  EXPECT_EQ(lease::test_owner(me), lease::holder::alive);
+  EXPECT_EQ(lease::test_owner(0x0123456789abcdefull), lease::holder::gone) << "no such lease";
+  EXPECT_EQ(lease::open(0), -ENOENT);
+  // The sweep never removes our own objects.
+  const std::string mine = lease::object_name("test", me, 1, 16);
+  ASSERT_TRUE(make(mine));
+  (void)lease::sweep();
+  EXPECT_TRUE(exists(mine));
+  shm_unlink(mine.c_str());
+}
+
+TEST(Lease, AForkChildHasItsOwnAndItsDeathIsSeen) {
+  int err = 0;
+  const std::uint64_t me = lease::own(&err);
+  ASSERT_NE(me, 0u);
+  lease_child alive(true);
+  ASSERT_NE(alive.owner, 0u);
+  EXPECT_NE(alive.owner, me) << "a child of fork() does not reuse its parent's lease";
+  EXPECT_EQ(lease::test_owner(alive.owner), lease::holder::alive);
+  EXPECT_EQ(lease::test_owner(me), lease::holder::alive);
+  // A sweep leaves a live owner's objects.
+  (void)lease::sweep();
+  EXPECT_TRUE(exists(alive.object));
+  EXPECT_EQ(alive.finish(), 0);
+  // It exited without removing anything: gone, and the sweep removes its lease and object.
+  EXPECT_EQ(lease::test_owner(alive.owner), lease::holder::gone);
+  EXPECT_TRUE(exists(alive.object));
+  const auto dry = lease::sweep(true);
+  EXPECT_TRUE(exists(alive.object)) << "a dry run removes nothing";
+  bool listed = false;
+  for (const auto& n : dry.removed) listed |= "/" + n == alive.object;
+  EXPECT_TRUE(listed);
+  (void)lease::sweep();
+  EXPECT_FALSE(exists(alive.object));
+  EXPECT_FALSE(exists("/memarea-lease-" + hex16(alive.owner)));
+}
+
+TEST(Lease, ObjectsWithoutALeaseAreRemovedAndOddFilesAreNot) {
+  const std::uint64_t orphan = 0x0badc0de00000000ull | static_cast<std::uint64_t>(getpid());
+  const std::string object = lease::object_name("test", orphan, 3, 16);
+  ASSERT_TRUE(make(object));
+  (void)lease::sweep();
+  EXPECT_FALSE(exists(object)) << "an object whose owner's lease is gone";
+  // A lease that is a directory, a FIFO or a symlink is never trusted: its objects stay.
+  const std::uint64_t odd = orphan + 1;
+  const std::string lease_path = "/dev/shm/memarea-lease-" + hex16(odd);
+  const std::string odd_object = lease::object_name("test", odd, 4, 16);
+  ASSERT_EQ(mkfifo(lease_path.c_str(), 0600), 0);
+  ASSERT_TRUE(make(odd_object));
+  EXPECT_EQ(lease::open(odd), -EPERM);
+  (void)lease::sweep();
+  EXPECT_TRUE(exists(odd_object)) << "removed on the word of a FIFO";
+  unlink(lease_path.c_str());
+  ASSERT_EQ(symlink("/dev/null", lease_path.c_str()), 0);
+  EXPECT_LT(lease::open(odd), 0);
+  (void)lease::sweep();
+  EXPECT_TRUE(exists(odd_object)) << "removed on the word of a symlink";
+  unlink(lease_path.c_str());
+  shm_unlink(odd_object.c_str());
+}
+
+namespace {
+std::atomic<std::int64_t> g_now_ns{0};
+housekeeper::clock_type::time_point fake_now() noexcept {
+  return housekeeper::clock_type::time_point(std::chrono::nanoseconds(g_now_ns.load()));
+}
+std::atomic<int> g_task_runs{0};
+void counting_task() noexcept { g_task_runs.fetch_add(1); }
+}  // namespace
+
+TEST(Housekeeper, ScheduleFollowsTheInjectedClock) {
+  g_now_ns.store(housekeeper::clock_type::now().time_since_epoch().count());
+  housekeeper::set_clock(&fake_now);
+  housekeeper::add(&counting_task);
+  housekeeper::add(&counting_task);  // once
+  // The thread may run what is due right now; after that, nothing is due until time moves.
+  housekeeper::run_due();
+  const int runs = g_task_runs.load();
+  const auto sweeps = housekeeper::stats().sweeps;
+  EXPECT_GE(sweeps, 1u) << "the first round sweeps";
+  housekeeper::run_due();
+  housekeeper::run_due();
+  EXPECT_EQ(g_task_runs.load(), runs);
+  EXPECT_EQ(housekeeper::stats().sweeps, sweeps);
+  g_now_ns.fetch_add(std::chrono::nanoseconds(housekeeper::kTick).count());
+  housekeeper::run_due();
+  EXPECT_EQ(g_task_runs.load(), runs + 1) << "one tick, one run (not one per caller)";
+  EXPECT_EQ(housekeeper::stats().sweeps, sweeps);
+  // A pause longer than every interval: one run of each, not one per missed interval.
+  g_now_ns.fetch_add(std::chrono::nanoseconds(std::chrono::hours(2)).count());
+  housekeeper::run_due();
+  housekeeper::run_due();
+  EXPECT_EQ(g_task_runs.load(), runs + 2);
+  EXPECT_EQ(housekeeper::stats().sweeps, sweeps + 1);
+  EXPECT_TRUE(housekeeper::stats().running);
+  housekeeper::set_clock(nullptr);
+}
+
+TEST(Housekeeper, TheThreadRunsTasksOnItsOwn) {
+  housekeeper::set_clock(nullptr);
+  housekeeper::add(&counting_task);
+  const int runs = g_task_runs.load();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (g_task_runs.load() < runs + 3 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(g_task_runs.load(), runs + 3) << "no ticks from the background thread";
+}
