@@ -26,6 +26,11 @@ double median(std::vector<double> t) {
   return t[t.size() / 2];
 }
 
+spread spread_of(std::vector<double> t) {
+  const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+  return {*lo, median(t), *hi};
+}
+
 double median_us(int reps, const std::function<void()>& fn) {
   std::vector<double> t;
   t.reserve(static_cast<std::size_t>(reps));
@@ -101,19 +106,41 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
       std::cerr << "bench: " << name << " failed: " << e.what() << "\n";
     }
   }
-  std::cout << fmt::format("{:<28} {:<26} {:>12} {:>12} {:>8}  {:<24} {}\n", "benchmark",
-                           "variant", "memarea", "raw", "ratio", "target", "raw call");
+  std::cout << fmt::format("{:<28} {:<30} {:>26} {:>26} {:>8} {:<16} {:<24} {}\n", "benchmark",
+                           "variant", "memarea (min-median-max)", "raw (min-median-max)",
+                           "ratio", "memarea is", "target", "raw call");
+  // "min-median-max unit" where the case kept the spread, else the median alone.
+  auto figure = [](double median, const spread& s, const std::string& unit) {
+    if (s.max > 0) return fmt::format("{:.3f}-{:.3f}-{:.3f} {}", s.min, s.median, s.max, unit);
+    return fmt::format("{:.3f} {}", median, unit);
+  };
+  auto spread_json = [](const spread& s) {
+    return s.max > 0 ? nlohmann::json{{"min", s.min}, {"median", s.median}, {"max", s.max}}
+                     : nlohmann::json(nullptr);
+  };
   bool all_met = true;
   nlohmann::json j = nlohmann::json::array();
   for (auto& r : rows) {
     const double ratio = r.raw > 0 ? r.memarea / r.raw : 0;
+    // Which way is better: time is better lower, bandwidth higher.
+    const bool higher_better = r.unit == "GB/s";
+    std::string verdict = "-";
+    if (ratio > 0 && r.memarea > 0) {
+      const double speedup = higher_better ? ratio : 1 / ratio;
+      verdict = speedup >= 1 ? fmt::format("{:.2f}x faster", speedup)
+                             : fmt::format("{:.2f}x slower", 1 / speedup);
+    }
     all_met &= r.met;
-    std::cout << fmt::format("{:<28} {:<26} {:>9.3f} {:<2} {:>9.3f} {:<2} {:>8.3f}  {:<24} {}{}\n",
-                             r.group, r.variant, r.memarea, r.unit, r.raw, r.unit, ratio,
+    std::cout << fmt::format("{:<28} {:<30} {:>26} {:>26} {:>8.3f} {:<16} {:<24} {}{}\n",
+                             r.group, r.variant, figure(r.memarea, r.memarea_spread, r.unit),
+                             r.raw > 0 ? figure(r.raw, r.raw_spread, r.unit) : "-", ratio,
+                             verdict,
                              r.target.empty() ? "-" : r.target + (r.met ? " ok" : " MISSED"),
                              r.raw_name, r.note.empty() ? "" : "  (" + r.note + ")");
     j.push_back({{"group", r.group}, {"variant", r.variant}, {"unit", r.unit},
                  {"memarea", r.memarea}, {"raw", r.raw}, {"ratio", ratio},
+                 {"memarea_spread", spread_json(r.memarea_spread)},
+                 {"raw_spread", spread_json(r.raw_spread)}, {"verdict", verdict},
                  {"raw_call", r.raw_name}, {"target", r.target}, {"met", r.met},
                  {"note", r.note}});
   }

@@ -9,6 +9,15 @@
 
 namespace memarea::cli::bench {
 
+/// Smallest, median and largest of a set of timings (all 0: not measured).
+struct spread {
+  double min = 0;
+  double median = 0;
+  double max = 0;
+};
+/// The spread of t; t must not be empty.
+spread spread_of(std::vector<double> t);
+
 /// One measured pair.
 struct row {
   std::string group;     ///< e.g. "area mmap+munmap"
@@ -20,6 +29,8 @@ struct row {
   std::string target;    ///< the issue's target, e.g. ">= 0.98x raw", checked in `met`
   bool met = true;       ///< whether the target is met
   std::string note;      ///< anything else
+  spread memarea_spread; ///< memarea's min-median-max, when the case kept them
+  spread raw_spread;     ///< the raw call's min-median-max, when the case kept them
 };
 
 /// What a case gets.

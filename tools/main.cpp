@@ -37,6 +37,13 @@ int main(int argc, char** argv) {
   topo->add_option("--svg", topo_svg, "write a heatmap of the measurements to this SVG file");
   topo->add_option("--size", topo_size, "bytes per copy, e.g. 256M (default: 256M; sim 4M)");
   topo->add_option("--reps", topo_reps, "copies per measurement")->check(CLI::Range(1, 100000));
+  auto* ipc = app.add_subcommand("ipc", "inter-process sharing");
+  ipc->require_subcommand(1);
+  auto* gc = ipc->add_subcommand(
+      "gc", "remove the shared-memory objects that dead processes left in /dev/shm");
+  bool dry_run = false;
+  gc->add_flag("--dry-run", dry_run, "list what would be removed, remove nothing");
+  gc->add_flag("--json", json, "print JSON for scripts");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -44,6 +51,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*info) return memarea::cli::run_info(json);
+    if (*gc) return memarea::cli::run_ipc_gc(dry_run, json);
     if (*topo) return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps);
     if (*bench) return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
   } catch (const memarea::error& e) {

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <glob.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct cudart_api {
   std::string path;                                              ///< the library loaded
   int (*SetDevice)(int) = nullptr;                               ///< cudaSetDevice
   int (*IpcGetMemHandle)(cudart_ipc_handle*, void*) = nullptr;  ///< cudaIpcGetMemHandle
+  int (*Malloc)(void**, std::size_t) = nullptr;                  ///< cudaMalloc
+  int (*Free)(void*) = nullptr;                                  ///< cudaFree
+  /// cudaIpcOpenMemHandle (the handle by value, as the runtime takes it)
+  int (*IpcOpenMemHandle)(void**, cudart_ipc_handle, unsigned) = nullptr;
+  int (*IpcCloseMemHandle)(void*) = nullptr;                     ///< cudaIpcCloseMemHandle
 };
 
 /// libcudart, loaded on the first call (libcudart.so.13, .so.12, .so, then
@@ -49,8 +55,16 @@ inline const cudart_api* raw_cudart(std::string* why) {
       a->SetDevice = reinterpret_cast<int (*)(int)>(dlsym(lib, "cudaSetDevice"));
       a->IpcGetMemHandle = reinterpret_cast<int (*)(cudart_ipc_handle*, void*)>(
           dlsym(lib, "cudaIpcGetMemHandle"));
-      if (a->SetDevice && a->IpcGetMemHandle) return a;
-      reason = name + " lacks cudaSetDevice or cudaIpcGetMemHandle";
+      a->Malloc = reinterpret_cast<int (*)(void**, std::size_t)>(dlsym(lib, "cudaMalloc"));
+      a->Free = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaFree"));
+      a->IpcOpenMemHandle = reinterpret_cast<int (*)(void**, cudart_ipc_handle, unsigned)>(
+          dlsym(lib, "cudaIpcOpenMemHandle"));
+      a->IpcCloseMemHandle =
+          reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaIpcCloseMemHandle"));
+      if (a->SetDevice && a->IpcGetMemHandle && a->Malloc && a->Free && a->IpcOpenMemHandle &&
+          a->IpcCloseMemHandle)
+        return a;
+      reason = name + " lacks one of cudaSetDevice, cudaMalloc, cudaFree or the cudaIpc calls";
       delete a;
       dlclose(lib);
     }

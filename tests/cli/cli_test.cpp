@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -460,3 +461,44 @@ TEST(CliBench, NoDevicesGivesNoRowsAndNoFailure) {
 }
 
 }  // namespace
+
+// --- ipc gc ----------------------------------------------------------------------------------------
+
+TEST(CliIpcGc, RemovesWhatDeadProcessesLeftAndListsItOnADryRun) {
+  // A dead owner's lease (no process holds its lock) and one of its objects.
+  char owner[17];
+  std::snprintf(owner, sizeof owner, "%016llx",
+                0x0dead00000000000ull | static_cast<unsigned long long>(getpid()));
+  const std::string lease = std::string("memarea-lease-") + owner;
+  const std::string object = std::string("memarea-sim-") + owner + "-0000000000000001";
+  for (const auto& name : {lease, object}) {
+    const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0) << name << ": " << std::strerror(errno);
+    ::close(fd);
+  }
+  const auto dry = run_cli({"ipc", "gc", "--dry-run", "--json"}, {"MEMAREA_BACKEND=sim"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  const auto j = nlohmann::json::parse(dry.out);
+  EXPECT_EQ(j.at("dry_run"), true);
+  const auto listed = j.at("would_remove").get<std::vector<std::string>>();
+  // Other test processes sweep /dev/shm too. A sweep holds the lease's lock while it removes,
+  // and removes the lease last: if we can take the lock and the lease is still there, no sweep
+  // finished, so both must be there, and the dry run must have listed both.
+  const int held = ::open(("/dev/shm/" + lease).c_str(), O_RDWR | O_CLOEXEC);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (held >= 0 && fcntl(held, F_OFD_SETLK, &fl) == 0 && fs::exists("/dev/shm/" + lease)) {
+    for (const auto& name : {lease, object}) {
+      EXPECT_NE(std::find(listed.begin(), listed.end(), name), listed.end()) << name;
+      EXPECT_TRUE(fs::exists("/dev/shm/" + name)) << "a dry run removed " << name;
+    }
+  }
+  if (held >= 0) ::close(held);
+  const auto gc = run_cli({"ipc", "gc"}, {"MEMAREA_BACKEND=sim"});
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  // (Another process's background sweep may have removed them first: they are gone either way.)
+  for (const auto& name : {lease, object}) EXPECT_FALSE(fs::exists("/dev/shm/" + name)) << name;
+  EXPECT_NE(gc.out.find("object(s) of dead processes removed"), std::string::npos) << gc.out;
+  EXPECT_NE(run_cli({"ipc"}, {"MEMAREA_BACKEND=sim"}).exit_code, 0) << "ipc needs a subcommand";
+}
