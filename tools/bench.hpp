@@ -69,6 +69,11 @@ struct paired_times {
 paired_times paired_median_us(int reps, const std::function<void()>& a,
                               const std::function<void()>& b);
 
+/// When this process is a child that a bench started (MEMAREA_BENCH_IPC_ROLE set: an exporter,
+/// or a fresh process timing its first IPC call), runs that role and returns its exit status;
+/// otherwise -1. main() calls it first.
+int run_child_role();
+
 /// Runs the cases whose name contains `filter`; prints a table and writes JSON to json_path
 /// when not empty. Returns 0, or 1 when a target was missed and strict is set.
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,

@@ -12,7 +12,7 @@
 // - the C API's hot paths against the C++ calls (export, import hit, lookup).
 //
 // Exporting needs another process: the bench re-executes this binary with MEMAREA_BENCH_IPC_ROLE
-// set (the static hook below runs the role before main and exits). Every opened mapping's first
+// set, and main() runs that role (run_child_role) instead of the command line. Every opened mapping's first
 // 4 KiB are checked against the exporter's pattern (untimed). On CUDA the raw calls are the
 // runtime's (cudaIpc*), loaded at run time; elsewhere, the driver layer's.
 #include "core/ipc_impl.hpp"
@@ -194,35 +194,36 @@ int cold_role(const std::string& role, const std::vector<std::string>& args) {
   return 0;
 }
 
-struct role_hook {
-  role_hook() {
-    const char* role = std::getenv(kRoleEnv);
-    if (!role) return;
-    int rc = 0;
-    try {
-      std::vector<std::string> args;
-      if (const char* a = std::getenv(kArgEnv)) {
-        std::string s = a, word;
-        for (char c : s + " ") {
-          if (c == ' ') {
-            if (!word.empty()) args.push_back(word);
-            word.clear();
-          } else {
-            word += c;
-          }
+}  // namespace
+
+int run_child_role() {
+  const char* role = std::getenv(kRoleEnv);
+  if (!role) return -1;
+  int rc = 0;
+  try {
+    std::vector<std::string> args;
+    if (const char* a = std::getenv(kArgEnv)) {
+      std::string word;
+      for (char c : std::string(a) + " ") {
+        if (c == ' ') {
+          if (!word.empty()) args.push_back(word);
+          word.clear();
+        } else {
+          word += c;
         }
       }
-      const std::string r = role;
-      rc = r == "exporter" ? exporter_role(std::stoul(args.at(0))) : cold_role(r, args);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "bench ipc %s: %s\n", role, e.what());
-      rc = 1;
     }
-    std::fflush(nullptr);
-    std::_Exit(rc);
+    const std::string r = role;
+    rc = r == "exporter" ? exporter_role(std::stoul(args.at(0))) : cold_role(r, args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench ipc %s: %s\n", role, e.what());
+    rc = 1;
   }
-};
-const role_hook hook;
+  std::fflush(nullptr);
+  return rc;
+}
+
+namespace {
 
 /// A child running a role: its stdout lines, and stdin held open until destruction.
 class role_process {

@@ -15,6 +15,7 @@ int run_topo(bool json, const std::string& svg, const std::string& size, int rep
 }
 
 int main(int argc, char** argv) {
+  if (const int rc = memarea::cli::bench::run_child_role(); rc >= 0) return rc;
   CLI::App app{"memarea: places, shares and moves memory across GPUs, the host and processes"};
   app.require_subcommand(1);
   bool json = false;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,18 +34,29 @@ struct own_lease {
   pid_t pid = 0;
 };
 
-/// Taken by fork()'s prepare, so that a child never inherits a lease half-made by another
-/// thread (whose descriptor it would keep open, holding the parent's lock past its death).
-ranked_mutex g_lease_lock{lock_rank::lease};
-ranked_mutex& lock_of_lease() { return g_lease_lock; }
-own_lease g_own;
-std::atomic<std::uint64_t> g_current{0};
+/// Guards g_own. A plain mutex, initialised at compile time: memarea may be called from another
+/// library's static initialiser, before this file's objects are constructed. fork()'s prepare
+/// takes it (lease_fork), so that a child never inherits a lease half-made by another thread
+/// (whose descriptor it would keep open, holding the parent's lock past its death). Inside it
+/// there are only system calls.
+pthread_mutex_t g_lease_mutex = PTHREAD_MUTEX_INITIALIZER;
+struct lease_lock {
+  lease_lock() noexcept { pthread_mutex_lock(&g_lease_mutex); }
+  ~lease_lock() { pthread_mutex_unlock(&g_lease_mutex); }
+  lease_lock(const lease_lock&) = delete;
+  lease_lock& operator=(const lease_lock&) = delete;
+};
+constinit own_lease g_own;
+constinit std::atomic<std::uint64_t> g_current{0};
 
 /// The child's lease is its own: it closes the parent's descriptor (which would otherwise keep
 /// the parent's lock alive after the parent dies) and makes a new lease when it needs one.
 struct lease_fork final : fork_participant {
   lease_fork() noexcept : fork_participant(lock_rank::lease) {}
+  void fork_prepare() noexcept override { pthread_mutex_lock(&g_lease_mutex); }
+  void fork_parent() noexcept override { pthread_mutex_unlock(&g_lease_mutex); }
   void fork_child() noexcept override {
+    pthread_mutex_init(&g_lease_mutex, nullptr);
     if (g_own.fd >= 0) ::close(g_own.fd);
     g_own = own_lease{};
     g_current.store(0);
@@ -75,7 +87,7 @@ flock whole_file(short type) {
 /// Removes this process's lease at exit (its lock goes with the process anyway; the name would
 /// wait for a sweep). Only in the process that made it: a fork child's is its own.
 void remove_own_lease_at_exit() {
-  std::lock_guard lock(lock_of_lease());
+  lease_lock lock;
   if (g_own.owner != 0 && g_own.pid == getpid()) shm_unlink(lease_name(g_own.owner).c_str());
 }
 
@@ -93,7 +105,7 @@ std::uint64_t own(int* err) noexcept {
   if (std::uint64_t o = g_current.load(std::memory_order_acquire)) return o;
   int failure = EEXIST;
   {
-    std::lock_guard lock(lock_of_lease());
+    lease_lock lock;
     if (g_own.owner != 0) return g_own.owner;
     for (int attempt = 0; attempt < 16; ++attempt) {
       const std::uint64_t owner = random_u64();
