@@ -70,8 +70,12 @@ std::string hex16(std::uint64_t v) {
   return b;
 }
 
+// (Names are built with snprintf: GCC 12 at -O3 warns falsely (-Wrestrict) on chains of
+// std::string operator+.)
 std::string lease_name(std::uint64_t owner) {
-  return "/" + std::string(kPrefix) + std::string(kLeaseKind) + "-" + hex16(owner);
+  char b[64];
+  std::snprintf(b, sizeof b, "/memarea-lease-%016llx", static_cast<unsigned long long>(owner));
+  return b;
 }
 
 flock whole_file(short type) {
@@ -94,8 +98,9 @@ void remove_own_lease_at_exit() {
 bool same_file(int fd, const std::string& name) {
   struct stat mine {}, named {};
   if (fstat(fd, &mine) != 0) return false;
-  const std::string path = std::string(kShmDir) + name;
-  if (lstat(path.c_str(), &named) != 0) return false;
+  char path[128];
+  std::snprintf(path, sizeof path, "%s%s", kShmDir, name.c_str());
+  if (lstat(path, &named) != 0) return false;
   return mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
 }
 
@@ -144,11 +149,14 @@ std::uint64_t current() noexcept { return g_current.load(std::memory_order_acqui
 
 std::string object_name(std::string_view kind, std::uint64_t owner, std::uint64_t random,
                         int digits) {
-  std::string name = "/" + std::string(kPrefix) + std::string(kind) + "-" + hex16(owner) + "-";
   if (digits < 1) digits = 1;
   if (digits > 16) digits = 16;
-  name += hex16(random).substr(static_cast<std::size_t>(16 - digits));
-  return name;
+  const std::string tail = hex16(random);
+  char b[128];
+  std::snprintf(b, sizeof b, "/memarea-%.*s-%016llx-%s", static_cast<int>(kind.size()),
+                kind.data(), static_cast<unsigned long long>(owner),
+                tail.c_str() + (16 - digits));
+  return b;
 }
 
 std::uint64_t owner_of(std::string_view name) noexcept {
@@ -172,9 +180,10 @@ std::uint64_t owner_of(std::string_view name) noexcept {
 
 int open(std::uint64_t owner) noexcept {
   if (owner == 0) return -ENOENT;
-  const std::string path = std::string(kShmDir) + lease_name(owner);
+  char path[128];
+  std::snprintf(path, sizeof path, "%s%s", kShmDir, lease_name(owner).c_str());
   // O_NONBLOCK: a FIFO planted under the name must not block us; O_NOFOLLOW: nor a symlink.
-  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  const int fd = ::open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -errno;
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
