@@ -198,6 +198,7 @@ TEST(Housekeeper, ScheduleFollowsTheInjectedClock) {
   housekeeper::set_clock(&fake_now);
   housekeeper::add(&counting_task);
   housekeeper::add(&counting_task);  // once
+  housekeeper::start();
   // The thread may run what is due right now; after that, nothing is due until time moves.
   housekeeper::run_due();
   const int runs = g_task_runs.load();
@@ -224,6 +225,7 @@ TEST(Housekeeper, ScheduleFollowsTheInjectedClock) {
 TEST(Housekeeper, TheThreadRunsTasksOnItsOwn) {
   housekeeper::set_clock(nullptr);
   housekeeper::add(&counting_task);
+  housekeeper::start();
   const int runs = g_task_runs.load();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (g_task_runs.load() < runs + 3 && std::chrono::steady_clock::now() < until)

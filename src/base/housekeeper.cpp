@@ -117,7 +117,6 @@ void add(task t) noexcept {
     k.changed = true;
   }
   get().wake.notify_all();
-  start();
 }
 
 void stop() noexcept {

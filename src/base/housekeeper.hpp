@@ -3,8 +3,10 @@
 // base/lease.hpp), once as it starts and then every kSweepEvery, and it runs the tasks that
 // other layers register (IPC's liveness checks) every kTick.
 //
-// It starts with this process's lease (its first shared object) or its first task, so a
-// process that shares nothing has no thread. A child of fork() starts its own when it needs
+// It starts when something first needs it: a process's first import of another process's
+// memory, its first deferred free, or its first sim device allocation (start()). Creating a
+// thread costs tens of microseconds, so a first export, which needs none, does not start it.
+// A process that shares nothing has no thread. A child of fork() starts its own when it needs
 // one. It blocks every signal, so the program's handlers run on the program's threads, and it
 // is stopped (joined) at exit.
 //
@@ -29,8 +31,8 @@ constexpr auto kSweepEvery = std::chrono::seconds(60);
 
 /// Starts the thread in this process if it does not run yet (idempotent, thread-safe).
 void start() noexcept;
-/// Runs t every kTick from now on, in this process (a fork child registers its own); starts the
-/// thread. Adding a task twice adds it once.
+/// Runs t every kTick once the thread runs, in this process (a fork child registers its own).
+/// Does not start the thread. Adding a task twice adds it once.
 void add(task t) noexcept;
 /// Stops and joins the thread (idempotent). The tasks stay registered for run_due.
 void stop() noexcept;

@@ -1,7 +1,6 @@
 #include "base/lease.hpp"
 
 #include "base/fork_safety.hpp"
-#include "base/housekeeper.hpp"
 #include "base/random_name.hpp"
 
 #include <dirent.h>
@@ -137,10 +136,7 @@ std::uint64_t own(int* err) noexcept {
       break;
     }
   }
-  if (std::uint64_t o = g_current.load(std::memory_order_acquire)) {
-    housekeeper::start();  // sweeps what dead processes left, off every user call
-    return o;
-  }
+  if (std::uint64_t o = g_current.load(std::memory_order_acquire)) return o;
   if (err) *err = failure;
   return 0;
 }

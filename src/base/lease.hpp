@@ -22,7 +22,8 @@ namespace memarea::detail::lease {
 
 /// This process's owner (the random part of its lease's name), making the lease on the first
 /// call; 0, with *err set to an errno value, when it cannot be made. A child of fork() makes
-/// its own on its first call (the parent's lease is not the child's).
+/// its own on its first call (the parent's lease is not the child's). It does not start the
+/// background thread: its callers do, where they need it (base/housekeeper.hpp).
 std::uint64_t own(int* err) noexcept;
 
 /// This process's owner if it has made its lease already, else 0 (makes nothing).

@@ -1,5 +1,6 @@
 // The C API of inter-process sharing (memarea.h): thin wrappers over memarea::ipc.
 #include "capi/c_call.hpp"
+#include "core/ipc_impl.hpp"
 
 #include <memarea/ipc.hpp>
 #include <memarea/memarea.h>
@@ -20,7 +21,7 @@ memarea_status memarea_ipc_open_mem_handle(void** ptr, memarea_ipc_handle_t hand
                                            unsigned flags) {
   return c_call(__func__, [&] {
     require(ptr, "ptr");
-    *ptr = memarea::ipc::open(memarea::ipc::handle(handle), -1, flags);
+    *ptr = memarea::detail::ipc_internal::open_bytes(handle.bytes, -1, flags);
   });
 }
 

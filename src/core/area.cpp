@@ -1,5 +1,6 @@
 // Areas: allocation by flag combination, the registry, lookup and synchronous copies.
 #include "core/area_impl.hpp"
+#include "core/ipc_impl.hpp"
 #include "core/host_impl.hpp"
 #include "core/managed_impl.hpp"
 #include "core/registry.hpp"
@@ -63,6 +64,9 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
   switch (kind) {
     case MEMAREA_MEMORY_DEVICE:
       check(gpu.malloc_device(device, size, &ptr), what.c_str());
+      // Device memory may be exported: IPC's lease and segment are made in the background now,
+      // so that the first export does not make them.
+      ipc_internal::prepare_in_background();
       break;
     case MEMAREA_MEMORY_HOST_PINNED:
       check(gpu.malloc_host(device, size, global ? host_portable : host_default, &ptr),

@@ -162,6 +162,11 @@ bool exporter::close_own(void* ptr) {
   return true;
 }
 
+void exporter::prepare() {
+  std::lock_guard lock(m_);
+  ensure_segment_locked();
+}
+
 void exporter::shutdown() {
   std::lock_guard lock(m_);
   if (!deferred_.empty()) (void)finish_deferred_locked();
@@ -228,14 +233,17 @@ std::unordered_map<std::uint64_t, exporter::exported>::iterator exporter::add_ex
     const record& r) {
   ensure_segment_locked();
   auto& gpu = system::get().gpu();
-  // The driver's allocation may start before memarea's record (cudaMalloc packs small
-  // allocations): the handle names the driver's base and the offset is taken from it.
+  // The handle names the driver's allocation and the offset is taken from its base. memarea's
+  // areas allocate each buffer with its own driver call (cuMemAlloc, hipMalloc, the sim's
+  // malloc_device), so there the record is the driver's allocation (its size a lower bound of
+  // the driver's, which is what the segment must promise). Memory from elsewhere may sit inside
+  // a larger driver allocation: the driver is asked.
   exported e;
   e.driver_base = r.base;
   e.driver_size = r.size;
   e.device = r.device;
   pointer_info pi;
-  if (gpu.pointer_query(r.base, &pi).ok() && pi.base && pi.size &&
+  if (r.made_by != origin::area && gpu.pointer_query(r.base, &pi).ok() && pi.base && pi.size &&
       static_cast<char*>(pi.base) <= static_cast<char*>(r.base) &&
       static_cast<char*>(r.base) + r.size <= static_cast<char*>(pi.base) + pi.size) {
     e.driver_base = pi.base;

@@ -55,6 +55,9 @@ class exporter {
     return w.owner == owner_.load(std::memory_order_acquire) && w.segment == segment_id_;
   }
 
+  /// Makes the segment (and so this process's lease) if it does not exist yet.
+  void prepare();
+
   /// At exit: frees what it can and removes the segment.
   void shutdown();
 

@@ -24,6 +24,14 @@ constexpr unsigned kNoAreaFlags = 0xffffffffu;
 /// recently used first (for tests: which mapping the LRU bound evicted).
 std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys();
 
+/// Asks the background thread (starting it) to make this process's lease, IPC state and
+/// segment, once per process: the first device allocation calls it, so that the first export
+/// finds them made (making them takes about 100 us, more than the export itself).
+void prepare_in_background() noexcept;
+
+/// ipc::open of the C API's handle bytes (no copy into an ipc::handle on the way).
+void* open_bytes(const unsigned char (&bytes)[128], int device, unsigned flags);
+
 /// What memarea's background thread does for IPC every tick: tests the exporters' leases,
 /// drops cached mappings of gone exporters and freed buffers, and finishes deferred frees
 /// whose importers are gone. Tests call it after moving the housekeeper's clock.

@@ -53,7 +53,7 @@ void erase_record(void* base, std::uint64_t id) {
 
 }  // namespace
 
-importer::importer() {
+importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
   if (const char* v = std::getenv("MEMAREA_IPC_CACHE_LIMIT"); v && *v) {
     // Digits only: no sign, spaces or suffix (strtoull would wrap "-1" and skip spaces).
     std::size_t n = 0;
@@ -253,7 +253,7 @@ bool importer::register_locked(entry& e, const wire& w, std::uint64_t self) {
     throw error(errc::busy, fmt::format("ipc open: {} processes already have buffer {} of "
                                         "process {} open",
                                         kImporterSlots, w.buffer_id, w.pid));
-  at(mine->pid).store(static_cast<std::int32_t>(getpid()));
+  at(mine->pid).store(pid_);
   e.who = mine;
   e.self = self;
   e.registered = true;

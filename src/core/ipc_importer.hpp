@@ -98,6 +98,9 @@ class importer {
   void trim_locked();
   void sweep_cache_locked();
 
+  /// This process's pid, written into importer slots for diagnostics (read once: getpid() is a
+  /// system call, and a child of fork() makes a new importer).
+  const std::int32_t pid_;
   ranked_mutex m_{lock_rank::ipc_import};
   std::list<source> sources_;
   entry_map entries_;

@@ -132,8 +132,7 @@ class state {
     return h;
   }
 
-  void* open(const ipc::handle& h, int device, unsigned flags) {
-    const wire w = parse(h);
+  void* open(const wire& w, int device, unsigned flags) {
     if (flags & ~unsigned{MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS})
       throw error(errc::invalid_value,
                   fmt::format("ipc open: flags {:#x}: only 0 and "
@@ -143,7 +142,17 @@ class state {
     if (device < 0) device = current_device();
     sys.check_device(device, "ipc open");
     if (out.made_here(w)) return out.open_own(w);
-    return in.open(w, device, self());
+    void* p = in.open(w, device, self());
+    // An importer needs the background thread (its exporters' liveness). Started after the
+    // open, so a failing open costs nothing; a no-op once it runs.
+    if (!keeper_started_.load(std::memory_order_relaxed)) start_keeper();
+    return p;
+  }
+
+  /// Starts the background thread (once).
+  void start_keeper() noexcept {
+    housekeeper::start();
+    keeper_started_.store(true, std::memory_order_relaxed);
   }
 
   void close(void* ptr) {
@@ -165,6 +174,7 @@ class state {
   }
 
  private:
+  std::atomic<bool> keeper_started_{false};
   static state& make();
 };
 
@@ -220,9 +230,25 @@ state& state::make() {
       g_state.store(made, std::memory_order_release);
     }
   }
-  // Outside the guard: it may start the background thread.
+  // Registered now, run once the background thread starts (first import, first deferred free).
   housekeeper::add(&liveness_tick);
   return *made;
+}
+
+/// Whether prepare_in_background ran in this process (a fork child prepares its own).
+std::atomic<bool> g_prepare_requested{false};
+/// Whether the preparation is done (or failed: the first export then says why).
+std::atomic<bool> g_prepared{false};
+
+void prepare_task() noexcept {
+  if (g_prepared.load(std::memory_order_acquire)) return;
+  try {
+    state::get().out.prepare();
+  } catch (...) {
+    // No lease or segment now (no /dev/shm, out of memory, a child of fork() on CUDA): the
+    // first export tries again and reports why.
+  }
+  g_prepared.store(true, std::memory_order_release);
 }
 
 void on_fork_child() {
@@ -234,6 +260,8 @@ void on_fork_child() {
     g_inherited = s;
   }
   g_export_generation.fetch_add(1);
+  g_prepare_requested.store(false);
+  g_prepared.store(false);
 }
 
 /// export_handle through the calling thread's cache of recent exports.
@@ -260,6 +288,18 @@ ipc::handle export_cached(const void* ptr) {
 }  // namespace
 
 namespace ipc_internal {
+void prepare_in_background() noexcept {
+  if (g_prepare_requested.load(std::memory_order_relaxed) ||
+      g_prepare_requested.exchange(true))
+    return;
+  housekeeper::add(&prepare_task);
+  housekeeper::start();
+}
+
+void* open_bytes(const unsigned char (&bytes)[128], int device, unsigned flags) {
+  return state::get().open(parse_bytes(bytes), device, flags);
+}
+
 std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys() {
   return state::get().in.cached_keys();
 }
@@ -294,7 +334,9 @@ bool ipc_on_free(const record& r) {
   // exported allocations can be in a thread's cache: an export racing with this free made its
   // entry after the hook looked, sees the record gone and caches nothing.
   if (outcome != exporter::free_outcome::not_exported) g_export_generation.fetch_add(1);
-  return outcome == exporter::free_outcome::deferred;
+  if (outcome != exporter::free_outcome::deferred) return false;
+  s->start_keeper();  // it finishes the free once the importers are gone
+  return true;
 }
 
 }  // namespace memarea::detail
@@ -307,7 +349,7 @@ using detail::state;
 handle export_handle(const void* ptr) { return detail::export_cached(ptr); }
 
 void* open(const handle& h, int device, unsigned flags) {
-  return state::get().open(h, device, flags);
+  return state::get().open(detail::ipc_internal::parse(h), device, flags);
 }
 
 void close(void* ptr) { state::get().close(ptr); }

@@ -61,8 +61,13 @@ std::uint64_t native_digest(const unsigned char (&native)[64]) noexcept {
 }
 
 wire parse(const ipc::handle& h) {
+  static_assert(sizeof h.bytes == 128);
+  return parse_bytes(*reinterpret_cast<const unsigned char(*)[128]>(h.bytes.data()));
+}
+
+wire parse_bytes(const unsigned char (&bytes)[128]) {
   wire w;
-  std::memcpy(&w, h.bytes.data(), sizeof w);
+  std::memcpy(&w, bytes, sizeof w);
   auto bad = [](const std::string& why) {
     return error(errc::invalid_handle, "not a valid memarea IPC handle: " + why);
   };

@@ -42,6 +42,8 @@ std::uint64_t checksum(const wire& w) noexcept;
 /// The wire inside h after checking magic, version, checksum and field ranges; invalid_handle
 /// (with the reason) otherwise. Never reads outside h.
 wire parse(const ipc::handle& h);
+/// parse() of the 128 bytes at bytes (the C API's handle, without a copy into ipc::handle).
+wire parse_bytes(const unsigned char (&bytes)[128]);
 /// The driver's native handle inside a memarea handle (the bench's raw baseline).
 ipc_native_handle native_of(const ipc::handle& h);
 /// The active backend's name hashed (handles of another backend are refused).

@@ -5,6 +5,7 @@
 // Lock order: event::m, then m_, then a stream's own mutex.
 // Frees synchronise every stream first, as cudaFree does, so no queued copy outlives its memory.
 #include "base/fresh_mmap.hpp"
+#include "base/housekeeper.hpp"
 #include "base/lease.hpp"
 #include "base/random_name.hpp"
 #include "driver/sim/sim_driver.hpp"
@@ -618,6 +619,7 @@ dstatus sim_driver::malloc_device(int device, size_t size, void** ptr) {
     uncharge();
     return from_errno(lease_error, "making this process's lease in /dev/shm");
   }
+  housekeeper::start();  // the sweep of what dead processes left (idempotent, cheap once)
   std::string name;
   int fd = -1;
   for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
