@@ -277,6 +277,9 @@ TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
   MEMAREA_REQUIRE_DEVICES(1);
   if (geteuid() != 0) GTEST_SKIP() << "making a second uid needs root (this runs as uid " << geteuid() << ")";
   if (backend_name() != "sim") GTEST_SKIP() << "its child of fork() may not use CUDA or HIP";
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
   constexpr uid_t kOther = 65534;  // nobody
   const area a(0);
   void* p = a.mmap(4096);
