@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -359,4 +360,77 @@ TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
   EXPECT_TRUE(objects_of(stale).empty()) << "our own stale objects were left";
   for (const auto& name : theirs) shm_unlink(("/" + name).c_str());
   a.munmap(p, 4096);
+}
+
+// Issue 19, finding 5: liveness across PID namespaces (containers that share /dev/shm). The
+// importer runs as PID 1 of a new PID namespace, where our pid means nothing: it opens our
+// memory (it used to be refused, and to remove our segment), it is counted, and once it is
+// killed it is purged by its lease, whatever its pid reads here.
+TEST(IpcLiveness, AnImporterInAnotherPidNamespace) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  if (backend_name() != "sim") GTEST_SKIP() << "its child of fork() may not use CUDA or HIP";
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan cannot start threads in a child of a multi-threaded fork";
+#endif
+  const area a(0);
+  const std::size_t n = 20000;
+  void* p = a.mmap(n);
+  const std::uint64_t seed = new_seed();
+  fill(p, seed, n);
+  const ipc::handle h = ipc::export_handle(p);
+  int up[2], down[2];
+  ASSERT_EQ(pipe2(up, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(down, O_CLOEXEC), 0);
+  std::fflush(nullptr);
+  forked outer;
+  outer.pid = fork();
+  ASSERT_GE(outer.pid, 0);
+  if (outer.pid == 0) {
+    alarm(120);
+    ::close(up[0]);
+    ::close(down[1]);
+    if (unshare(CLONE_NEWPID) != 0) _exit(77);
+    // The helper, its next child, is PID 1 of the new namespace.
+    child holder({"hold", hex(h), str(n), str(seed)});
+    char msg = holder.line() == "opened" ? 'o' : 'x';
+    if (::write(up[1], &msg, 1) != 1) _exit(3);
+    if (::read(down[0], &msg, 1) != 1) _exit(4);  // 'k': be killed
+    holder.kill_now();
+    _exit(holder.wait() == 128 + SIGKILL ? 0 : 5);
+  }
+  ::close(up[1]);
+  ::close(down[0]);
+  char msg = 0;
+  const bool said = read_within(up[0], &msg, 1, kForkWait);
+  if (!said) {
+    const int st = outer.wait(kForkWait);
+    ::close(up[0]);
+    ::close(down[1]);
+    a.munmap(p, n);
+    if (st == 77) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not allowed here (needs CAP_SYS_ADMIN)";
+    FAIL() << "the namespaced importer said nothing; exit status " << st;
+  }
+  EXPECT_EQ(msg, 'o') << "the importer in another PID namespace could not open our memory";
+  EXPECT_EQ(own_segments(), 1) << "our segment was removed";
+  EXPECT_EQ(ipc::importers(p), 1);
+  wf::segment* seg = map_segment_of(h);
+  ASSERT_NE(seg, nullptr);
+  wf::wire w;
+  std::memcpy(&w, h.bytes.data(), sizeof w);
+  bool pid_one = false;
+  for (auto& s : seg->slot[w.slot].who)
+    pid_one |= wf::at(s.owner).load() != 0 && wf::at(s.pid).load() == 1;
+  EXPECT_TRUE(pid_one) << "the importer's slot should carry its own namespace's pid, 1";
+  munmap(seg, sizeof(wf::segment));
+  msg = 'k';
+  ASSERT_EQ(::write(down[1], &msg, 1), 1);
+  EXPECT_EQ(outer.wait(kForkWait), 0);
+  ::close(up[0]);
+  ::close(down[1]);
+  EXPECT_EQ(ipc::importers(p), 0) << "a killed importer of another namespace is purged";
+  ipc::collect();
+  const std::size_t before = ipc::deferred_frees();
+  a.munmap(p, n);
+  EXPECT_EQ(ipc::deferred_frees(), before) << "nothing to wait for";
 }
