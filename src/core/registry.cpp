@@ -46,6 +46,13 @@ std::size_t registry::size() const {
   return by_base_.size();
 }
 
+std::size_t registry::count_if(const std::function<bool(const record&)>& count) const {
+  std::shared_lock lock(mutex_);
+  std::size_t n = 0;
+  for (const auto& [base, r] : by_base_) n += count(r) ? 1 : 0;
+  return n;
+}
+
 registry& allocations() {
   // Destroyed at exit, after everything made later (as a function-local static is).
   return made_once([] {

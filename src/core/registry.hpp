@@ -50,6 +50,8 @@ class registry {
                                  std::optional<record>* found = nullptr);
   /// Number of live allocations.
   std::size_t size() const;
+  /// Number of live allocations for which count(record) is true (count must not take locks).
+  std::size_t count_if(const std::function<bool(const record&)>& count) const;
 
  private:
   mutable ranked_shared_mutex mutex_{lock_rank::registry};

@@ -81,13 +81,13 @@ TEST(IpcForged, AnotherBuffersDriverHandleIsRefused) {
     const ipc::handle b2_with_b1 =
         forged(b2, [&](wire_format::wire& w) { std::memcpy(w.native, wire_of(b1).native, 64); });
     (void)ipc::collect();  // mappings of earlier exporters, now dead, leave the count now
-    const std::size_t live = live_allocations();
+    const std::size_t live = live_records();
     // Before and while B1 is open.
     EXPECT_MEMAREA_ERROR((void)ipc::open(b2_with_b1), errc::invalid_handle);
     void* p1 = ipc::open(b1);
     EXPECT_MEMAREA_ERROR((void)ipc::open(b2_with_b1), errc::invalid_handle);
     (void)ipc::collect();
-    EXPECT_EQ(live_allocations(), live + 1);
+    EXPECT_EQ(live_records(), live + 1);
     ipc::close(p1);
     EXPECT_MEMAREA_ERROR(ipc::close(p1), errc::invalid_value);
     // Everything still works, both ways.
@@ -136,7 +136,7 @@ TEST(IpcForged, OffsetsOutsideTheAllocationAreRefused) {
       std::uint64_t{1} << 40, std::uint64_t{1} << 44, std::numeric_limits<std::uint64_t>::max()};
   auto check_all = [&](const ipc::handle& real, std::uint64_t seed) {
     (void)ipc::collect();  // mappings of earlier exporters, now dead, leave the count now
-    const std::size_t live = live_allocations();
+    const std::size_t live = live_records();
     for (std::uint64_t off : bad) {
       SCOPED_TRACE("offset " + std::to_string(off));
       EXPECT_MEMAREA_ERROR(
@@ -144,7 +144,7 @@ TEST(IpcForged, OffsetsOutsideTheAllocationAreRefused) {
           errc::invalid_handle);
     }
     (void)ipc::collect();
-    EXPECT_EQ(live_allocations(), live);
+    EXPECT_EQ(live_records(), live);
     // The real handle: lookup reports the allocation's real size, never a forged one.
     void* p = ipc::open(real);
     const auto info = lookup(p);
