@@ -44,17 +44,6 @@ ipc::handle forged(const ipc::handle& h, Change change) {
   return out;
 }
 
-/// The exporter's segment named by a handle, mapped read-write (a same-user process can).
-wire_format::segment* map_segment_of(const ipc::handle& h) {
-  const wire_format::wire w = wire_of(h);
-  const std::string name = wire_format::segment_name(w.owner, w.segment);
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
-  void* p = mmap(nullptr, sizeof(wire_format::segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  return p == MAP_FAILED ? nullptr : static_cast<wire_format::segment*>(p);
-}
-
 /// Opens h and expects it to work: the bytes are pattern(seed, n) from the offset on.
 void expect_opens(const ipc::handle& h, std::uint64_t seed, std::size_t n, std::size_t off = 0) {
   void* p = ipc::open(h);

@@ -48,17 +48,6 @@ bool within(int seconds, Done done) {
 
 std::uint64_t owner_from_hex(const std::string& s) { return std::stoull(s, nullptr, 16); }
 
-/// The exporter's segment named by h, mapped read-write (a same-user process can).
-wf::segment* map_segment_of(const ipc::handle& h) {
-  wf::wire w;
-  std::memcpy(&w, h.bytes.data(), sizeof w);
-  const int fd = shm_open(wf::segment_name(w.owner, w.segment).c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
-  void* p = mmap(nullptr, sizeof(wf::segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  return p == MAP_FAILED ? nullptr : static_cast<wf::segment*>(p);
-}
-
 /// A clock the test moves by hand (housekeeper::set_clock).
 std::atomic<std::int64_t> g_fake_ns{0};
 housekeeper::clock_type::time_point fake_now() noexcept {

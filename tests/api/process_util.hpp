@@ -4,6 +4,7 @@
 
 #include "api/common.hpp"
 #include "base/lease.hpp"
+#include "core/ipc_segment.hpp"
 #include "core/ipc_wire.hpp"
 
 #include <memarea/copy.hpp>
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,6 +196,20 @@ inline std::uint64_t owner_of(const memarea::ipc::handle& h) {
   memarea::detail::ipc_internal::wire w;
   std::memcpy(&w, h.bytes.data(), sizeof w);
   return w.owner;
+}
+
+/// The exporter's segment named by h, mapped read-write (any process of the same user can, which
+/// is what the forged-segment tests play); nullptr if it cannot be opened. munmap it with
+/// sizeof(segment).
+inline memarea::detail::ipc_internal::segment* map_segment_of(const memarea::ipc::handle& h) {
+  namespace wf = memarea::detail::ipc_internal;
+  wf::wire w;
+  std::memcpy(&w, h.bytes.data(), sizeof w);
+  const int fd = shm_open(wf::segment_name(w.owner, w.segment).c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  void* p = mmap(nullptr, sizeof(wf::segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return p == MAP_FAILED ? nullptr : static_cast<wf::segment*>(p);
 }
 
 /// This process's IPC segments in /dev/shm (0 or 1).
