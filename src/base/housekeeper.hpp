@@ -3,9 +3,9 @@
 // base/lease.hpp), once as it starts and then every kSweepEvery, and it runs the tasks that
 // other layers register (IPC's liveness checks) every kTick.
 //
-// It starts when something first needs it: a process's first import of another process's
-// memory, its first deferred free, or its first sim device allocation (start()). Creating a
-// thread costs tens of microseconds, so a first export, which needs none, does not start it.
+// It starts when something first needs it (start()): a process's first device allocation (IPC
+// then has it make the lease and segment in the background, off the first export), its first
+// import of another process's memory, its first deferred free, or its first sim allocation.
 // A process that shares nothing has no thread. A child of fork() starts its own when it needs
 // one. It blocks every signal, so the program's handlers run on the program's threads, and it
 // is stopped (joined) at exit.
