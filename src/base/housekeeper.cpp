@@ -22,6 +22,9 @@ namespace {
 /// One process's keeper. A child of fork() never touches its parent's (whose thread it does not
 /// have, and whose mutex another thread may have held): it makes a new one.
 struct keeper {
+  /// One round at a time: a caller of run_due returns only after every round that began before
+  /// it has finished, so what it reads afterwards (stats, a task's effects) is settled.
+  std::mutex round;
   std::mutex m;
   std::condition_variable wake;
   std::thread thread;
@@ -144,6 +147,7 @@ void set_clock(clock_fn f) noexcept { g_clock.store(f, std::memory_order_release
 
 void run_due() noexcept {
   keeper& k = get();
+  std::lock_guard one_round(k.round);
   const auto t = now();
   std::vector<task> due;
   bool sweep = false;

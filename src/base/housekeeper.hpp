@@ -21,7 +21,8 @@ namespace memarea::detail::housekeeper {
 
 using clock_type = std::chrono::steady_clock;
 using clock_fn = clock_type::time_point (*)() noexcept;
-/// A task: runs on the keeper's thread (or in run_due's caller) with no lock of memarea held.
+/// A task: runs on the keeper's thread (or in run_due's caller) with no lock of memarea held
+/// but the keeper's own round lock (so a task must not call run_due).
 using task = void (*)() noexcept;
 
 /// How often the tasks run.
