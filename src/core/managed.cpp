@@ -157,7 +157,7 @@ void* managed_malloc(std::size_t size, unsigned flags) {
   void* ptr = nullptr;
   auto& gpu = system::get().gpu();
   check(gpu.malloc_managed(device, span, flags, &ptr),
-        fmt::format("malloc_managed of {} bytes on device {}", size, device).c_str());
+        [&] { return fmt::format("malloc_managed of {} bytes on device {}", size, device); });
   record r;
   r.base = ptr;
   r.size = span;
@@ -205,7 +205,7 @@ void managed_prefetch(const void* ptr, std::size_t count, location to, memarea_s
   const int runner = to.kind == location::type::device ? to.id : ref.device;
   if (!device_capabilities(runner).concurrent) return;
   check(gpu.mem_prefetch_async(range.ptr, range.size, to, ref.device, ref.native),
-        fmt::format("{} of {} bytes at {}", what, count, ptr).c_str());
+        [&] { return fmt::format("{} of {} bytes at {}", what, count, ptr); });
 }
 
 void managed_advise(const void* ptr, std::size_t count, memarea_mem_advice advice,
@@ -273,7 +273,7 @@ void managed_range_attributes(void** data, const std::size_t* data_sizes,
     }
     check(gpu.mem_range_get_attribute(answers[i].data(), data_sizes[i], attributes[i], range.ptr,
                                       range.size),
-          fmt::format("{} (attribute {})", what, i).c_str());
+          [&] { return fmt::format("{} (attribute {})", what, i); });
   }
   for (std::size_t i = 0; i < num_attributes; ++i)
     std::memcpy(data[i], answers[i].data(), data_sizes[i]);

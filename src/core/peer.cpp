@@ -130,7 +130,7 @@ bool can_access(int device, int peer) {
   if (device == peer) return false;  // a device is not its own peer (seed 000)
   int v = 0;
   check(sys.gpu().can_access_peer(device, peer, &v),
-        fmt::format("peer can_access({}, {})", device, peer).c_str());
+        [&] { return fmt::format("peer can_access({}, {})", device, peer); });
   return v != 0;
 }
 
@@ -139,7 +139,7 @@ void enable(int device, int peer, unsigned flags) {
   (void)detail::table();  // made before the lock (fork_safety.hpp)
   std::lock_guard lock(detail::g_mutex());
   check(detail::enable_locked(device, peer, flags),
-        fmt::format("peer enable (device {} -> peer {})", device, peer).c_str());
+        [&] { return fmt::format("peer enable (device {} -> peer {})", device, peer); });
 }
 
 void enable(int device, int peer) { enable(device, peer, 0u); }
@@ -151,7 +151,7 @@ void disable(int device, int peer) {
   (void)detail::table();  // made before the lock (fork_safety.hpp)
   std::lock_guard lock(detail::g_mutex());
   check(detail::disable_locked(device, peer),
-        fmt::format("peer disable (device {} -> peer {})", device, peer).c_str());
+        [&] { return fmt::format("peer disable (device {} -> peer {})", device, peer); });
 }
 
 void disable(int peer) { disable(detail::current_device(), peer); }
@@ -164,7 +164,7 @@ int attribute(attribute_kind attr, int src, int dst) {
   sys.check_device(dst, "peer attribute");
   int v = 0;
   check(sys.gpu().get_p2p_attribute(attr, src, dst, &v),
-        fmt::format("peer attribute {} ({} -> {})", static_cast<int>(attr), src, dst).c_str());
+        [&] { return fmt::format("peer attribute {} ({} -> {})", static_cast<int>(attr), src, dst); });
   return v;
 }
 

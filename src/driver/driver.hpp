@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace memarea::detail {
@@ -27,7 +28,16 @@ struct dstatus {
 /// Throws memarea::error when s is not success; `what` names the operation for the message.
 [[noreturn]] void throw_status(const dstatus& s, const std::string& what);
 inline void check(const dstatus& s, const char* what) {
-  if (!s.ok()) throw_status(s, what);
+  if (!s.ok()) [[unlikely]]
+    throw_status(s, what);
+}
+/// check() whose message is made only on failure: `describe()` returns what `what` would be
+/// (a formatted message costs more than some of the calls it describes).
+template <class Describe>
+  requires std::is_invocable_r_v<std::string, Describe&>
+inline void check(const dstatus& s, Describe&& describe) {
+  if (!s.ok()) [[unlikely]]
+    throw_status(s, describe());
 }
 
 /// An opaque vendor stream (CUstream, hipStream_t, sim stream*); nullptr is the default stream.
