@@ -171,6 +171,9 @@ void exporter::shutdown() {
   std::lock_guard lock(m_);
   if (!deferred_.empty()) (void)finish_deferred_locked();
   if (seg_) {
+    // Every buffer still shared reads as freed from now on (importers' re-opens read the
+    // slot, not the header), then the whole segment as its owner's exit.
+    for (const auto& [id, e] : exports_) at(seg_->slot[e.slot].live).store(0);
     at(seg_->owner_alive).store(0);
     munmap(seg_, sizeof(segment));
     shm_unlink(seg_name_.c_str());
@@ -216,6 +219,13 @@ void exporter::ensure_segment_locked() {
     throw error(errc::out_of_memory,
                 fmt::format("ipc export: mapping {} failed: {}", name, std::strerror(e)));
   }
+  try {
+    free_slots_.reserve(kBuffers);
+  } catch (...) {
+    munmap(p, sizeof(segment));
+    shm_unlink(name.c_str());
+    throw error(errc::out_of_memory, "ipc export: no memory for the list of free slots");
+  }
   pid_ = static_cast<std::int32_t>(getpid());
   seg_ = static_cast<segment*>(p);
   seg_->buffers = kBuffers;
@@ -250,7 +260,7 @@ std::unordered_map<std::uint64_t, exporter::exported>::iterator exporter::add_ex
     e.driver_size = pi.size;
   }
   check(gpu.ipc_get_handle(e.driver_base, &e.native),
-        fmt::format("ipc export of {} (device {})", r.base, r.device).c_str());
+        [&] { return fmt::format("ipc export of {} (device {})", r.base, r.device); });
   e.slot = claim_slot_locked(r.id, e.driver_size, native_digest(e.native.bytes));
   tracking_.store(true);
   return exports_.emplace(r.id, e).first;
@@ -260,14 +270,25 @@ std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t size,
                                           std::uint64_t digest) {
   // A free slot, filled with what importers check handles against; the id last, since an
   // importer checks it first.
-  for (std::uint32_t n = 0; n < kBuffers; ++n) {
-    const std::uint32_t i = (hint_ + n) % kBuffers;
+  auto fill = [&](std::uint32_t i) {
     buffer_slot& b = seg_->slot[i];
-    if (at(b.id).load() != 0 || importers_of(b) != 0) continue;
+    if (at(b.id).load() != 0 || importers_of(b) != 0) return false;
     at(b.size).store(size);
     at(b.digest).store(digest);
     at(b.live).store(1);
     at(b.id).store(id);
+    return true;
+  };
+  // The most recently released first: its page is mapped and its lines are likely cached.
+  // (A slot a dead importer still holds is skipped here and found by the scan once purged.)
+  while (!free_slots_.empty()) {
+    const std::uint32_t i = free_slots_.back();
+    free_slots_.pop_back();
+    if (fill(i)) return i;
+  }
+  for (std::uint32_t n = 0; n < kBuffers; ++n) {
+    const std::uint32_t i = (hint_ + n) % kBuffers;
+    if (!fill(i)) continue;
     hint_ = i + 1;
     return i;
   }
@@ -280,6 +301,9 @@ std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t size,
 void exporter::release_slot_locked(std::uint32_t i) {
   at(seg_->slot[i].live).store(0);
   at(seg_->slot[i].id).store(0);
+  // Reserved for every slot when the segment was made: never reallocates. A slot listed twice
+  // (claimed by the scan while listed) is skipped when its second turn comes.
+  if (free_slots_.size() < free_slots_.capacity()) free_slots_.push_back(i);
 }
 
 }  // namespace memarea::detail::ipc_internal

@@ -87,6 +87,7 @@ class exporter {
   std::uint64_t segment_id_ = 0;         ///< the random part of the segment's name
   std::int32_t pid_ = 0;
   std::uint32_t hint_ = 0;
+  std::vector<std::uint32_t> free_slots_;  ///< released slots, most recent last
   std::unordered_map<std::uint64_t, exported> exports_;
   std::unordered_map<std::uint64_t, ipc::free_policy> policies_;
   std::vector<deferred_free> deferred_;

@@ -54,6 +54,7 @@ void erase_record(void* base, std::uint64_t id) {
 }  // namespace
 
 importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
+  spare_opened_.reserve(kSpareNodes);
   if (const char* v = std::getenv("MEMAREA_IPC_CACHE_LIMIT"); v && *v) {
     // Digits only: no sign, spaces or suffix (strtoull would wrap "-1" and skip spaces).
     std::size_t n = 0;
@@ -76,7 +77,7 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
   // Cached or open already: no system call, whatever time passed since the last open (the
   // background thread keeps the exporter's liveness current).
   entry& e = it->second;
-  if (!e.from->alive()) {
+  if (e.from->known_gone) {
     if (e.refs == 0) evict_locked(it);
     throw exited(w);
   }
@@ -84,14 +85,18 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
     throw mismatch(w);
   if (e.refs == 0) {
     if (!register_locked(e, w, self)) {
+      const bool exporter_left = !e.from->alive();
       evict_locked(it);
+      if (exporter_left) throw exited(w);
       throw stale(w);
     }
-    lru_.erase(e.lru);
-    e.cached = false;
+    unlink_lru_locked(e);
   } else {
     buffer_slot& b = e.from->seg->slot[w.slot];
-    if (at(b.id).load() != w.buffer_id || at(b.live).load() != 1) throw stale(w);
+    if (at(b.id).load() != w.buffer_id || at(b.live).load() != 1) {
+      if (!e.from->alive()) throw exited(w);
+      throw stale(w);
+    }
   }
   return hand_out_locked(k, e, w.offset);
 }
@@ -181,19 +186,24 @@ void importer::close(void* ptr) {
   auto e_it = entries_.find(k);
   if (e_it == entries_.end())  // never: every opened pointer's entry lives while it is open
     throw error(errc::unknown, fmt::format("ipc close: {} has no mapping entry", ptr));
-  if (--it->second.count == 0) opened_.erase(it);
+  if (--it->second.count == 0) forget_opened_locked(it);
   entry& e = e_it->second;
   if (--e.refs > 0) return;
   // Last close: the exporter may free the memory now; the mapping itself stays cached.
   unregister_locked(e);
   buffer_slot& b = e.from->seg->slot[e.slot];
   const bool stale_now =
-      !at(b.live).load() || at(b.id).load() != k.buffer || !e.from->alive();
+      !at(b.live).load() || at(b.id).load() != k.buffer || e.from->known_gone;
   if (stale_now || limit_.load() == 0) {
     evict_locked(e_it);
     return;
   }
-  lru_.push_front(k);
+  if (spare_lru_.empty()) {
+    lru_.push_front(k);
+  } else {
+    spare_lru_.front() = k;
+    lru_.splice(lru_.begin(), spare_lru_, spare_lru_.begin());
+  }
   e.lru = lru_.begin();
   e.cached = true;
   trim_locked();
@@ -219,7 +229,7 @@ std::vector<std::pair<std::int32_t, std::uint64_t>> importer::cached_keys() {
 
 void importer::check_exporters() {
   std::lock_guard lock(m_);
-  for (auto& s : sources_) (void)s.watch->check();
+  for (auto& s : sources_) s.known_gone = s.watch->check() || !at(s.seg->owner_alive).load();
   sweep_cache_locked();
 }
 
@@ -276,9 +286,19 @@ void importer::unregister_locked(entry& e) {
 
 void* importer::hand_out_locked(const key& k, entry& e, std::uint64_t offset) {
   void* p = static_cast<char*>(e.base) + offset;
-  auto& o = opened_[p];
-  o.k = k;
-  ++o.count;
+  auto it = opened_.find(p);
+  if (it == opened_.end()) {
+    if (spare_opened_.empty()) {
+      it = opened_.emplace(p, opened_ptr{k, 0}).first;
+    } else {
+      auto node = std::move(spare_opened_.back());
+      spare_opened_.pop_back();
+      node.key() = p;
+      node.mapped() = opened_ptr{k, 0};
+      it = opened_.insert(std::move(node)).position;
+    }
+  }
+  ++it->second.count;
   ++e.refs;
   return p;
 }
@@ -344,7 +364,7 @@ void importer::release_source_locked(source& s) {
 /// Closes a mapping for real (refs == 0).
 void importer::evict_locked(entry_map::iterator it) {
   entry& e = it->second;
-  if (e.cached) lru_.erase(e.lru);
+  if (e.cached) unlink_lru_locked(e);
   unregister_locked(e);
   erase_record(e.base, e.record_id);
   // The exporter may have freed the memory already; a failing close changes nothing we track.
@@ -352,6 +372,21 @@ void importer::evict_locked(entry_map::iterator it) {
   source& s = *e.from;
   entries_.erase(it);
   release_source_locked(s);
+}
+
+void importer::unlink_lru_locked(entry& e) {
+  e.cached = false;
+  if (spare_lru_.size() < kSpareNodes) spare_lru_.splice(spare_lru_.begin(), lru_, e.lru);
+  else lru_.erase(e.lru);
+}
+
+void importer::forget_opened_locked(std::unordered_map<void*, opened_ptr>::iterator it) {
+  if (spare_opened_.size() >= kSpareNodes) {
+    opened_.erase(it);
+    return;
+  }
+  auto node = opened_.extract(it);
+  spare_opened_.push_back(std::move(node));  // reserved in the constructor: cannot throw
 }
 
 void importer::trim_locked() {

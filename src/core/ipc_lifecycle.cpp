@@ -9,6 +9,7 @@
 #include "base/fork_safety.hpp"
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
+#include "base/warm_code.hpp"
 #include "core/area_impl.hpp"
 #include "core/ipc_exporter.hpp"
 #include "core/ipc_impl.hpp"
@@ -248,6 +249,8 @@ void prepare_task() noexcept {
     // No lease or segment now (no /dev/shm, out of memory, a child of fork() on CUDA): the
     // first export tries again and reports why.
   }
+  // The first export and import run code nothing ran before: map it now, not in their calls.
+  (void)warm_own_code();
   g_prepared.store(true, std::memory_order_release);
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 
@@ -40,9 +41,18 @@ std::uint32_t hash_name(const char* name) {
 }
 }  // namespace
 
+namespace {
+/// The active backend's tag once computed, with bit 32 set (0: not yet). Not a function-local static: its guard,
+/// pending in a thread at fork(), would hang the child. The backend never changes in a process.
+std::atomic<std::uint64_t> g_backend_tag{0};
+}  // namespace
+
 std::uint32_t backend_tag() {
-  // Not a function-local static: its guard, pending in a thread at fork(), would hang the child.
-  return hash_name(system::get().gpu().name());
+  if (std::uint64_t t = g_backend_tag.load(std::memory_order_relaxed)) [[likely]]
+    return static_cast<std::uint32_t>(t);
+  const std::uint32_t t = hash_name(system::get().gpu().name());
+  g_backend_tag.store(std::uint64_t{1} << 32 | t, std::memory_order_relaxed);
+  return t;
 }
 
 std::string segment_name(std::uint64_t owner, std::uint64_t segment) {
