@@ -3,7 +3,9 @@
 //
 // - cold: the first export, and the first import, in a fresh process (both libraries made
 //   ready first: memarea has allocated, the runtime has set its device and allocated). Each
-//   sample is its own process; half of them time memarea first, half the runtime.
+//   sample is its own process; half of them time memarea first, half the runtime. A third
+//   cold row times memarea's driver layer alone in memarea's place: the rest of memarea's
+//   cold cost is its bookkeeping.
 // - first of an allocation, in a warm process: export of a new allocation; import of a handle
 //   not opened before.
 // - a warm re-import (memarea's cache), back to back, 70 ms apart and 1 s apart, against the
@@ -161,18 +163,29 @@ int exporter_role(std::size_t n) {
 /// cold-export ORDER SETTLE / cold-import ORDER SETTLE I HEX J NATIVEHEX: both libraries made
 /// ready, then the first export (of a new allocation each) or the first import (memarea:
 /// handle HEX of buffer I; the runtime: buffer J's driver handle) of this process, timed;
-/// prints "MEMAREA RAW". ORDER: m (memarea first) or r; SETTLE: settled or racing.
+/// prints "MEMAREA RAW". ORDER: m (memarea first) or r; SETTLE: settled or racing. ORDER md
+/// or rd times memarea's driver layer alone in memarea's place (where the cost lies: memarea's
+/// bookkeeping, or its driver calls).
 int cold_role(const std::string& role, const std::vector<std::string>& args) {
   const raw_ipc raw;
   buffer mine = area(0).allocate(kBytes);  // memarea ready
   void* theirs = raw.malloc();              // the runtime ready
-  const bool memarea_first = args.at(0) == "m";
+  const bool memarea_first = args.at(0)[0] == 'm';
+  const bool driver_layer_only = args.at(0).size() > 1 && args.at(0)[1] == 'd';
+  auto& gpu = detail::system::get().gpu();
   // "settled": the program does a little work (5 ms) before its first IPC call, time in which
   // memarea's background preparation (lease, segment) finishes; otherwise the call races it.
   if (args.at(1) == "settled") std::this_thread::sleep_for(std::chrono::milliseconds(5));
   double m = 0, r = 0;
   if (role == "cold-export") {
-    auto mem = [&] { m = time_us([&] { (void)ipc::export_handle(mine.data()); }); };
+    auto mem = [&] {
+      if (!driver_layer_only) {
+        m = time_us([&] { (void)ipc::export_handle(mine.data()); });
+        return;
+      }
+      detail::ipc_native_handle n;
+      m = time_us([&] { detail::check(gpu.ipc_get_handle(mine.data(), &n), "driver get"); });
+    };
     auto rawf = [&] { r = time_us([&] { raw.get_handle(theirs); }); };
     if (memarea_first) mem(), rawf();
     else rawf(), mem();
@@ -182,7 +195,17 @@ int cold_role(const std::string& role, const std::vector<std::string>& args) {
     const auto native = native_of_hex(args.at(5));
     void* p = nullptr;
     void* q = nullptr;
-    auto mem = [&] { m = time_us([&] { p = ipc::open(h, 0); }); };
+    auto mem = [&] {
+      if (!driver_layer_only) {
+        m = time_us([&] { p = ipc::open(h, 0); });
+        return;
+      }
+      const auto mine_native = native_of_hex(args.at(3));
+      m = time_us([&] {
+        detail::check(gpu.ipc_open_handle(0, mine_native, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, &p),
+                      "driver open");
+      });
+    };
     auto rawf = [&] { r = time_us([&] { q = raw.open(native); }); };
     if (memarea_first) mem(), rawf();
     else rawf(), mem();
@@ -190,7 +213,8 @@ int cold_role(const std::string& role, const std::vector<std::string>& args) {
       std::fprintf(stderr, "bench ipc: a cold import holds the wrong bytes\n");
       return 3;
     }
-    ipc::close(p);
+    if (driver_layer_only) (void)gpu.ipc_close_handle(p);
+    else ipc::close(p);
     raw.close(q);
   }
   raw.free(theirs);
@@ -300,19 +324,22 @@ void ipc_bench(context& ctx) {
   const bool quick = ctx.quick;
   const int cold_runs = quick ? 4 : 8;
   const int first_reps = quick ? 10 : 40;
-  // Buffers of the exporter: 2 per cold import (two kinds), 2 per first import, 3 for the
+  // Buffers of the exporter: 2 per cold import (three kinds), 2 per first import, 3 for the
   // warm rows.
-  const std::size_t n_buffers = static_cast<std::size_t>(4 * cold_runs + 2 * first_reps + 3);
+  const std::size_t n_buffers = static_cast<std::size_t>(6 * cold_runs + 2 * first_reps + 3);
   role_process exporter("exporter", std::to_string(n_buffers));
   std::vector<std::string> hex(n_buffers);
   for (auto& h : hex) h = exporter.line();
   std::size_t next = 0;  // the next buffer no one opened yet
 
   // --- cold: first export and first import in a fresh process ---
-  for (const char* settle : {"settled", "racing"}) {
+  // The third kind: memarea's driver layer alone in memarea's place, settled.
+  for (const char* kind : {"settled", "racing", "driver layer"}) {
+    const bool driver_layer = std::string(kind) == "driver layer";
+    const char* settle = driver_layer ? "settled" : kind;
     std::vector<double> em, er, im, ir;
     for (int k = 0; k < cold_runs; ++k) {
-      const std::string order = k % 2 == 0 ? "m" : "r";
+      const std::string order = std::string(k % 2 == 0 ? "m" : "r") + (driver_layer ? "d" : "");
       {
         role_process p("cold-export", order + " " + settle);
         double a = 0, b = 0;
@@ -330,13 +357,19 @@ void ipc_bench(context& ctx) {
       im.push_back(a);
       ir.push_back(b);
     }
-    const bool settled = std::string(settle) == "settled";
-    const std::string variant = settled ? "cold: first in a process" : "cold, racing its set-up";
+    const bool settled = std::string(kind) == "settled";
+    const std::string variant = settled        ? "cold: first in a process"
+                                : driver_layer ? "cold: driver layer alone"
+                                               : "cold, racing its set-up";
     const std::string note =
-        fmt::format("{} processes, half timing memarea first; {}", cold_runs,
-                    settled ? "5 ms after the first allocation"
-                            : "right after the first allocation, while memarea's background "
-                              "set-up may still run");
+        driver_layer
+            ? fmt::format("{} processes, half timing it first; memarea's driver layer's call "
+                          "alone, without IPC bookkeeping, 5 ms after the first allocation",
+                          cold_runs)
+            : fmt::format("{} processes, half timing memarea first; {}", cold_runs,
+                          settled ? "5 ms after the first allocation"
+                                  : "right after the first allocation, while memarea's "
+                                    "background set-up may still run");
     row e = make_row("ipc export", variant, em, er, raw.name("IpcGetMemHandle"));
     if (settled) {
       e.target = "<= raw + 15 us";
