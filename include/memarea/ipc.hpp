@@ -8,9 +8,10 @@
 //    address the old handle is stale and open fails with invalid_handle.
 //  - Freeing exported memory while another process has it open is deferred until the last of
 //    them closes (or dies), unless the free policy is `refuse`, which throws busy instead.
-//  - Closed mappings stay cached (LRU, set_cache_limit) so re-opening costs a hash lookup and
-//    no system call, however long after the last open. Whether the exporter still lives is
-//    kept current by memarea's background thread (every 50 ms), never checked inside a call.
+//  - Closed mappings stay cached (LRU, set_cache_limit) so re-opening makes no driver call and
+//    no system call, however long after the last open (docs/ipc.md#benchmarks has its cost back
+//    to back and after a pause). Whether the exporter still lives is kept current by memarea's
+//    background thread (every 50 ms), never checked inside a call.
 //  - In a child of fork() without exec the parent's IPC state is not inherited: on sim the child
 //    is a new importer and exporter; on CUDA and HIP, when the parent had started that backend,
 //    the calls fail with not_supported (a child whose parent never used memarea starts afresh).
