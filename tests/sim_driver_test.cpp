@@ -317,6 +317,39 @@ TEST(SimDriver, RandomDataRoundTrip) {
   ASSERT_OK(d->free_device(d1));
 }
 
+// Queries answer without blocking: busy while a stream is held back by a task that waits,
+// success once it has run; an event behaves the same way, and one never recorded is complete.
+TEST(SimDriver, StreamAndEventQueriesNeverBlock) {
+  auto d = make_sim_driver(config(1));
+  auto* sim = dynamic_cast<sim::sim_driver*>(d.get());
+  ASSERT_NE(sim, nullptr);
+  native_stream s = nullptr;
+  ASSERT_OK(d->stream_create(0, &s));
+  native_event e = nullptr;
+  ASSERT_OK(d->event_create(0, &e, event_timing::off));
+  EXPECT_TRUE(d->event_query(e).ok()) << "an event never recorded is complete";
+  EXPECT_TRUE(d->stream_query(0, s).ok()) << "an idle stream";
+  EXPECT_TRUE(d->stream_query(0, nullptr).ok()) << "the default stream, never used";
+  std::atomic<bool> open{false};
+  ASSERT_OK(sim->enqueue_host_task(0, s, [&] {
+    while (!open.load()) std::this_thread::yield();
+  }));
+  ASSERT_OK(d->event_record(e, 0, s));
+  const dstatus q = d->stream_query(0, s);
+  EXPECT_EQ(q.code, errc::busy);
+  EXPECT_STREQ(q.native_name, "SIM_ERROR_NOT_READY");
+  EXPECT_EQ(d->event_query(e).code, errc::busy);
+  open.store(true);
+  ASSERT_OK(d->stream_synchronize(0, s));
+  EXPECT_TRUE(d->stream_query(0, s).ok());
+  EXPECT_TRUE(d->event_query(e).ok());
+  EXPECT_CODE(d->stream_query(1, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->stream_query(0, reinterpret_cast<native_stream>(0x1234)), errc::invalid_value);
+  ASSERT_OK(d->event_destroy(0, e));
+  EXPECT_CODE(d->event_query(e), errc::invalid_value);
+  ASSERT_OK(d->stream_destroy(0, s));
+}
+
 TEST(SimDriver, CopyValidation) {
   auto d = make_sim_driver(config(2));
   void* a = nullptr;

@@ -157,6 +157,54 @@ MEMAREA_API memarea_status memarea_pointer_get_info(memarea_allocation_info *inf
                                                     const void *ptr);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Pools (docs/pools.md)                                                                    */
+
+/** A stream-ordered pool of memory drawn from one area (or from pageable host memory). */
+typedef struct memarea_pool *memarea_pool_t;
+/** Options of memarea_pool_create; start from MEMAREA_POOL_OPTIONS_INIT. */
+typedef struct memarea_pool_options {
+  size_t initial_size;      /**< bytes reserved at creation (0: none until the first alloc) */
+  size_t maximum_size;      /**< bytes the pool may reserve at most (0: no limit) */
+  size_t release_threshold; /**< free bytes kept when a free empties a block; past it, empty
+                                 blocks go back to the driver (SIZE_MAX: keep everything) */
+  size_t alignment;         /**< of every allocation: a power of two, 16 to 4096 (0: 256) */
+  int host_node;            /**< area NULL: pageable host memory on this NUMA node (-1: any) */
+  unsigned flags;           /**< reserved: must be 0 */
+} memarea_pool_options;
+#define MEMAREA_POOL_OPTIONS_INIT {0, 0, (size_t)-1, 256, -1, 0u}
+/** What a pool holds. */
+typedef struct memarea_pool_stats {
+  size_t bytes_reserved;      /**< from the driver, in blocks */
+  size_t bytes_in_use;        /**< in live allocations */
+  size_t peak_bytes_reserved; /**< the most ever reserved */
+  size_t peak_bytes_in_use;   /**< the most ever handed out (live, or cached by a thread) */
+  size_t driver_allocations;  /**< blocks ever allocated from the driver */
+  size_t largest_free_block;  /**< the largest free span any stream may use now */
+  size_t live_allocations;    /**< allocations not yet freed */
+} memarea_pool_stats;
+/** Creates a pool over area (NULL: pageable host memory, options->host_node). options may be
+ *  NULL (MEMAREA_POOL_OPTIONS_INIT). The area's device (-1: the current device now) is the
+ *  pool's. */
+MEMAREA_API memarea_status memarea_pool_create(memarea_pool_t *pool, memarea_area_t area,
+                                               const memarea_pool_options *options);
+/** Destroys a pool and gives its memory back. BUSY (and nothing changes) while allocations of
+ *  it are live: free them first. */
+MEMAREA_API memarea_status memarea_pool_destroy(memarea_pool_t pool);
+/** Allocates size bytes, ordered on stream (NULL: the pool's device's default stream): memory
+ *  freed on that stream is reused at once, memory freed on another only after that stream
+ *  passed the free. */
+MEMAREA_API memarea_status memarea_pool_alloc(memarea_pool_t pool, void **ptr, size_t size,
+                                              memarea_stream_t stream);
+/** Frees what memarea_pool_alloc returned, ordered on stream (NULL: the default stream): the
+ *  memory is reused once work queued on stream before this call has completed. */
+MEMAREA_API memarea_status memarea_pool_free(memarea_pool_t pool, void *ptr,
+                                             memarea_stream_t stream);
+/** Gives free blocks back to the driver until at most keep_bytes stay reserved (blocks still
+ *  holding live memory, or freed on a stream whose work has not completed, stay). */
+MEMAREA_API memarea_status memarea_pool_trim(memarea_pool_t pool, size_t keep_bytes);
+MEMAREA_API memarea_status memarea_pool_get_stats(memarea_pool_t pool, memarea_pool_stats *stats);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Peer-to-peer (seeds 000 and 003)                                                         */
 
 MEMAREA_API memarea_status memarea_device_can_access_peer(int *can_access, int device,

@@ -10,5 +10,6 @@
 #include <memarea/managed.hpp>
 #include <memarea/peer.hpp>
 #include <memarea/pointer.hpp>
+#include <memarea/pool.hpp>
 #include <memarea/sim.hpp>
 #include <memarea/stream.hpp>

@@ -16,6 +16,10 @@ const char* to_string(lock_rank r) noexcept {
     case lock_rank::housekeeper: return "housekeeper";
     case lock_rank::peer: return "peer";
     case lock_rank::ipc_import: return "ipc_import";
+    case lock_rank::pool_list: return "pool_list";
+    case lock_rank::pool_caches: return "pool_caches";
+    case lock_rank::pool_thread_caches: return "pool_thread_caches";
+    case lock_rank::pool_arena: return "pool_arena";
     case lock_rank::shareables: return "shareables";
     case lock_rank::registry: return "registry";
     case lock_rank::ipc_export: return "ipc_export";

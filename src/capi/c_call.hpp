@@ -8,6 +8,12 @@
 #include <new>
 #include <string>
 
+/// The object behind memarea_area_t: an area's value.
+struct memarea_area {
+  int device;
+  unsigned flags;
+};
+
 namespace memarea::detail {
 
 /// Records the calling thread's last error message.

@@ -24,11 +24,6 @@ void set_last_error(const std::string& message) { t_last_error = message; }
 void clear_last_error() { t_last_error.clear(); }
 }  // namespace memarea::detail
 
-struct memarea_area {
-  int device;
-  unsigned flags;
-};
-
 extern "C" {
 
 const char* memarea_status_name(memarea_status s) {

@@ -1,5 +1,6 @@
 // Areas: allocation by flag combination, the registry, lookup and synchronous copies.
 #include "core/area_impl.hpp"
+#include "core/pool_impl.hpp"
 #include "core/ipc_impl.hpp"
 #include "core/host_impl.hpp"
 #include "core/managed_impl.hpp"
@@ -186,6 +187,9 @@ void area_munmap(int area_device, unsigned flags, void* ptr, std::size_t size) {
   free_record(
       ptr,
       [&](const record& r) {
+        if (r.made_by == origin::pool)
+          throw error(errc::invalid_value,
+                      fmt::format("area munmap: {} is pool memory; free it with the pool", ptr));
         if (r.made_by != origin::area || r.area_flags != flags || r.area_device != area_device)
           throw error(errc::invalid_value,
                       fmt::format("area munmap: {} was not allocated by this area (flags {:#x}, "
@@ -281,8 +285,16 @@ void owned_allocation::reset() noexcept {
 }
 
 std::optional<allocation_info> find(const void* ptr) {
-  if (auto r = detail::allocations().find(ptr))
+  if (auto r = detail::allocations().find(ptr)) {
+    if (r->made_by == detail::origin::pool) {
+      // A pool's block: the live piece that holds ptr, or nothing (free memory of the pool).
+      auto piece = detail::pool_sub_allocation(*r, ptr);
+      if (!piece) return std::nullopt;
+      return allocation_info{piece->first, piece->second, static_cast<memory_kind>(r->kind),
+                             r->device};
+    }
     return allocation_info{r->base, r->size, static_cast<memory_kind>(r->kind), r->device};
+  }
   auto& sys = system::get();
   detail::pointer_info pi;
   if (ptr && sys.gpu().pointer_query(ptr, &pi).ok())

@@ -109,6 +109,11 @@ class state {
     if (!r)
       throw error(errc::invalid_value,
                   fmt::format("export_handle: {} is not in a memarea allocation", ptr));
+    if (r->made_by == origin::pool)
+      throw error(errc::not_supported,
+                  fmt::format("export_handle: {} is pool memory, which legacy IPC does not "
+                              "share yet (docs/pools.md)",
+                              ptr));
     if (r->area_device == kShareableSentinel || r->area_device == kShareableImportedSentinel)
       throw error(errc::not_supported,
                   fmt::format("export_handle: {} is shareable (VMM) memory, which legacy IPC "

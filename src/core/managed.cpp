@@ -177,6 +177,9 @@ void managed_free(void* ptr) {
       ptr,
       [&](const record& r) {
         // Only memory memarea allocated itself can be freed by pointer alone.
+        if (r.made_by == origin::pool)
+          throw error(errc::invalid_value,
+                      fmt::format("free: {} is pool memory; free it with the pool", ptr));
         if (r.made_by != origin::managed && r.made_by != origin::area &&
             r.made_by != origin::host)
           throw error(errc::invalid_value,

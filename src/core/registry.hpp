@@ -20,6 +20,7 @@ enum class origin : std::uint8_t {
   area,     ///< memarea_area_mmap / area::mmap
   managed,  ///< memarea_malloc_managed
   host,     ///< memarea_host_malloc / host::allocate (pageable, NUMA-placed)
+  pool,     ///< a block of a memarea::pool (owner: its pool; freed only by the pool)
 };
 
 /// One live allocation.
@@ -34,6 +35,7 @@ struct record {
   unsigned area_flags = 0;          ///< the area's value that made it
   int area_device = -1;
   std::uint64_t id = 0;             ///< unique for the process's lifetime
+  const void* owner = nullptr;      ///< origin::pool: the pool (core/pool_impl.hpp)
 };
 
 class registry {

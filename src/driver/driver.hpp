@@ -149,6 +149,9 @@ class driver {
   virtual dstatus stream_create(int device, native_stream* s) = 0;
   virtual dstatus stream_destroy(int device, native_stream s) = 0;
   virtual dstatus stream_synchronize(int device, native_stream s) = 0;
+  /// success when every task queued on s so far has completed; busy while one has not. Never
+  /// blocks.
+  virtual dstatus stream_query(int device, native_stream s) = 0;
   /// Creates an event on `device`. Only events with timing::on can be given to
   /// event_elapsed_ms; events that only order work should be made without it, since a timed
   /// event costs the device a timestamp on every record (on two H200s the staged peer copy's
@@ -158,6 +161,9 @@ class driver {
   virtual dstatus event_record(native_event e, int device, native_stream s) = 0;
   virtual dstatus stream_wait_event(int device, native_stream s, native_event e) = 0;
   virtual dstatus event_synchronize(native_event e) = 0;
+  /// success once the work captured by e's latest record has completed (an event never
+  /// recorded counts as completed, as on CUDA); busy while it has not. Never blocks.
+  virtual dstatus event_query(native_event e) = 0;
   /// Milliseconds between two recorded, completed events, both made with event_timing::on.
   virtual dstatus event_elapsed_ms(float* ms, native_event start, native_event end) = 0;
   virtual dstatus device_synchronize(int device) = 0;

@@ -43,11 +43,13 @@ class unavailable_driver final : public driver {
   dstatus stream_create(int, native_stream*) override { return fail(); }
   dstatus stream_destroy(int, native_stream) override { return fail(); }
   dstatus stream_synchronize(int, native_stream) override { return fail(); }
+  dstatus stream_query(int, native_stream) override { return fail(); }
   dstatus event_create(int, native_event*, event_timing) override { return fail(); }
   dstatus event_destroy(int, native_event) override { return fail(); }
   dstatus event_record(native_event, int, native_stream) override { return fail(); }
   dstatus stream_wait_event(int, native_stream, native_event) override { return fail(); }
   dstatus event_synchronize(native_event) override { return fail(); }
+  dstatus event_query(native_event) override { return fail(); }
   dstatus event_elapsed_ms(float*, native_event, native_event) override { return fail(); }
   dstatus device_synchronize(int) override { return fail(); }
   dstatus ipc_get_handle(void*, ipc_native_handle*) override { return fail(); }

@@ -486,7 +486,32 @@ int every_operation(std::uint64_t seed, const ipc::handle* foreign, std::uint64_
   step(10);  // device queries (not backends(): probing HIP loads libamdhip64, which leaks)
   if (get_device_properties(0).total_memory == 0) return 10;
   if (backend_name() != "sim" || device_count() < 1) return 10;
-  step(11);
+  step(11);  // pools: made, used from two streams and the thread's cache, trimmed, destroyed
+  {
+    pool dev(area(0));
+    pool host = pool::host();
+    const stream s(0);
+    void* a = dev.allocate(n);
+    void* b = dev.allocate(n, s.get());
+    copy(a, want.data(), n);
+    copy_async(b, a, n, s);
+    std::fill(got.begin(), got.end(), 0);
+    copy_async(got.data(), b, n, s);
+    s.synchronize();
+    if (!same()) return 11;
+    dev.deallocate(b, s.get());
+    dev.deallocate(a);
+    void* again = dev.allocate(n);  // from this thread's cache
+    if (lookup(static_cast<char*>(again) + 3).base != again) return 11;
+    dev.deallocate(again);
+    void* h = host.allocate(n);
+    std::memcpy(h, want.data(), n);
+    if (lookup(h).kind != memory_kind::host) return 11;
+    host.deallocate(h);
+    dev.trim(0);
+    if (dev.stats().bytes_reserved != 0) return 11;
+  }
+  step(12);
   return 0;
 }
 

@@ -51,11 +51,13 @@ namespace memarea::detail::cuda {
   X(StreamCreate, 2000, 12000)                          \
   X(StreamDestroy, 4000, 12000)                         \
   X(StreamSynchronize, 2000, 12000)                     \
+  X(StreamQuery, 2000, 12000)                           \
   X(StreamWaitEvent, 3020, 12000)                       \
   X(StreamAttachMemAsync, 6000, 12000)                  \
   X(EventCreate, 2000, 12000)                           \
   X(EventRecord, 2000, 12000)                           \
   X(EventSynchronize, 2000, 12000)                      \
+  X(EventQuery, 2000, 12000)                            \
   X(EventDestroy, 4000, 12000)                          \
   X(EventElapsedTime, 2000, 12000)                      \
   X(IpcGetMemHandle, 4010, 12000)                       \

@@ -520,6 +520,23 @@ class cuda_driver final : public driver {
     return {};
   }
 
+  dstatus stream_query(int device, native_stream s) override {
+    MEMAREA_TRY(check_device(device));
+    ctx_scope scope(cu_);
+    MEMAREA_TRY(enter(scope, device));
+    // NOT_READY is a state, not a failure: no message is made.
+    const CUresult r = cu_.StreamQuery(cu_stream(s));
+    if (r == CUDA_SUCCESS) return {};
+    if (r == CUDA_ERROR_NOT_READY) {
+      dstatus st;
+      st.code = errc::busy;
+      st.native = static_cast<int>(r);
+      st.native_name = "CUDA_ERROR_NOT_READY";
+      return st;
+    }
+    return fail(r, "cuStreamQuery");
+  }
+
   dstatus event_create(int device, native_event* e, event_timing timing) override {
     if (!e) return refuse(errc::invalid_value, "event is null");
     MEMAREA_TRY(check_device(device));
@@ -567,6 +584,22 @@ class cuda_driver final : public driver {
     MEMAREA_TRY(enter_any(scope));
     MEMAREA_CU(EventSynchronize, cu_event(e));
     return {};
+  }
+
+  dstatus event_query(native_event e) override {
+    if (!e) return refuse(errc::invalid_value, "event is null");
+    MEMAREA_TRY(check_loaded());
+    // No context needed: events carry theirs. NOT_READY is a state, not a failure: no message.
+    const CUresult r = cu_.EventQuery(cu_event(e));
+    if (r == CUDA_SUCCESS) return {};
+    if (r == CUDA_ERROR_NOT_READY) {
+      dstatus s;
+      s.code = errc::busy;
+      s.native = static_cast<int>(r);
+      s.native_name = "CUDA_ERROR_NOT_READY";
+      return s;
+    }
+    return fail(r, "cuEventQuery");
   }
 
   dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override {

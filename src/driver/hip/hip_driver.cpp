@@ -45,8 +45,8 @@ using hipMallocManaged_fn =
   X(hipMemGetAddressRange) X(hipDeviceCanAccessPeer) X(hipDeviceEnablePeerAccess)               \
   X(hipDeviceDisablePeerAccess) X(hipDeviceGetP2PAttribute) X(hipMemcpyAsync)                   \
   X(hipMemcpyPeerAsync) X(hipMemsetAsync) X(hipStreamCreateWithFlags) X(hipStreamDestroy)       \
-  X(hipStreamSynchronize) X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord)       \
-  X(hipEventSynchronize) X(hipEventElapsedTime) X(hipStreamWaitEvent) X(hipDeviceSynchronize)   \
+  X(hipStreamSynchronize) X(hipStreamQuery) X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord)       \
+  X(hipEventSynchronize) X(hipEventQuery) X(hipEventElapsedTime) X(hipStreamWaitEvent) X(hipDeviceSynchronize)   \
   X(hipIpcGetMemHandle) X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemPrefetchAsync)   \
   X(hipMemAdvise) X(hipMemRangeGetAttribute) X(hipStreamAttachMemAsync)
 
@@ -558,6 +558,21 @@ class hip_driver final : public driver {
     return call(api_.hipStreamSynchronize(as_stream(s)), "hipStreamSynchronize");
   }
 
+  dstatus stream_query(int device, native_stream s) override {
+    device_scope scope(*this);
+    if (auto st = scope.enter(device, "stream_query"); !st.ok()) return st;
+    const hipError_t r = api_.hipStreamQuery(as_stream(s));
+    if (r == hipSuccess) return {};
+    if (r == hipErrorNotReady) {
+      dstatus st;
+      st.code = errc::busy;
+      st.native = static_cast<int>(r);
+      st.native_name = "hipErrorNotReady";
+      return st;
+    }
+    return call(r, "hipStreamQuery");
+  }
+
   dstatus event_create(int device, native_event* e, event_timing timing) override {
     if (!e) return refuse(errc::invalid_value, "event_create: e is null");
     device_scope scope(*this);
@@ -594,6 +609,21 @@ class hip_driver final : public driver {
     if (!e) return refuse(errc::invalid_value, "event_synchronize: e is null");
     if (auto st = check_available("event_synchronize"); !st.ok()) return st;
     return call(api_.hipEventSynchronize(as_event(e)), "hipEventSynchronize");
+  }
+
+  dstatus event_query(native_event e) override {
+    if (!e) return refuse(errc::invalid_value, "event_query: e is null");
+    if (auto st = check_available("event_query"); !st.ok()) return st;
+    const hipError_t r = api_.hipEventQuery(as_event(e));
+    if (r == hipSuccess) return {};
+    if (r == hipErrorNotReady) {
+      dstatus s;
+      s.code = errc::busy;
+      s.native = static_cast<int>(r);
+      s.native_name = "hipErrorNotReady";
+      return s;
+    }
+    return call(r, "hipEventQuery");
   }
 
   dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override {

@@ -1227,6 +1227,47 @@ dstatus sim_driver::event_synchronize(native_event e) {
   return dstatus::success();
 }
 
+dstatus sim_driver::enqueue_host_task(int device, native_stream s, std::function<void()> fn) {
+  std::shared_ptr<stream> st;
+  if (auto r = resolve_stream(device, s, &st); !r.ok()) return r;
+  return enqueue(st, std::move(fn));
+}
+
+dstatus sim_driver::stream_query(int device, native_stream s) {
+  std::shared_ptr<stream> st;
+  if (s == nullptr) {
+    if (auto r = check_device(device); !r.ok()) return r;
+    std::lock_guard lk(m_);
+    st = default_streams_[static_cast<size_t>(device)];
+  } else if (auto r = resolve_stream(device, s, &st); !r.ok()) {
+    return r;
+  }
+  if (!st || st->idle()) return dstatus::success();
+  dstatus b;  // what CUDA answers (CUDA_ERROR_NOT_READY): a state, not a failure
+  b.code = errc::busy;
+  b.native_name = "SIM_ERROR_NOT_READY";
+  return b;
+}
+
+dstatus sim_driver::event_query(native_event e) {
+  std::shared_ptr<event> ev;
+  {
+    std::lock_guard lk(m_);
+    auto it = events_.find(e);
+    if (it == events_.end()) {
+      return fail(errc::invalid_value, "event {} is not a live sim event", fmt::ptr(e));
+    }
+    ev = it->second;
+  }
+  std::lock_guard el(ev->m);
+  if (ev->done_generation == ev->generation) return dstatus::success();
+  // What CUDA answers (CUDA_ERROR_NOT_READY): a state, not a failure; no message is made.
+  dstatus s;
+  s.code = errc::busy;
+  s.native_name = "SIM_ERROR_NOT_READY";
+  return s;
+}
+
 dstatus sim_driver::event_elapsed_ms(float* ms, native_event start, native_event end) {
   if (!ms) return fail(errc::invalid_value, "ms is null");
   std::shared_ptr<event> a, b;

@@ -103,6 +103,8 @@ class sim_driver final : public driver {
   dstatus event_record(native_event e, int device, native_stream s) override;
   dstatus stream_wait_event(int device, native_stream s, native_event e) override;
   dstatus event_synchronize(native_event e) override;
+  dstatus event_query(native_event e) override;
+  dstatus stream_query(int device, native_stream s) override;
   dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override;
   dstatus device_synchronize(int device) override;
 
@@ -129,6 +131,9 @@ class sim_driver final : public driver {
   // --- sim only (tests) ----------------------------------------------------------------------
   /// The attach flags last applied to the managed allocation containing ptr (0 when unknown).
   unsigned attach_flags(const void* ptr) const;
+  /// Queues fn on stream s of device (NULL: its default stream), in order with its other work:
+  /// a test holds a stream back with a task that waits.
+  dstatus enqueue_host_task(int device, native_stream s, std::function<void()> fn);
 
  private:
   using table = std::map<std::uintptr_t, allocation>;

@@ -27,6 +27,11 @@ std::uint64_t stream::last_ticket() const {
   return submitted_;
 }
 
+bool stream::idle() const {
+  std::lock_guard lk(m_);
+  return completed_ >= submitted_;
+}
+
 void stream::wait(std::uint64_t ticket) const {
   if (ticket == 0) return;
   std::unique_lock lk(m_);

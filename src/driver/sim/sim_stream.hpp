@@ -35,6 +35,8 @@ class stream {
   void wait(std::uint64_t ticket) const;
   /// Waits for everything queued so far.
   void synchronize() const { wait(last_ticket()); }
+  /// Whether every task queued so far has run.
+  bool idle() const;
   /// Runs what is queued, then stops and joins the worker. Idempotent; later enqueues fail.
   void shutdown();
 

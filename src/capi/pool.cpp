@@ -1,0 +1,57 @@
+// The C API of pools (include/memarea/memarea.h, "Pools").
+#include "capi/c_call.hpp"
+
+#include <memarea/pool.hpp>
+
+namespace memarea::detail {
+memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
+                             const memarea_pool_options* o);
+void pool_destroy_c(memarea_pool_t h, bool force);
+void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
+void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s);
+void pool_trim_c(memarea_pool_t h, std::size_t keep);
+memarea_pool_stats pool_stats_c(memarea_pool_t h);
+}  // namespace memarea::detail
+
+using memarea::detail::c_call;
+using memarea::detail::require;
+
+extern "C" {
+
+memarea_status memarea_pool_create(memarea_pool_t* pool, memarea_area_t area,
+                                   const memarea_pool_options* options) {
+  return c_call(__func__, [&] {
+    require(pool, "pool");
+    *pool = area ? memarea::detail::pool_create_c(&area->device, &area->flags, options)
+                 : memarea::detail::pool_create_c(nullptr, nullptr, options);
+  });
+}
+
+memarea_status memarea_pool_destroy(memarea_pool_t pool) {
+  return c_call(__func__, [&] { memarea::detail::pool_destroy_c(pool, false); });
+}
+
+memarea_status memarea_pool_alloc(memarea_pool_t pool, void** ptr, size_t size,
+                                  memarea_stream_t stream) {
+  return c_call(__func__, [&] {
+    require(ptr, "ptr");
+    *ptr = memarea::detail::pool_alloc_c(pool, size, stream);
+  });
+}
+
+memarea_status memarea_pool_free(memarea_pool_t pool, void* ptr, memarea_stream_t stream) {
+  return c_call(__func__, [&] { memarea::detail::pool_free_c(pool, ptr, stream); });
+}
+
+memarea_status memarea_pool_trim(memarea_pool_t pool, size_t keep_bytes) {
+  return c_call(__func__, [&] { memarea::detail::pool_trim_c(pool, keep_bytes); });
+}
+
+memarea_status memarea_pool_get_stats(memarea_pool_t pool, memarea_pool_stats* stats) {
+  return c_call(__func__, [&] {
+    require(stats, "stats");
+    *stats = memarea::detail::pool_stats_c(pool);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,445 @@
+// Pools (include/memarea/pool.hpp, docs/pools.md): every kind of memory, stream order, threads,
+// limits, trim, destroy, and bad input that must change nothing.
+#include "api/common.hpp"
+#include "api/process_util.hpp"
+
+#include "core/stream_impl.hpp"
+#include "core/system.hpp"
+#include "driver/sim/sim_driver.hpp"
+
+#include <memarea/memarea.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <random>
+#include <thread>
+
+#include <unistd.h>
+
+namespace {
+
+using namespace memarea;
+using namespace memarea::test;
+
+/// Writes random bytes over [p, p+n) through memarea's copy and reads them back.
+bool round_trips(void* p, std::size_t n) {
+  const auto v = random_bytes(n);
+  copy(p, v.data(), n);
+  std::vector<unsigned char> back(n, 0);
+  copy(back.data(), p, n);
+  return back == v;
+}
+
+struct kind_case {
+  const char* name;
+  unsigned flags;
+};
+
+std::vector<kind_case> area_kinds() {
+  std::vector<kind_case> v = {{"device", area_flags::device_only},
+                              {"pinned host", area_flags::host},
+                              {"mapped", area_flags::mapped | area_flags::host}};
+  if (has_managed()) v.push_back({"managed", area_flags::unified});
+  return v;
+}
+
+}  // namespace
+
+TEST(Pool, EveryKindHandsOutMemoryThatLookupKnows) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  const std::size_t records = live_allocations();
+  for (const auto& k : area_kinds()) {
+    SCOPED_TRACE(k.name);
+    const area a(0, k.flags);
+    pool p(a);
+    std::vector<std::pair<void*, std::size_t>> got;
+    for (std::size_t n : {std::size_t{1}, std::size_t{256}, std::size_t{4097},
+                          std::size_t{1} << 20, (std::size_t{3} << 20) + 5}) {
+      void* x = p.allocate(n);
+      ASSERT_NE(x, nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(x) % 256, 0u) << "default alignment 256";
+      EXPECT_TRUE(round_trips(x, n));
+      const auto info = lookup(static_cast<char*>(x) + n / 2);
+      EXPECT_EQ(info.base, x) << "lookup answers the piece, not the block";
+      EXPECT_GE(info.size, n);
+      EXPECT_LT(info.size, n + n / 8 + 256) << "within a size class of what was asked";
+      EXPECT_EQ(info.kind, a.kind());
+      EXPECT_EQ(info.device, (k.flags & (area_flags::host | area_flags::mapped)) &&
+                                     !(k.flags & area_flags::unified)
+                                 ? MEMAREA_CPU_DEVICE_ID
+                                 : 0);
+      got.emplace_back(x, n);
+    }
+    // No two pieces overlap.
+    for (std::size_t i = 0; i < got.size(); ++i)
+      for (std::size_t j = i + 1; j < got.size(); ++j) {
+        auto [a1, n1] = got[i];
+        auto [a2, n2] = got[j];
+        const auto x1 = reinterpret_cast<std::uintptr_t>(a1), x2 = reinterpret_cast<std::uintptr_t>(a2);
+        EXPECT_TRUE(x1 + n1 <= x2 || x2 + n2 <= x1);
+      }
+    const pool_stats s = p.stats();
+    EXPECT_EQ(s.live_allocations, got.size());
+    EXPECT_GE(s.bytes_in_use, std::size_t{1 + 256 + 4097 + (1 << 20) + (3 << 20) + 5});
+    EXPECT_GE(s.bytes_reserved, s.bytes_in_use);
+    EXPECT_GE(s.driver_allocations, 1u);
+    for (auto [x, n] : got) p.deallocate(x);
+    EXPECT_EQ(p.stats().live_allocations, 0u);
+    EXPECT_EQ(p.stats().bytes_in_use, 0u);
+    // Free memory of the pool is no allocation.
+    EXPECT_FALSE(find(got.front().first).has_value());
+  }
+  EXPECT_EQ(live_allocations(), records) << "every block went back with its pool";
+}
+
+TEST(Pool, PageableHostMemoryOnANode) {
+  const std::size_t records = live_allocations();
+  pool p = pool::host();
+  void* x = p.allocate(100000);
+  std::memset(x, 0x5a, 100000);  // pageable: the CPU writes it directly
+  const auto info = lookup(x);
+  EXPECT_EQ(info.kind, memory_kind::host);
+  EXPECT_EQ(info.base, x);
+  EXPECT_TRUE(round_trips(x, 100000));
+  p.deallocate(x);
+  p.destroy();
+  EXPECT_EQ(live_allocations(), records);
+  pool_options bad;
+  bad.host_node = -2;
+  EXPECT_MEMAREA_ERROR((void)pool::host(bad), errc::invalid_device);
+}
+
+TEST(Pool, PooledMemoryWorksWithCopiesAndManagedCalls) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool dev(area(0));
+  void* a = dev.allocate(1 << 16);
+  void* b = dev.allocate(1 << 16);
+  const auto v = random_bytes(1 << 16);
+  copy(a, v.data(), v.size());
+  copy(b, a, v.size());  // device to device, both pooled
+  std::vector<unsigned char> back(v.size());
+  copy(back.data(), b, back.size());
+  EXPECT_EQ(back, v);
+  if (devices() >= 2) {
+    pool other(area(1));
+    void* c = other.allocate(1 << 16);
+    copy_peer(c, 1, b, 0, v.size());
+    std::fill(back.begin(), back.end(), 0);
+    copy(back.data(), c, back.size());
+    EXPECT_EQ(back, v);
+    other.deallocate(c);
+  }
+  dev.deallocate(a);
+  dev.deallocate(b);
+  if (has_managed()) {
+    pool m(area(0, area_flags::unified));
+    void* x = m.allocate(3 * 4096);
+    managed::prefetch(x, 3 * 4096, managed::location::device(0));
+    managed::advise(x, 4096, managed::advice::set_read_mostly, managed::location::device(0));
+    device_synchronize(0);
+    EXPECT_TRUE(round_trips(x, 3 * 4096));
+    m.deallocate(x);
+  }
+}
+
+TEST(Pool, StreamOrderWithAStreamHeldBack) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  auto* sim = dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu());
+  if (!sim) GTEST_SKIP() << "holding a stream back needs the sim backend's test hook";
+  pool_options o;
+  o.maximum_size = std::size_t{2} << 20;  // one block: reuse must come from frees
+  pool p(area(0), o);
+  stream a(0), b(0);
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  ASSERT_TRUE(sim->enqueue_host_task(0, a.get()->native,
+                                     [open] { open.wait(); })
+                  .ok());
+  const std::size_t mib = std::size_t{1} << 20;
+  void* x = p.allocate(mib, a.get());
+  p.deallocate(x, a.get());  // a has not reached this point yet
+  void* y = p.allocate(mib, b.get());
+  EXPECT_NE(y, x) << "memory freed on a held-back stream went to another stream";
+  EXPECT_MEMAREA_ERROR((void)p.allocate(mib, b.get()), errc::out_of_memory);
+  void* again = p.allocate(mib, a.get());
+  EXPECT_EQ(again, x) << "a free on a stream is reused at once on that stream";
+  p.deallocate(again, a.get());
+  gate.set_value();
+  a.synchronize();
+  void* z = p.allocate(mib, b.get());
+  EXPECT_EQ(z, x) << "once the stream passed the free, another stream gets the memory";
+  p.deallocate(y, b.get());
+  p.deallocate(z, b.get());
+  EXPECT_EQ(p.stats().driver_allocations, 1u);
+}
+
+TEST(PoolConcurrent, SixteenThreadsRandomSizesNeverOverlap) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  constexpr int kThreads = 16;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937_64 rng(0x5eed + t);
+      stream s(0);
+      struct live_one {
+        std::uint64_t* p;
+        std::size_t n;
+        std::uint64_t id;
+      };
+      std::vector<live_one> mine;
+      for (int op = 0; op < 300; ++op) {
+        if (mine.size() < 8 && (mine.empty() || rng() % 2)) {
+          const std::size_t n = std::size_t{256} << (rng() % 10);  // 256 B to 128 KiB
+          auto* x = static_cast<std::uint64_t*>(p.allocate(n, t % 2 ? s.get() : nullptr));
+          const std::uint64_t id = (std::uint64_t(t) << 32) | std::uint64_t(op);
+          const std::uint64_t marks[2] = {id, ~id};
+          copy(x, &marks[0], 8);
+          copy(reinterpret_cast<char*>(x) + n - 8, &marks[1], 8);
+          mine.push_back({x, n, id});
+        } else {
+          const std::size_t k = rng() % mine.size();
+          std::uint64_t got[2] = {0, 0};
+          copy(&got[0], mine[k].p, 8);
+          copy(&got[1], reinterpret_cast<char*>(mine[k].p) + mine[k].n - 8, 8);
+          if (got[0] != mine[k].id || got[1] != ~mine[k].id) bad.fetch_add(1);
+          p.deallocate(mine[k].p, t % 2 ? s.get() : nullptr);
+          mine[k] = mine.back();
+          mine.pop_back();
+        }
+      }
+      for (auto& m : mine) p.deallocate(m.p, t % 2 ? s.get() : nullptr);
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0) << "a live allocation's marks were overwritten: two overlapped";
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+}
+
+TEST(PoolConcurrent, FreeOnAnotherThreadAndDoubleFreeAcrossThreads) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  void* x = p.allocate(4096);
+  std::thread([&] { p.deallocate(x); }).join();
+  EXPECT_MEMAREA_ERROR(p.deallocate(x), errc::invalid_value);
+  void* y = p.allocate(4096);  // likely x again, from the other thread's cache or the arena
+  p.deallocate(y);
+  std::thread([&] { EXPECT_MEMAREA_ERROR(p.deallocate(y), errc::invalid_value); }).join();
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+}
+
+TEST(Pool, TheMaximumSizeIsAClearStatusAndChangesNothing) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool_options o;
+  o.maximum_size = std::size_t{4} << 20;
+  pool p(area(0), o);
+  void* x = p.allocate(std::size_t{3} << 20);
+  const pool_stats before = p.stats();
+  try {
+    (void)p.allocate(std::size_t{3} << 20);
+    ADD_FAILURE() << "past the maximum, an allocation succeeded";
+  } catch (const error& e) {
+    EXPECT_EQ(e.status(), errc::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("maximum"), std::string::npos) << e.what();
+  }
+  const pool_stats after = p.stats();
+  EXPECT_EQ(after.bytes_reserved, before.bytes_reserved);
+  EXPECT_EQ(after.live_allocations, 1u);
+  EXPECT_LE(after.bytes_reserved, o.maximum_size);
+  p.deallocate(x);
+  void* y = p.allocate(std::size_t{3} << 20);  // the pool still works
+  p.deallocate(y);
+}
+
+TEST(Pool, TrimGivesMemoryBackToTheDevice) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  if (backend_name() != "sim") GTEST_SKIP() << "free device memory is exact on sim only";
+  pool p(area(0));
+  std::vector<void*> xs;
+  for (int i = 0; i < 8; ++i) xs.push_back(p.allocate(std::size_t{4} << 20));
+  const std::size_t low = get_device_properties(0).free_memory;
+  for (void* x : xs) p.deallocate(x);
+  EXPECT_EQ(get_device_properties(0).free_memory, low) << "frees keep the memory";
+  const std::size_t reserved = p.stats().bytes_reserved;
+  p.trim(0);
+  EXPECT_EQ(p.stats().bytes_reserved, 0u);
+  EXPECT_EQ(get_device_properties(0).free_memory, low + reserved);
+}
+
+TEST(Pool, ReleaseThresholdGivesEmptyBlocksBackOnFree) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool_options o;
+  o.release_threshold = 0;
+  pool p(area(0), o);
+  void* x = p.allocate(std::size_t{8} << 20);
+  void* y = p.allocate(std::size_t{8} << 20);
+  const std::size_t reserved = p.stats().bytes_reserved;
+  ASSERT_GE(p.stats().driver_allocations, 2u) << "two blocks";
+  // Frees from other threads reach the arena (not this thread's cache). x's block goes back at
+  // the first free after its stream passed x's free.
+  std::thread([&] { p.deallocate(x); }).join();
+  device_synchronize(0);
+  std::thread([&] { p.deallocate(y); }).join();
+  EXPECT_LT(p.stats().bytes_reserved, reserved) << "an empty block stayed past the threshold";
+  p.trim(0);
+  EXPECT_EQ(p.stats().bytes_reserved, 0u);
+}
+
+TEST(Pool, DestroyWithLiveAllocations) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  const std::size_t records = live_allocations();
+  memarea_area_t a = nullptr;
+  ASSERT_EQ(memarea_area_create(&a, 0, MEMAREA_AREA_DEFAULT), MEMAREA_SUCCESS);
+  memarea_pool_t p = nullptr;
+  ASSERT_EQ(memarea_pool_create(&p, a, nullptr), MEMAREA_SUCCESS);
+  void* x = nullptr;
+  ASSERT_EQ(memarea_pool_alloc(p, &x, 1000, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pool_destroy(p), MEMAREA_ERROR_BUSY);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("live"), std::string::npos);
+  void* y = nullptr;
+  EXPECT_EQ(memarea_pool_alloc(p, &y, 1000, nullptr), MEMAREA_SUCCESS) << "the pool is intact";
+  EXPECT_EQ(memarea_pool_free(p, y, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pool_free(p, x, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pool_destroy(p), MEMAREA_SUCCESS);
+  EXPECT_EQ(live_allocations(), records);
+  // The C++ destructor gives every block back, live allocations included.
+  {
+    pool q(area(0));
+    (void)q.allocate(5000);
+    (void)q.allocate(std::size_t{5} << 20);
+  }
+  EXPECT_EQ(live_allocations(), records) << "a destroyed pool leaked a block";
+  EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
+}
+
+TEST(Pool, BadInputGetsAClearStatusAndChangesNothing) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  pool other(area(0));
+  void* x = p.allocate(4096);
+  void* theirs = other.allocate(4096);
+  buffer foreign = area(0).allocate(4096);
+  const pool_stats before = p.stats();
+
+  EXPECT_MEMAREA_ERROR((void)p.allocate(0), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(p.deallocate(nullptr), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(p.deallocate(foreign.data()), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(p.deallocate(theirs), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(p.deallocate(static_cast<char*>(x) + 256), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(area(0).munmap(x, 4096), errc::invalid_value);
+  EXPECT_EQ(memarea_free(x), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_MEMAREA_ERROR((void)ipc::export_handle(x), errc::not_supported);
+  void* y = p.allocate(4096);
+  p.deallocate(y);
+  EXPECT_MEMAREA_ERROR(p.deallocate(y), errc::invalid_value);  // double free
+  if (devices() >= 2) {
+    stream s1(1);
+    EXPECT_MEMAREA_ERROR((void)p.allocate(64, s1.get()), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(p.deallocate(x, s1.get()), errc::invalid_value);
+  }
+  const pool_stats after = p.stats();
+  EXPECT_EQ(after.live_allocations, before.live_allocations);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_TRUE(round_trips(x, 4096)) << "x is still live and whole";
+  p.deallocate(x);
+  other.deallocate(theirs);
+
+  // Options and handles through the C API.
+  memarea_area_t a = nullptr;
+  ASSERT_EQ(memarea_area_create(&a, 0, MEMAREA_AREA_DEFAULT), MEMAREA_SUCCESS);
+  memarea_pool_options o = MEMAREA_POOL_OPTIONS_INIT;
+  memarea_pool_t q = nullptr;
+  o.flags = 0x10;
+  EXPECT_EQ(memarea_pool_create(&q, a, &o), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("flags"), std::string::npos);
+  o = MEMAREA_POOL_OPTIONS_INIT;
+  o.alignment = 3000;
+  EXPECT_EQ(memarea_pool_create(&q, a, &o), MEMAREA_ERROR_INVALID_VALUE);
+  o = MEMAREA_POOL_OPTIONS_INIT;
+  o.initial_size = 10 << 20;
+  o.maximum_size = 1 << 20;
+  EXPECT_EQ(memarea_pool_create(&q, a, &o), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(q, nullptr);
+  EXPECT_EQ(memarea_pool_create(nullptr, a, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  void* z = nullptr;
+  EXPECT_EQ(memarea_pool_alloc(nullptr, &z, 64, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_pool_free(nullptr, x, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_pool_get_stats(nullptr, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_pool_trim(nullptr, 0), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_pool_destroy(nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  memarea_area_t registering = nullptr;
+  ASSERT_EQ(memarea_area_create(&registering, 0, MEMAREA_AREA_MAPPED), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pool_create(&q, registering, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_area_destroy(registering), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
+}
+
+TEST(Pool, AlignmentAndInitialSize) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool_options o;
+  o.alignment = 4096;
+  o.initial_size = std::size_t{6} << 20;
+  pool p(area(0), o);
+  EXPECT_GE(p.stats().bytes_reserved, o.initial_size);
+  EXPECT_EQ(p.stats().driver_allocations, 1u);
+  std::vector<void*> xs;
+  for (std::size_t n : {1, 100, 5000, 70000}) {
+    xs.push_back(p.allocate(n));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(xs.back()) % 4096, 0u);
+  }
+  EXPECT_EQ(p.stats().driver_allocations, 1u) << "the initial block served them";
+  for (void* x : xs) p.deallocate(x);
+}
+
+// A child of fork() shares (sim) or may not use (CUDA, HIP) its parent's device memory, so a
+// device pool made before the fork is the parent's: the child's alloc and free are refused
+// with not_supported, and it makes its own pool. Pageable host memory is copied into the child:
+// a host pool keeps working there.
+TEST(Pool, AChildOfForkMakesItsOwnPools) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  if (backend_name() != "sim") GTEST_SKIP() << "a child of fork() may not use CUDA or HIP";
+  pool dev(area(0));
+  pool host = pool::host();
+  void* mine = dev.allocate(4096);
+  const auto v = random_bytes(4096);
+  copy(mine, v.data(), v.size());
+  std::fflush(nullptr);
+  forked kid;
+  kid.pid = fork();
+  ASSERT_GE(kid.pid, 0);
+  if (kid.pid == 0) {
+    int rc = 0;
+    try {
+      try {
+        (void)dev.allocate(64);
+        rc = 1;
+      } catch (const error& e) {
+        if (e.status() != errc::not_supported) rc = 2;
+      }
+      try {
+        dev.deallocate(mine);
+        rc = 3;
+      } catch (const error& e) {
+        if (e.status() != errc::not_supported) rc = 4;
+      }
+      void* h = host.allocate(1000);
+      std::memset(h, 7, 1000);
+      host.deallocate(h);
+      pool own(area(0));
+      void* x = own.allocate(4096);
+      if (!round_trips(x, 4096)) rc = 5;
+      own.deallocate(x);
+    } catch (...) {
+      rc = 6;
+    }
+    _exit(rc);
+  }
+  EXPECT_EQ(kid.wait(30), 0) << "1: a parent's device pool allocated in the child; 3: it freed; "
+                                "2, 4: another status; 5: the child's own pool; 6: threw";
+  std::vector<unsigned char> back(4096);
+  copy(back.data(), mine, back.size());
+  EXPECT_EQ(back, v) << "the parent's allocation is untouched";
+  dev.deallocate(mine);
+}
