@@ -123,7 +123,7 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
   for (auto& r : rows) {
     const double ratio = r.raw > 0 ? r.memarea / r.raw : 0;
     // Which way is better: time is better lower, bandwidth higher.
-    const bool higher_better = r.unit == "GB/s";
+    const bool higher_better = r.unit == "GB/s" || r.unit == "Mop/s";
     std::string verdict = "-";
     if (ratio > 0 && r.memarea > 0) {
       const double speedup = higher_better ? ratio : 1 / ratio;

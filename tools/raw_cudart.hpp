@@ -35,7 +35,34 @@ struct cudart_api {
   /// cudaIpcOpenMemHandle (the handle by value, as the runtime takes it)
   int (*IpcOpenMemHandle)(void**, cudart_ipc_handle, unsigned) = nullptr;
   int (*IpcCloseMemHandle)(void*) = nullptr;                     ///< cudaIpcCloseMemHandle
+  // The stream-ordered allocator and pinned memory (the pool bench); null where absent.
+  int (*MallocAsync)(void**, std::size_t, void*) = nullptr;      ///< cudaMallocAsync
+  int (*FreeAsync)(void*, void*) = nullptr;                      ///< cudaFreeAsync
+  int (*DeviceGetDefaultMemPool)(void**, int) = nullptr;         ///< cudaDeviceGetDefaultMemPool
+  int (*MemPoolSetAttribute)(void*, int, void*) = nullptr;       ///< cudaMemPoolSetAttribute
+  int (*MemPoolGetAttribute)(void*, int, void*) = nullptr;       ///< cudaMemPoolGetAttribute
+  int (*MemPoolTrimTo)(void*, std::size_t) = nullptr;            ///< cudaMemPoolTrimTo
+  int (*StreamSynchronize)(void*) = nullptr;                     ///< cudaStreamSynchronize
+  int (*MallocHost)(void**, std::size_t) = nullptr;              ///< cudaMallocHost
+  int (*FreeHost)(void*) = nullptr;                              ///< cudaFreeHost
+  /// Whether every call of the stream-ordered allocator and of pinned memory was found.
+  bool has_pools() const {
+    return MallocAsync && FreeAsync && DeviceGetDefaultMemPool && MemPoolSetAttribute &&
+           MemPoolGetAttribute && MemPoolTrimTo && StreamSynchronize && MallocHost && FreeHost;
+  }
 };
+
+/// cudaMemPoolAttr values the pool bench uses (checked against the header where it is here).
+enum cudart_mempool_attr : int {
+  cudart_pool_release_threshold = 4,     ///< cudaMemPoolAttrReleaseThreshold (uint64)
+  cudart_pool_reserved_mem_high = 6,     ///< cudaMemPoolAttrReservedMemHigh (uint64)
+  cudart_pool_used_mem_high = 8,         ///< cudaMemPoolAttrUsedMemHigh (uint64)
+};
+#if defined(MEMAREA_HAVE_CUDA) && __has_include(<cuda_runtime_api.h>)
+static_assert(static_cast<int>(cudart_pool_release_threshold) == static_cast<int>(cudaMemPoolAttrReleaseThreshold));
+static_assert(static_cast<int>(cudart_pool_reserved_mem_high) == static_cast<int>(cudaMemPoolAttrReservedMemHigh));
+static_assert(static_cast<int>(cudart_pool_used_mem_high) == static_cast<int>(cudaMemPoolAttrUsedMemHigh));
+#endif
 
 /// libcudart, loaded on the first call (libcudart.so.13, .so.12, .so, then
 /// /usr/local/cuda/lib64/libcudart.so*), or nullptr with the reason in *why. Never unloaded.
@@ -61,6 +88,22 @@ inline const cudart_api* raw_cudart(std::string* why) {
           dlsym(lib, "cudaIpcOpenMemHandle"));
       a->IpcCloseMemHandle =
           reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaIpcCloseMemHandle"));
+      a->MallocAsync = reinterpret_cast<int (*)(void**, std::size_t, void*)>(
+          dlsym(lib, "cudaMallocAsync"));
+      a->FreeAsync = reinterpret_cast<int (*)(void*, void*)>(dlsym(lib, "cudaFreeAsync"));
+      a->DeviceGetDefaultMemPool = reinterpret_cast<int (*)(void**, int)>(
+          dlsym(lib, "cudaDeviceGetDefaultMemPool"));
+      a->MemPoolSetAttribute = reinterpret_cast<int (*)(void*, int, void*)>(
+          dlsym(lib, "cudaMemPoolSetAttribute"));
+      a->MemPoolGetAttribute = reinterpret_cast<int (*)(void*, int, void*)>(
+          dlsym(lib, "cudaMemPoolGetAttribute"));
+      a->MemPoolTrimTo =
+          reinterpret_cast<int (*)(void*, std::size_t)>(dlsym(lib, "cudaMemPoolTrimTo"));
+      a->StreamSynchronize =
+          reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaStreamSynchronize"));
+      a->MallocHost =
+          reinterpret_cast<int (*)(void**, std::size_t)>(dlsym(lib, "cudaMallocHost"));
+      a->FreeHost = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaFreeHost"));
       if (a->SetDevice && a->IpcGetMemHandle && a->Malloc && a->Free && a->IpcOpenMemHandle &&
           a->IpcCloseMemHandle)
         return a;

@@ -59,7 +59,8 @@ constexpr std::uint64_t word(std::uint64_t incarnation, span_state st) {
   return incarnation << 8 | st;
 }
 
-struct span {
+/// One piece of a block. A cache line each: two threads' cached pieces never share one.
+struct alignas(64) span {
   std::uintptr_t start = 0;
   std::size_t size = 0;
   std::uint32_t phys_prev = kNone, phys_next = kNone;

@@ -399,7 +399,8 @@ TEST(CliBench, QuickRunMeasuresEveryCaseSideBySide) {
     EXPECT_FALSE(row.at("raw_call").get<std::string>().empty()) << row.dump();
   }
   for (const char* g : {"area mmap+munmap", "ipc import", "ipc export", "managed prefetch",
-                        "peer copy access on", "peer copy access off"})
+                        "peer copy access on", "peer copy access off", "pool round trip",
+                        "pool threads", "pool trace"})
     EXPECT_NE(std::find(groups.begin(), groups.end(), g), groups.end()) << g;
   // The table on stdout has the same rows.
   EXPECT_EQ(count_of(r.out, "\n"), j.at("rows").size() + 1) << r.out;

@@ -1,0 +1,480 @@
+// Issue 13's benchmarks: memarea's pools against the fastest thing a user could do instead, in
+// one run. On CUDA that is the runtime's stream-ordered allocator (cudaMallocAsync and
+// cudaFreeAsync on the device's default memory pool, its release threshold at the maximum, so
+// it keeps what it has) and cudaMallocHost for pinned memory; on another backend, the driver
+// layer's own allocation (a pool-less baseline). Every row keeps each sample's per-call time,
+// the memory handed out is written and read back, and the trace's checksum is checked.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <memarea/area.hpp>
+#include <memarea/copy.hpp>
+#include <memarea/device.hpp>
+#include <memarea/pool.hpp>
+#include <memarea/stream.hpp>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/stream_impl.hpp"
+#include "core/system.hpp"
+#include "tools/bench.hpp"
+#include "tools/raw_cudart.hpp"
+
+namespace memarea::cli::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string size_name(std::size_t n) {
+  if (n >= (std::size_t{1} << 20)) return fmt::format("{} MiB", n >> 20);
+  if (n >= 1024) return fmt::format("{} KiB", n >> 10);
+  return fmt::format("{} B", n);
+}
+
+/// The baseline allocator of this backend (see the file's comment).
+struct raw_allocator {
+  const cudart_api* rt = nullptr;
+  void* rt_pool = nullptr;  // the device's default cudaMemPool_t
+  detail::driver& gpu = detail::system::get().gpu();
+
+  raw_allocator() {
+#ifdef MEMAREA_HAVE_CUDA
+    std::string why;
+    if (backend_name() == "cuda") rt = raw_cudart(&why);
+    if (rt && (!rt->has_pools() || rt->SetDevice(0) != 0)) {
+      why = rt->path + " lacks the stream-ordered allocator";
+      rt = nullptr;
+    }
+    if (backend_name() == "cuda" && !rt) std::cerr << "bench pool: " << why << "\n";
+    if (rt) {
+      if (rt->DeviceGetDefaultMemPool(&rt_pool, 0) != 0)
+        throw error(errc::unknown, "bench pool: cudaDeviceGetDefaultMemPool failed");
+      std::uint64_t keep_all = UINT64_MAX;
+      if (rt->MemPoolSetAttribute(rt_pool, cudart_pool_release_threshold, &keep_all) != 0)
+        throw error(errc::unknown, "bench pool: cannot set the release threshold");
+    }
+#endif
+  }
+  std::string device_name() const {
+    return rt ? "cudaMallocAsync+cudaFreeAsync (threshold max)"
+              : "driver layer malloc_device+free_device (no pool)";
+  }
+  std::string pinned_name() const {
+    return rt ? "cudaMallocHost+cudaFreeHost" : "driver layer malloc_host+free_host";
+  }
+  void* alloc_device(std::size_t n, detail::native_stream s) const {
+    void* p = nullptr;
+    if (rt ? rt->MallocAsync(&p, n, s) != 0 : !gpu.malloc_device(0, n, &p).ok())
+      throw error(errc::out_of_memory, fmt::format("bench pool: raw allocation of {} failed", n));
+    return p;
+  }
+  void free_device(void* p, detail::native_stream s) const {
+    if (rt ? rt->FreeAsync(p, s) != 0 : !gpu.free_device(p).ok())
+      throw error(errc::unknown, "bench pool: raw free failed");
+  }
+  void* alloc_pinned(std::size_t n) const {
+    void* p = nullptr;
+    if (rt ? rt->MallocHost(&p, n) != 0 : !gpu.malloc_host(0, n, 0, &p).ok())
+      throw error(errc::out_of_memory, "bench pool: raw pinned allocation failed");
+    return p;
+  }
+  void free_pinned(void* p) const {
+    if (rt ? rt->FreeHost(p) != 0 : !gpu.free_host(p).ok())
+      throw error(errc::unknown, "bench pool: raw pinned free failed");
+  }
+  void synchronize(detail::native_stream s) const {
+    if (rt ? rt->StreamSynchronize(s) != 0 : !gpu.stream_synchronize(0, s).ok())
+      throw error(errc::unknown, "bench pool: stream synchronize failed");
+  }
+  /// The runtime pool's high-water mark of reserved bytes, reset; 0 off CUDA.
+  std::uint64_t reserved_high_and_reset(detail::native_stream s) const {
+    if (!rt) return 0;
+    synchronize(s);
+    std::uint64_t high = 0, zero = 0;
+    (void)rt->MemPoolGetAttribute(rt_pool, cudart_pool_reserved_mem_high, &high);
+    (void)rt->MemPoolTrimTo(rt_pool, 0);
+    (void)rt->MemPoolSetAttribute(rt_pool, cudart_pool_reserved_mem_high, &zero);
+    return high;
+  }
+};
+
+/// Per-call microseconds: `samples` samples, each `batch` calls of a (then of b) in turns.
+struct turns {
+  std::vector<double> a, b;
+};
+turns time_in_turns(int samples, int batch_a, const std::function<void()>& a, int batch_b,
+                    const std::function<void()>& b) {
+  auto per_call = [](int batch, const std::function<void()>& fn) {
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < batch; ++i) fn();
+    return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / batch;
+  };
+  a();  // warm-up: the pool's first block, the runtime pool's first reservation
+  b();
+  turns t;
+  for (int i = 0; i < samples; ++i) {
+    if (i % 2 == 0) {
+      t.a.push_back(per_call(batch_a, a));
+      t.b.push_back(per_call(batch_b, b));
+    } else {
+      t.b.push_back(per_call(batch_b, b));
+      t.a.push_back(per_call(batch_a, a));
+    }
+  }
+  return t;
+}
+
+/// Writes random bytes into p (any memory) through memarea's copy, reads them back, compares.
+void check_bytes(void* p, std::size_t n, const char* what) {
+  const std::size_t m = std::min<std::size_t>(n, 1 << 20);
+  std::vector<unsigned char> want(m), got(m, 0);
+  std::mt19937_64 rng(clock_type::now().time_since_epoch().count());
+  for (auto& c : want) c = static_cast<unsigned char>(rng() | 1);
+  copy(p, want.data(), m);
+  copy(got.data(), p, m);
+  if (got != want)
+    throw error(errc::unknown, fmt::format("bench pool: {}: the bytes read back differ", what));
+}
+
+row make_row(const char* group, std::string variant, const turns& t, std::string raw_name) {
+  row r;
+  r.group = group;
+  r.variant = std::move(variant);
+  r.unit = "us";
+  r.memarea_spread = spread_of(t.a);
+  r.raw_spread = spread_of(t.b);
+  r.memarea = r.memarea_spread.median;
+  r.raw = r.raw_spread.median;
+  r.raw_name = std::move(raw_name);
+  return r;
+}
+
+/// One thread: device round trips of every size, through C++ and through C.
+void round_trips(context& ctx, const raw_allocator& raw) {
+  const stream s(0);
+  const detail::native_stream ns = s.get()->native;
+  pool p(area(0));
+  memarea_pool_t c = p.get();
+  const int samples = ctx.quick ? 5 : std::max(ctx.repetitions, 20);
+  const int batch = ctx.quick ? 200 : 2000;
+  const std::vector<std::size_t> sizes =
+      ctx.quick ? std::vector<std::size_t>{256, std::size_t{1} << 20}
+                : std::vector<std::size_t>{256, 65536, std::size_t{1} << 20, std::size_t{64} << 20};
+  for (std::size_t n : sizes) {
+    void* q = p.allocate(n, s.get());
+    check_bytes(q, n, "pool, device");
+    p.deallocate(q, s.get());
+    const int raw_batch = raw.rt ? batch : std::max(1, batch / 100);
+    auto raw_op = [&] { raw.free_device(raw.alloc_device(n, ns), ns); };
+    const turns cpp = time_in_turns(
+        samples, batch, [&] { p.deallocate(p.allocate(n, s.get()), s.get()); }, raw_batch, raw_op);
+    row r = make_row("pool round trip", "device " + size_name(n) + ", C++", cpp, raw.device_name());
+    r.target = "<= 0.080 us and >= 8x";
+    r.met = r.memarea <= 0.080 && r.raw >= 8 * r.memarea;
+    ctx.add(r);
+    const turns capi = time_in_turns(
+        samples, batch,
+        [&] {
+          void* x = nullptr;
+          if (memarea_pool_alloc(c, &x, n, s.get()) != MEMAREA_SUCCESS ||
+              memarea_pool_free(c, x, s.get()) != MEMAREA_SUCCESS)
+            throw error(errc::unknown, "bench pool: the C API failed");
+        },
+        raw_batch, raw_op);
+    row rc = make_row("pool round trip", "device " + size_name(n) + ", C", capi, raw.device_name());
+    rc.target = "<= 0.100 us and >= 8x";
+    rc.met = rc.memarea <= 0.100 && rc.raw >= 8 * rc.memarea;
+    ctx.add(rc);
+    raw.synchronize(ns);
+  }
+  // Idle, then warm: one round trip 70 ms after the last, on both sides in turns.
+  {
+    const std::size_t n = std::size_t{1} << 20;
+    const int idle_samples = ctx.quick ? 3 : 15;
+    auto after_idle = [](const std::function<void()>& fn) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(70));
+      const auto t0 = clock_type::now();
+      fn();
+      return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+    };
+    turns t;
+    for (int i = 0; i < idle_samples; ++i) {
+      t.a.push_back(after_idle([&] { p.deallocate(p.allocate(n, s.get()), s.get()); }));
+      t.b.push_back(after_idle([&] { raw.free_device(raw.alloc_device(n, ns), ns); }));
+    }
+    row r = make_row("pool round trip", "device 1 MiB, 70 ms idle first", t, raw.device_name());
+    r.note = "each sample after its own 70 ms pause";
+    ctx.add(r);
+  }
+  // Cold: a new pool's first allocation (a block from the driver) against one plain
+  // allocation of the driver (what a program without a pool pays every time).
+  {
+    const std::size_t n = std::size_t{1} << 20;
+    turns t;
+    for (int i = 0; i < (ctx.quick ? 3 : 10); ++i) {
+      pool fresh(area(0));
+      auto t0 = clock_type::now();
+      void* x = fresh.allocate(n, s.get());
+      t.a.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+      fresh.deallocate(x, s.get());
+      void* y = nullptr;
+      t0 = clock_type::now();
+      if (!raw.gpu.malloc_device(0, n, &y).ok()) throw error(errc::out_of_memory, "raw malloc");
+      t.b.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+      (void)raw.gpu.free_device(y);
+    }
+    ctx.add(make_row("pool round trip", "device 1 MiB, a new pool's first", t,
+                     "driver layer malloc_device (no pool)"));
+  }
+}
+
+/// Threads each on its own stream, 1 MiB round trips: total calls per second.
+void threads(context& ctx, const raw_allocator& raw) {
+  pool p(area(0));
+  const std::size_t n = std::size_t{1} << 20;
+  const int per_thread = ctx.quick ? 2000 : 50000;
+  const std::vector<int> counts = ctx.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
+  auto run = [&](int k, bool pooled) {
+    // The pool-less driver layer takes microseconds a call: fewer of them.
+    const int per = pooled || raw.rt ? per_thread : std::max(20, per_thread / 100);
+    std::vector<std::unique_ptr<stream>> streams;
+    for (int i = 0; i < k; ++i) streams.push_back(std::make_unique<stream>(0));
+    std::barrier start(k + 1);
+    std::atomic<bool> bad{false};
+    // Each thread's own clock readings: the span from the first start to the last end.
+    std::vector<clock_type::time_point> begin(static_cast<std::size_t>(k)), end(begin);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < k; ++i)
+      ts.emplace_back([&, i] {
+        memarea_stream_t st = streams[static_cast<std::size_t>(i)]->get();
+        // Each thread's first round trip, before the clock: its cache, the runtime's per-stream
+        // state.
+        try {
+          if (pooled)
+            p.deallocate(p.allocate(n, st), st);
+          else
+            raw.free_device(raw.alloc_device(n, st->native), st->native);
+        } catch (...) {
+          bad = true;
+        }
+        start.arrive_and_wait();
+        begin[static_cast<std::size_t>(i)] = clock_type::now();
+        try {
+          for (int j = 0; j < per; ++j) {
+            if (pooled)
+              p.deallocate(p.allocate(n, st), st);
+            else
+              raw.free_device(raw.alloc_device(n, st->native), st->native);
+          }
+        } catch (...) {
+          bad = true;
+        }
+        end[static_cast<std::size_t>(i)] = clock_type::now();
+      });
+    start.arrive_and_wait();
+    for (auto& t : ts) t.join();
+    const double s = std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) -
+                                                   *std::min_element(begin.begin(), begin.end()))
+                         .count();
+    for (auto& st : streams) st->synchronize();
+    if (bad) throw error(errc::unknown, "bench pool: a thread's allocation failed");
+    return k * per / s / 1e6;  // million round trips per second, all threads together
+  };
+  const int samples = ctx.quick ? 2 : 5;
+  std::vector<double> one;
+  for (int k : counts) {
+    turns t;
+    for (int i = 0; i < samples; ++i) {
+      t.a.push_back(run(k, true));
+      t.b.push_back(run(k, false));
+    }
+    row r = make_row("pool threads", fmt::format("{} thread(s), own streams, 1 MiB", k), t,
+                     raw.device_name());
+    r.unit = "Mop/s";
+    if (k == 1) one = t.a;
+    if (k == counts.back() && k > 1 && !one.empty()) {
+      const double scale = r.memarea / spread_of(one).median;
+      r.target = fmt::format(">= 8x one thread's (x{})", k);
+      r.met = !ctx.quick ? scale >= 8 : true;
+      r.note = fmt::format("{:.1f}x one thread's total", scale);
+    }
+    ctx.add(r);
+  }
+}
+
+/// Pinned host memory, 1 MiB round trips.
+void pinned(context& ctx, const raw_allocator& raw) {
+  pool p(area(0, area_flags::host));
+  const std::size_t n = std::size_t{1} << 20;
+  void* q = p.allocate(n);
+  std::memset(q, 0x5a, n);  // pinned memory: the CPU writes it directly
+  check_bytes(q, n, "pool, pinned");
+  p.deallocate(q);
+  const turns t = time_in_turns(
+      ctx.quick ? 5 : 20, ctx.quick ? 200 : 2000, [&] { p.deallocate(p.allocate(n)); }, 1,
+      [&] { raw.free_pinned(raw.alloc_pinned(n)); });
+  row r = make_row("pool round trip", "pinned host 1 MiB", t, raw.pinned_name());
+  r.target = "<= 0.100 us";
+  r.met = r.memarea <= 0.100;
+  ctx.add(r);
+}
+
+/// REFERENCE.md's mixed trace: each op is a size (allocate) or -(index + 1) (free that live
+/// entry; the last live entry moves into its slot).
+std::vector<std::int64_t> mixed_trace() {
+  std::uint64_t x = 0x5EED2024;
+  auto next = [&x] {
+    x += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  std::vector<std::int64_t> ops;
+  ops.reserve(100000);
+  std::size_t live = 0;
+  bool reached = false;
+  for (int i = 0; i < 100000; ++i) {
+    bool alloc;
+    if (live == 0)
+      alloc = true;
+    else if (live == 1000)
+      alloc = false;
+    else if (!reached)
+      alloc = true;
+    else
+      alloc = (next() >> 63) == 1;
+    if (live == 1000) reached = true;
+    if (alloc) {
+      const double u = static_cast<double>(next() >> 11) * 0x1.0p-53;
+      auto size = static_cast<std::int64_t>(256.0 * std::exp2(14.0 * u));
+      size = std::clamp<std::int64_t>(size, 256, (std::int64_t{4} << 20) - 1);
+      ops.push_back(size);
+      ++live;
+    } else {
+      ops.push_back(-static_cast<std::int64_t>(next() % live) - 1);
+      --live;
+    }
+  }
+  std::uint64_t h = 0;
+  for (std::int64_t op : ops) h = (h * 1099511628211ull) ^ static_cast<std::uint64_t>(op);
+  if (h != 0x01ce674ecf3a0693ull)
+    throw error(errc::unknown, fmt::format("bench pool: the trace's checksum is {:#x}, not "
+                                           "REFERENCE.md's 0x01ce674ecf3a0693",
+                                           h));
+  return ops;
+}
+
+/// Replays ops[0, count) through alloc/free; returns µs per operation and the peak of live
+/// bytes. check: each allocation gets its own id in its first 8 bytes, verified at its free.
+template <class Alloc, class Free>
+std::pair<double, std::size_t> replay(const std::vector<std::int64_t>& ops, std::size_t count,
+                                      Alloc alloc, Free free, bool check) {
+  struct live_one {
+    void* p;
+    std::size_t n;
+    std::uint64_t tag;
+  };
+  std::vector<live_one> live;
+  live.reserve(1000);
+  std::size_t bytes = 0, peak = 0;
+  std::uint64_t id = 0;
+  const auto t0 = clock_type::now();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::int64_t op = ops[i];
+    if (op > 0) {
+      const auto n = static_cast<std::size_t>(op);
+      void* p = alloc(n);
+      const std::uint64_t tag = ++id * 0x9E3779B97F4A7C15ull;
+      if (check) copy(p, &tag, sizeof tag);
+      live.push_back({p, n, tag});
+      bytes += n;
+      peak = std::max(peak, bytes);
+    } else {
+      const auto k = static_cast<std::size_t>(-op - 1);
+      const live_one one = live[k];
+      if (check) {
+        std::uint64_t tag = 0;
+        copy(&tag, one.p, sizeof tag);
+        if (tag != one.tag)
+          throw error(errc::unknown, "bench pool: a trace allocation's id was overwritten");
+      }
+      free(one.p);
+      bytes -= one.n;
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  for (const live_one& one : live) free(one.p);
+  const double us = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+  return {us / static_cast<double>(count), peak};
+}
+
+void trace(context& ctx, const raw_allocator& raw) {
+  const auto ops = mixed_trace();
+  // On sim (and --quick) a prefix: the whole trace holds up to 465 MiB live.
+  const std::size_t count = ctx.quick ? 5000 : ops.size();
+  const stream s(0);
+  const detail::native_stream ns = s.get()->native;
+  {
+    pool p(area(0));
+    (void)replay(
+        ops, std::min<std::size_t>(count, 20000),
+        [&](std::size_t n) { return p.allocate(n, s.get()); },
+        [&](void* x) { p.deallocate(x, s.get()); }, true);
+  }
+  turns t;
+  std::vector<double> ours_ratio, raw_ratio;
+  for (int i = 0; i < (ctx.quick ? 1 : 3); ++i) {
+    pool p(area(0));  // from empty, as REFERENCE.md's figures
+    const auto [us, peak] = replay(
+        ops, count, [&](std::size_t n) { return p.allocate(n, s.get()); },
+        [&](void* x) { p.deallocate(x, s.get()); }, false);
+    t.a.push_back(us);
+    ours_ratio.push_back(static_cast<double>(p.stats().peak_bytes_reserved) /
+                         static_cast<double>(peak));
+    (void)raw.reserved_high_and_reset(ns);
+    const auto [rus, rpeak] = replay(
+        ops, count, [&](std::size_t n) { return raw.alloc_device(n, ns); },
+        [&](void* x) { raw.free_device(x, ns); }, false);
+    t.b.push_back(rus);
+    if (raw.rt)
+      raw_ratio.push_back(static_cast<double>(raw.reserved_high_and_reset(ns)) /
+                          static_cast<double>(rpeak));
+  }
+  row r =
+      make_row("pool trace", fmt::format("mixed, {} ops, one stream", count), t, raw.device_name());
+  const double ratio = spread_of(ours_ratio).max;
+  r.target = "<= 0.150 us/op, reserved <= 1.2x live";
+  r.met = r.memarea <= 0.150 && ratio <= 1.2;
+  r.note = fmt::format(
+      "peak reserved / peak live: memarea {:.3f}{}; checksum 0x01ce674ecf3a0693 "
+      "matched",
+      ratio, raw_ratio.empty() ? "" : fmt::format(", runtime {:.3f}", spread_of(raw_ratio).max));
+  ctx.add(r);
+}
+
+void pool_case(context& ctx) {
+  if (device_count() == 0) {
+    std::cerr << "bench pool: no devices, no rows\n";
+    return;
+  }
+  const raw_allocator raw;
+  round_trips(ctx, raw);
+  threads(ctx, raw);
+  pinned(ctx, raw);
+  trace(ctx, raw);
+  std::cerr << "bench pool: IPC of pooled memory is not supported yet (docs/pools.md): no row\n";
+}
+
+const registrar reg("pool", pool_case);
+
+}  // namespace
+}  // namespace memarea::cli::bench
