@@ -1,4 +1,5 @@
 // Devices, the current device, streams and the sim settings: the C++ API over the system.
+#include "core/pool_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 
@@ -87,6 +88,7 @@ memarea_stream* create_stream(int device) {
 
 void destroy_stream(memarea_stream* s) {
   if (!s) throw error(errc::invalid_value, "stream_destroy: the default stream (NULL) cannot be destroyed");
+  pool_retire_stream(s->device, s->native);
   check(system::get().gpu().stream_destroy(s->device, s->native), "stream_destroy");
   delete s;
 }

@@ -222,6 +222,7 @@ struct pool_state {
   std::vector<std::uint32_t> unused_spans;
   std::vector<free_lists> tags;  // [0]: any stream
   std::unordered_map<native_stream, std::uint16_t> tag_of_stream;
+  std::vector<std::uint16_t> retired_tags;  // of destroyed streams, empty, to reuse
   start_index handed_out;        // live and cached spans by start
   struct block {
     std::uintptr_t base = 0;
@@ -265,11 +266,18 @@ struct pool_state {
     if (host_pool) return 0;  // pageable memory: no stream uses it, the CPU does
     auto it = tag_of_stream.find(st);
     if (it != tag_of_stream.end()) return it->second;
-    if (tags.size() >= std::numeric_limits<std::uint16_t>::max())
-      throw error(errc::out_of_memory, "pool: too many streams");
-    tags.emplace_back();
-    tags.back().stream = st;
-    const auto t = static_cast<std::uint16_t>(tags.size() - 1);
+    tag_of_stream.reserve(tag_of_stream.size() + 1);  // what may throw, first
+    std::uint16_t t;
+    if (!retired_tags.empty()) {
+      t = retired_tags.back();
+      retired_tags.pop_back();
+    } else {
+      if (tags.size() >= std::numeric_limits<std::uint16_t>::max())
+        throw error(errc::out_of_memory, "pool: too many streams");
+      tags.emplace_back();
+      t = static_cast<std::uint16_t>(tags.size() - 1);
+    }
+    tags[t].stream = st;
     tag_of_stream.emplace(st, t);
     return t;
   }
@@ -1005,6 +1013,51 @@ memarea_pool_stats pool_state::stats() {
   s.largest_free_block = largest_free_locked();
   s.live_allocations = handed_out.size() - std::min(handed_out.size(), cached_count);
   return s;
+}
+
+void pool_retire_stream(int device, native_stream s) {
+  if (!s) return;
+  pool_list* list = g_pools.load(std::memory_order_acquire);
+  if (!list) return;
+  auto& gpu = system::get().gpu();
+  std::lock_guard g(list->m);
+  bool synchronized = false;
+  for (auto& [cp, serial] : list->live) {
+    (void)serial;
+    auto* p = const_cast<pool_state*>(cp);
+    {
+      std::lock_guard lock(p->m);
+      if (!p->tag_of_stream.count(s)) continue;
+    }
+    // Pieces freed on s and cached by threads go to the arena first, under s's tag.
+    p->flush_caches();
+    std::lock_guard lock(p->m);
+    auto it = p->tag_of_stream.find(s);
+    if (it == p->tag_of_stream.end()) continue;
+    const std::uint16_t t = it->second;
+    // The driver's destroy does not wait for the stream's work (CUDA's returns at once), and a
+    // new stream may get the same handle: s must have passed every free on it now.
+    if (!synchronized) {
+      (void)gpu.stream_synchronize(device, s);
+      synchronized = true;
+    }
+    free_lists& f = p->tags[t];
+    std::vector<std::uint32_t> pieces;
+    for (int c = 0; c < kLists; ++c)
+      for (std::uint32_t i = f.head[c]; i != kNone; i = p->spans[i].free_next) pieces.push_back(i);
+    for (std::uint32_t i : pieces) {
+      p->list_remove(i);
+      p->give_back_locked(i, 0);
+    }
+    if (f.event) (void)gpu.event_destroy(p->device, f.event);
+    f = free_lists{};
+    p->tag_of_stream.erase(it);
+    try {
+      p->retired_tags.push_back(t);
+    } catch (...) {
+      // The tag stays unused: a few KiB, never wrong.
+    }
+  }
 }
 
 std::optional<std::pair<void*, std::size_t>> pool_sub_allocation(const record& r,

@@ -443,3 +443,38 @@ TEST(Pool, AChildOfForkMakesItsOwnPools) {
   EXPECT_EQ(back, v) << "the parent's allocation is untouched";
   dev.deallocate(mine);
 }
+
+// Memory freed on a stream that is then destroyed goes to every stream: the destroy waits for
+// the stream once and the pool forgets it, so a new stream that gets the same handle starts
+// clean. Without that, the pieces stayed under a dead stream's name and a one-block pool ran
+// out.
+TEST(Pool, MemoryFreedOnADestroyedStreamGoesToEveryStream) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool_options o;
+  o.maximum_size = std::size_t{2} << 20;  // one block
+  pool p(area(0), o);
+  const std::size_t mib = std::size_t{1} << 20;
+  stream b(0);
+  void* x = nullptr;
+  {
+    stream a(0);
+    x = p.allocate(mib, a.get());
+    const auto v = random_bytes(mib);
+    copy_async(x, v.data(), mib, a);
+    p.deallocate(x, a.get());  // freed on a, in this thread's cache
+  }
+  void* y = p.allocate(mib, b.get());
+  void* z = p.allocate(mib, b.get());
+  EXPECT_TRUE(z == x || y == x) << "the destroyed stream's piece was not reused";
+  EXPECT_EQ(p.stats().driver_allocations, 1u);
+  p.deallocate(y, b.get());
+  p.deallocate(z, b.get());
+  for (int i = 0; i < 3; ++i) {  // new streams, perhaps with the old handle
+    stream c(0);
+    void* w = p.allocate(2 * mib - 4096, c.get());
+    EXPECT_TRUE(round_trips(w, 4096));
+    p.deallocate(w, c.get());
+  }
+  p.trim(0);
+  EXPECT_EQ(p.stats().bytes_reserved, 0u);
+}
