@@ -199,9 +199,15 @@ MEMAREA_API memarea_status memarea_pool_alloc(memarea_pool_t pool, void **ptr, s
  *  memory is reused once work queued on stream before this call has completed. */
 MEMAREA_API memarea_status memarea_pool_free(memarea_pool_t pool, void *ptr,
                                              memarea_stream_t stream);
+/** An area whose memarea_area_mmap draws from pool (on the pool's device's default stream) and
+ *  whose memarea_area_munmap gives back to it (size: at most the piece's). Device and flags
+ *  are the pool's; per-call mmap options are INVALID_VALUE. The pool must outlive the area; a
+ *  pool of pageable host memory is INVALID_VALUE. Destroy it with memarea_area_destroy. */
+MEMAREA_API memarea_status memarea_area_create_pooled(memarea_area_t *area, memarea_pool_t pool);
 /** Gives free blocks back to the driver until at most keep_bytes stay reserved (blocks still
  *  holding live memory, or freed on a stream whose work has not completed, stay). */
 MEMAREA_API memarea_status memarea_pool_trim(memarea_pool_t pool, size_t keep_bytes);
+/** Copies the pool's counters now into *stats. */
 MEMAREA_API memarea_status memarea_pool_get_stats(memarea_pool_t pool, memarea_pool_stats *stats);
 
 /* ---------------------------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 struct memarea_area {
   int device;
   unsigned flags;
+  memarea_pool_t pool = nullptr;  ///< memarea_area_create_pooled: mmap and munmap go to it
 };
 
 namespace memarea::detail {

@@ -24,6 +24,11 @@ void set_last_error(const std::string& message) { t_last_error = message; }
 void clear_last_error() { t_last_error.clear(); }
 }  // namespace memarea::detail
 
+namespace memarea::detail {
+void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
+void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size);
+}  // namespace memarea::detail
+
 extern "C" {
 
 const char* memarea_status_name(memarea_status s) {
@@ -138,6 +143,13 @@ memarea_status memarea_area_mmap(memarea_area_t area, void** ptr, size_t size,
   return c_call(__func__, [&] {
     require(area, "area");
     require(ptr, "ptr");
+    if (area->pool) {
+      if (options && (options->device >= 0 || options->ptr))
+        throw memarea::error(memarea::errc::invalid_value,
+                             "area mmap: a pooled area takes no per-call device or pointer");
+      *ptr = memarea::detail::pool_alloc_c(area->pool, size, nullptr);
+      return;
+    }
     *ptr = memarea::detail::area_mmap(area->device, area->flags, size,
                                       options ? options->device : -1,
                                       options ? options->ptr : nullptr);
@@ -147,6 +159,7 @@ memarea_status memarea_area_mmap(memarea_area_t area, void** ptr, size_t size,
 memarea_status memarea_area_munmap(memarea_area_t area, void* ptr, size_t size) {
   return c_call(__func__, [&] {
     require(area, "area");
+    if (area->pool) return memarea::detail::pool_free_sized_c(area->pool, ptr, size);
     memarea::detail::area_munmap(area->device, area->flags, ptr, size);
   });
 }

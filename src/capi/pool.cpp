@@ -9,6 +9,8 @@ memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
 void pool_destroy_c(memarea_pool_t h, bool force);
 void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s);
+void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size);
+void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags);
 void pool_trim_c(memarea_pool_t h, std::size_t keep);
 memarea_pool_stats pool_stats_c(memarea_pool_t h);
 }  // namespace memarea::detail
@@ -41,6 +43,16 @@ memarea_status memarea_pool_alloc(memarea_pool_t pool, void** ptr, size_t size,
 
 memarea_status memarea_pool_free(memarea_pool_t pool, void* ptr, memarea_stream_t stream) {
   return c_call(__func__, [&] { memarea::detail::pool_free_c(pool, ptr, stream); });
+}
+
+memarea_status memarea_area_create_pooled(memarea_area_t* area, memarea_pool_t pool) {
+  return c_call(__func__, [&] {
+    require(area, "area");
+    int device = -1;
+    unsigned flags = 0;
+    memarea::detail::pool_area_of_c(pool, &device, &flags);
+    *area = new memarea_area{device, flags, pool};
+  });
 }
 
 memarea_status memarea_pool_trim(memarea_pool_t pool, size_t keep_bytes) {

@@ -430,7 +430,8 @@ struct pool_state {
   /// not_supported in a child of fork() for a pool of the parent (but pageable host pools).
   void check_process(const char* what) const;
   void* alloc(std::size_t size, memarea_stream_t s);
-  void free(void* p, memarea_stream_t s);
+  /// Frees p on s; size, when not 0, must be at most the piece's size (a pooled area's munmap).
+  void free(void* p, memarea_stream_t s, std::size_t size = 0);
   void trim(std::size_t keep);
   memarea_pool_stats stats();
   void flush_caches();
@@ -877,7 +878,7 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
   return reinterpret_cast<void*>(start);
 }
 
-void pool_state::free(void* p, memarea_stream_t st) {
+void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
   check_process("pool free");
   if (!p) throw error(errc::invalid_value, "pool free: pointer is NULL");
   if (st && st->device != device)
@@ -901,6 +902,13 @@ void pool_state::free(void* p, memarea_stream_t st) {
       if (s.state.compare_exchange_strong(want, word(seen.incarnation, cached),
                                           std::memory_order_acq_rel)) {
         const std::size_t sz = s.size;
+        if (size > sz) {
+          s.state.store(word(seen.incarnation, live), std::memory_order_relaxed);
+          c->recents[thread_cache::recent_slot(start)] = seen;
+          c->unlock();
+          throw error(errc::invalid_value,
+                      fmt::format("pool free: {} holds {} bytes, not {}", p, sz, size));
+        }
         const int cls = insert_class(sz);
         thread_cache::slot& sl = c->slot_of(cls);
         if (sz <= thread_cache::kMaxBytes - c->cached_bytes &&
@@ -949,6 +957,9 @@ void pool_state::free(void* p, memarea_stream_t st) {
   // Live, or cached by a thread (freed already). A thread's cache moves only the incarnation
   // it holds, and compares first: the exchange settles a race between two frees of one piece.
   std::uint64_t seen = spans[i].state.load(std::memory_order_relaxed);
+  if ((seen & 0xff) == live && size > spans[i].size)
+    throw error(errc::invalid_value,
+                fmt::format("pool free: {} holds {} bytes, not {}", p, spans[i].size, size));
   if ((seen & 0xff) != live ||
       !spans[i].state.compare_exchange_strong(seen, word(seen >> 8, free_span),
                                               std::memory_order_acq_rel))
@@ -1259,6 +1270,19 @@ void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s) {
 }
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s) {
   state_of(h, "pool free").free(p, s);
+}
+void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size) {
+  if (size == 0) throw error(errc::invalid_value, "area munmap: size is 0");
+  state_of(h, "area munmap").free(p, nullptr, size);
+}
+void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags) {
+  auto& s = state_of(h, "area create pooled");
+  if (s.host_pool)
+    throw error(errc::invalid_value,
+                "area create pooled: a pool of pageable host memory is not an area's (use "
+                "memarea_host_malloc's pool directly)");
+  *device = s.device;
+  *flags = s.area_flags;
 }
 void pool_trim_c(memarea_pool_t h, std::size_t keep) { state_of(h, "pool trim").trim(keep); }
 memarea_pool_stats pool_stats_c(memarea_pool_t h) { return state_of(h, "pool stats").stats(); }

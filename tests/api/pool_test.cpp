@@ -478,3 +478,60 @@ TEST(Pool, MemoryFreedOnADestroyedStreamGoesToEveryStream) {
   p.trim(0);
   EXPECT_EQ(p.stats().bytes_reserved, 0u);
 }
+
+// A pooled area: memarea_area_mmap draws from its pool, memarea_area_munmap gives back to it;
+// the size given to munmap is checked against the piece, and bad calls change nothing.
+TEST(Pool, APooledAreaDrawsFromItsPool) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  memarea_area_t plain = nullptr;
+  ASSERT_EQ(memarea_area_create(&plain, 0, MEMAREA_AREA_HOST), MEMAREA_SUCCESS);
+  memarea_pool_t p = nullptr;
+  ASSERT_EQ(memarea_pool_create(&p, plain, nullptr), MEMAREA_SUCCESS);
+  memarea_area_t pooled = nullptr;
+  ASSERT_EQ(memarea_area_create_pooled(&pooled, p), MEMAREA_SUCCESS);
+  memarea_pool_stats before{};
+  ASSERT_EQ(memarea_pool_get_stats(p, &before), MEMAREA_SUCCESS);
+
+  void* x = nullptr;
+  ASSERT_EQ(memarea_area_mmap(pooled, &x, 5000, nullptr), MEMAREA_SUCCESS);
+  EXPECT_TRUE(round_trips(x, 5000));
+  memarea_allocation_info info{};
+  ASSERT_EQ(memarea_pointer_get_info(&info, static_cast<char*>(x) + 4999), MEMAREA_SUCCESS);
+  EXPECT_EQ(info.base, x);
+  EXPECT_EQ(info.kind, MEMAREA_MEMORY_HOST_PINNED) << "the pool's area's kind";
+  memarea_pool_stats during{};
+  ASSERT_EQ(memarea_pool_get_stats(p, &during), MEMAREA_SUCCESS);
+  EXPECT_EQ(during.live_allocations, before.live_allocations + 1);
+
+  // Bad calls: a size past the piece, per-call options, the plain area's munmap, memarea_free.
+  EXPECT_EQ(memarea_area_munmap(pooled, x, info.size + 1), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("holds"), std::string::npos);
+  EXPECT_EQ(memarea_area_munmap(pooled, x, 0), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_area_munmap(plain, x, 5000), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_free(x), MEMAREA_ERROR_INVALID_VALUE);
+  memarea_mmap_options o = MEMAREA_MMAP_OPTIONS_INIT;
+  o.device = 0;
+  void* y = nullptr;
+  EXPECT_EQ(memarea_area_mmap(pooled, &y, 64, &o), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(y, nullptr);
+  EXPECT_TRUE(round_trips(x, 5000)) << "x is still live";
+
+  ASSERT_EQ(memarea_area_munmap(pooled, x, 5000), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_munmap(pooled, x, 5000), MEMAREA_ERROR_INVALID_VALUE) << "twice";
+  memarea_pool_stats after{};
+  ASSERT_EQ(memarea_pool_get_stats(p, &after), MEMAREA_SUCCESS);
+  EXPECT_EQ(after.live_allocations, before.live_allocations);
+
+  memarea_area_t bad = nullptr;
+  EXPECT_EQ(memarea_area_create_pooled(&bad, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_area_create_pooled(nullptr, p), MEMAREA_ERROR_INVALID_VALUE);
+  memarea_pool_t host = nullptr;
+  ASSERT_EQ(memarea_pool_create(&host, nullptr, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_create_pooled(&bad, host), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_EQ(memarea_pool_destroy(host), MEMAREA_SUCCESS);
+
+  EXPECT_EQ(memarea_area_destroy(pooled), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pool_destroy(p), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_destroy(plain), MEMAREA_SUCCESS);
+}
