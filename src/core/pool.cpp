@@ -312,9 +312,14 @@ struct pool_state {
     --f.spans;
     s.free_prev = s.free_next = kNone;
   }
-  /// A free span of tag with size >= n, or kNone.
+  /// A free span of tag with size >= n, or kNone. First a few spans of n's own class (those
+  /// fit more tightly: less of the larger spans is cut away), then the first class above.
   std::uint32_t find_fit(std::uint16_t tag, std::size_t n) const {
     const free_lists& f = tags[tag];
+    int steps = 0;
+    for (std::uint32_t i = f.head[insert_class(n)]; i != kNone && steps < 8;
+         i = spans[i].free_next, ++steps)
+      if (spans[i].size >= n) return i;
     const int c = search_class(n);
     int fl = c >> kSub;
     unsigned sl_map = f.sl_map[fl] & (~0u << (c & ((1 << kSub) - 1)));
@@ -444,7 +449,7 @@ namespace {
 std::atomic<std::uint64_t> g_fork_generation{0};
 
 /// One thread's cache for one pool.
-struct thread_cache {
+struct alignas(64) thread_cache {  // a line of its own: no false sharing between threads
   std::atomic<bool> busy{false};
   std::atomic<pool_state*> pool{nullptr};  // null once the pool is gone (read by its thread)
   std::uint64_t serial = 0;
@@ -455,7 +460,7 @@ struct thread_cache {
     std::uint64_t incarnation = 0;  // the span's, when this thread cached it
     native_stream stream = nullptr;
   };
-  static constexpr int kSlots = 16, kPerSlot = 4;
+  static constexpr int kSlots = 32, kPerSlot = 4;
   struct slot {
     int cls = -1;
     int count = 0;
@@ -464,7 +469,10 @@ struct thread_cache {
   slot slots[kSlots];
   std::size_t cached_bytes = 0;
   std::size_t cached_count = 0;
-  static constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
+  /// What a thread may keep cached: 4 MiB, or one piece of any size (so that a loop of
+  /// large round trips stays in the cache too). Kept small: cached pieces are reserved memory
+  /// that no other size and no other thread can use.
+  static constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
   struct recent {
     std::uintptr_t start = 0;
     std::uint32_t span = kNone;
@@ -482,7 +490,11 @@ struct thread_cache {
   static int recent_slot(std::uintptr_t p) {
     return static_cast<int>((p >> 8) * 0x9e3779b97f4a7c15ull >> 58);
   }
-  slot& slot_of(int cls) { return slots[cls & (kSlots - 1)]; }
+  slot& slot_of(int cls) {
+    // Classes of powers of two differ only in their high bits: hash them over the slots.
+    return slots[(static_cast<unsigned>(cls) * 0x9E3779B1u) >> (32 - 5)];
+  }
+  static_assert(kSlots == 32, "slot_of takes the top 5 bits");
 
   /// Takes every entry out (caller holds busy).
   std::vector<entry> drain() {
@@ -665,10 +677,12 @@ bool pool_state::reclaim_locked(std::uint16_t except, bool wait) {
 }
 
 std::size_t pool_state::plan_block_locked(std::size_t n) const {
-  const std::size_t pad = alignment;  // the driver's base may be less aligned than asked
-  // Geometric: each block at least an eighth of what is reserved (at most 1 GiB), so the
+  // Every driver's allocation is at least 256-byte aligned (sim and host: page-aligned): only
+  // a larger alignment may need room to move the first piece up.
+  const std::size_t pad = alignment > 256 ? alignment : 0;
+  // Geometric: each block at least 1/32 of what is reserved (at most 1 GiB), so the
   // number of blocks grows with the logarithm of the pool's size, and the slack stays small.
-  std::size_t want = round_up(std::max({n + pad, kMinBlock, std::min(reserved / 8, kMaxGrowth)}),
+  std::size_t want = round_up(std::max({n + pad, kMinBlock, std::min(reserved / 32, kMaxGrowth)}),
                               kMinBlock);
   if (maximum) {
     const std::size_t committed = reserved + growing;
@@ -766,7 +780,9 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
   thread_cache* c = cache_for(*this);
   {
     c->lock();
-    for (const int cls : {insert_class(n), search_class(n)}) {
+    const int classes[2] = {insert_class(n), search_class(n)};
+    for (int k2 = 0; k2 < (classes[0] == classes[1] ? 1 : 2); ++k2) {
+      const int cls = classes[k2];
       thread_cache::slot& sl = c->slot_of(cls);
       if (sl.cls != cls) continue;
       for (int k = sl.count - 1; k >= 0; --k) {
@@ -806,7 +822,13 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
     // milliseconds, and must not stall this pool's other threads.
     flush_caches();
     bool freed_for_retry = false;
-    for (;;) {
+    for (int round = 0;; ++round) {
+      // Other threads may take each new block first; past a few rounds something else is wrong
+      // (a driver whose memory is less aligned than it promises).
+      if (round == 16)
+        throw error(errc::unknown, fmt::format("pool alloc of {} bytes: 16 new blocks did not "
+                                               "hold it",
+                                               size));
       std::size_t want = 0;
       {
         std::lock_guard lock(m);
@@ -911,13 +933,25 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
         }
         const int cls = insert_class(sz);
         thread_cache::slot& sl = c->slot_of(cls);
-        if (sz <= thread_cache::kMaxBytes - c->cached_bytes &&
-            (sl.cls == cls ? sl.count < thread_cache::kPerSlot : sl.count == 0)) {
+        // Another class in this slot: its pieces go to the arena, the newest class stays.
+        thread_cache::entry evicted[thread_cache::kPerSlot];
+        int n_evicted = 0;
+        const bool fits = c->cached_count == 0 || sz <= thread_cache::kMaxBytes - c->cached_bytes;
+        if (fits && sl.cls != cls) {
+          for (int k2 = 0; k2 < sl.count; ++k2) {
+            evicted[n_evicted++] = sl.e[k2];
+            c->cached_bytes -= sl.e[k2].size;
+            --c->cached_count;
+          }
+          sl.count = 0;
           sl.cls = cls;
+        }
+        if (fits && sl.count < thread_cache::kPerSlot) {
           sl.e[sl.count++] = {start, sz, seen.span, seen.incarnation, ns};
           c->cached_bytes += sz;
           ++c->cached_count;
           c->unlock();
+          if (n_evicted) give_back_entries(*this, {evicted, evicted + n_evicted});
           return;
         }
         // No room in this cache: the arena takes it (it is ours: cached, no one else frees it).
