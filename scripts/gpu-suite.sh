@@ -34,6 +34,7 @@ section "machine"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$BIN/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "host: $(uname -srm)"
+  lscpu 2>/dev/null | grep -E "^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|Model name)" || true
 } | tee -a "$LOG"
 run nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total,memory.free,driver_version --format=csv
 run nvidia-smi topo -m
