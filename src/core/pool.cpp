@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 struct memarea_pool;
@@ -439,7 +440,8 @@ struct pool_state {
   void free(void* p, memarea_stream_t s, std::size_t size = 0);
   void trim(std::size_t keep);
   memarea_pool_stats stats();
-  void flush_caches();
+  /// Gives what threads' caches hold back to the arena: everything, or what was freed on only.
+  void flush_caches(bool all = true, native_stream only = nullptr);
   std::size_t live_count_unlocked_caches();
 };
 
@@ -496,16 +498,31 @@ struct alignas(64) thread_cache {  // a line of its own: no false sharing betwee
   }
   static_assert(kSlots == 32, "slot_of takes the top 5 bits");
 
-  /// Takes every entry out (caller holds busy).
-  std::vector<entry> drain() {
-    std::vector<entry> out;
+  /// What drain() takes out: at most every slot's entries. No allocation, so a cache's flag
+  /// is never held across a throw.
+  struct drained {
+    std::array<entry, kSlots * kPerSlot> e;
+    std::size_t n = 0;
+  };
+  /// Takes the entries out (caller holds busy): all of them, or only those freed on `only`.
+  drained drain(bool all = true, native_stream only = nullptr) {
+    drained out;
     for (slot& s : slots) {
-      for (int k = 0; k < s.count; ++k) out.push_back(s.e[k]);
-      s.count = 0;
-      s.cls = -1;
+      int keep = 0;
+      for (int k = 0; k < s.count; ++k) {
+        if (all || s.e[k].stream == only) {
+          out.e[out.n++] = s.e[k];
+          cached_bytes -= s.e[k].size;
+          --cached_count;
+        } else {
+          s.e[keep++] = s.e[k];
+        }
+      }
+      s.count = keep;
+      if (keep == 0) s.cls = -1;
     }
-    cached_bytes = cached_count = 0;
-    for (recent& r : recents) r = {};
+    if (all)
+      for (recent& r : recents) r = {};
     return out;
   }
 };
@@ -562,16 +579,23 @@ thread_cache* cache_for(pool_state& p) {
   return t_caches.last = fresh.release();
 }
 
-/// Returns a cache's entries to its pool's arena.
-void give_back_entries(pool_state& p, const std::vector<thread_cache::entry>& es) {
-  if (es.empty()) return;
+/// Returns entries taken out of a cache to its pool's arena.
+void give_back_entries(pool_state& p, const thread_cache::entry* es, std::size_t n) {
+  if (n == 0) return;
   std::lock_guard lock(p.m);
-  for (const auto& e : es) {
+  for (std::size_t k = 0; k < n; ++k) {
+    const thread_cache::entry& e = es[k];
+    // Straight from cached to free (never through live, which a stale entry of this
+    // incarnation elsewhere could match): only the cache that held it moves it.
+    const std::uint16_t tag = p.tag_for(e.stream);
     std::uint64_t want = word(e.incarnation, cached);
-    if (!p.spans[e.span].state.compare_exchange_strong(want, word(e.incarnation, live)))
-      continue;  // never: only this cache moves a span it holds
-    p.release_handed_locked(e.span, p.tag_for(e.stream));
+    if (!p.spans[e.span].state.compare_exchange_strong(want, word(e.incarnation, free_span)))
+      continue;  // never
+    p.release_handed_locked(e.span, tag);
   }
+}
+void give_back_entries(pool_state& p, const thread_cache::drained& d) {
+  give_back_entries(p, d.e.data(), d.n);
 }
 
 thread_caches::~thread_caches() {
@@ -582,7 +606,7 @@ thread_caches::~thread_caches() {
     pool_state* p = c->pool;
     auto it = p ? list.live.find(p) : list.live.end();
     if (p && it != list.live.end() && it->second == c->serial) {
-      std::vector<thread_cache::entry> es;
+      thread_cache::drained es;
       {
         std::lock_guard cl(p->caches_m);
         std::erase(p->caches, c);
@@ -685,9 +709,11 @@ std::size_t pool_state::plan_block_locked(std::size_t n) const {
   std::size_t want = round_up(std::max({n + pad, kMinBlock, std::min(reserved / 32, kMaxGrowth)}),
                               kMinBlock);
   if (maximum) {
+    // Clipped to whole pages: the driver rounds host and managed memory up to one.
     const std::size_t committed = reserved + growing;
-    if (committed > maximum || maximum - committed < n + pad) return 0;
-    want = std::min(want, maximum - committed);
+    const std::size_t room = committed > maximum ? 0 : (maximum - committed) & ~std::size_t{4095};
+    if (room < n + pad) return 0;
+    want = std::min(want, room);
   }
   return want;
 }
@@ -870,13 +896,18 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
                         fmt::format("pool alloc of {} bytes: {} ({})", size, e.what(),
                                     describe_locked()));
           }
-          // The driver is out of memory: give back what this pool holds empty, then once more.
-          (void)reclaim_locked(0, true);
+          // The driver is out of memory: give back what this pool holds empty (of streams that
+          // have passed their frees: no waiting here), then once more.
+          (void)reclaim_locked(0);
           empty = take_empty_blocks_locked(0);
         }
         release_blocks(empty);
         freed_for_retry = true;
         continue;
+      } catch (...) {
+        std::lock_guard lock(m);
+        growing -= want;  // whatever failed (bad_alloc), the pool's maximum stays whole
+        throw;
       }
       std::lock_guard lock(m);
       growing -= want;
@@ -936,7 +967,10 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
         // Another class in this slot: its pieces go to the arena, the newest class stays.
         thread_cache::entry evicted[thread_cache::kPerSlot];
         int n_evicted = 0;
-        const bool fits = c->cached_count == 0 || sz <= thread_cache::kMaxBytes - c->cached_bytes;
+        // A pool with a release threshold caches only what the threshold would keep anyway.
+        const std::size_t limit = std::min(thread_cache::kMaxBytes, release_threshold);
+        const bool fits = c->cached_bytes + sz <= limit ||
+                          (c->cached_count == 0 && release_threshold == SIZE_MAX);
         if (fits && sl.cls != cls) {
           for (int k2 = 0; k2 < sl.count; ++k2) {
             evicted[n_evicted++] = sl.e[k2];
@@ -951,7 +985,7 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
           c->cached_bytes += sz;
           ++c->cached_count;
           c->unlock();
-          if (n_evicted) give_back_entries(*this, {evicted, evicted + n_evicted});
+          if (n_evicted) give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
           return;
         }
         // No room in this cache: the arena takes it (it is ours: cached, no one else frees it).
@@ -959,7 +993,7 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
         std::vector<record> empty;
         {
           std::lock_guard lock(m);
-          s.set(live);
+          // Cached (ours) to free, never back through live: see the arena path below.
           empty = release_locked(seen.span, ns);
         }
         release_blocks(empty);
@@ -999,7 +1033,8 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
                                               std::memory_order_acq_rel))
     throw error(errc::invalid_value,
                 fmt::format("pool free: {} was freed already (double free)", p));
-  spans[i].set(live);
+  // The state stays free from here on: going back to live, even under the lock, would let a
+  // second free of the same piece through a thread's cache match it and succeed too.
   empty = release_locked(i, ns);
   }
   release_blocks(empty);
@@ -1009,24 +1044,24 @@ std::vector<record> pool_state::release_locked(std::uint32_t i, native_stream ns
   release_handed_locked(i, tag_for(ns));
   if (release_threshold == SIZE_MAX || reserved - handed_bytes <= release_threshold) return {};
   (void)reclaim_locked(0);
-  return take_empty_blocks_locked(handed_bytes + release_threshold);
+  const std::size_t keep = handed_bytes > SIZE_MAX - release_threshold
+                               ? SIZE_MAX
+                               : handed_bytes + release_threshold;
+  return take_empty_blocks_locked(keep);
 }
 
-void pool_state::flush_caches() {
-  std::vector<thread_cache::entry> all;
-  {
-    std::lock_guard cl(caches_m);
-    for (thread_cache* c : caches) {
-      c->lock();
-      auto es = c->drain();
-      c->unlock();
-      all.insert(all.end(), es.begin(), es.end());
-    }
+void pool_state::flush_caches(bool all, native_stream only) {
+  std::lock_guard cl(caches_m);
+  for (thread_cache* c : caches) {
+    c->lock();
+    const thread_cache::drained d = c->drain(all, only);
+    c->unlock();
+    give_back_entries(*this, d);  // caches_m (54) before the arena (56): in rank order
   }
-  give_back_entries(*this, all);
 }
 
 void pool_state::trim(std::size_t keep) {
+  check_process("pool trim");
   flush_caches();
   std::vector<record> empty;
   {
@@ -1064,28 +1099,32 @@ void pool_retire_stream(int device, native_stream s) {
   if (!s) return;
   pool_list* list = g_pools.load(std::memory_order_acquire);
   if (!list) return;
+  // Pieces freed on s that threads' caches hold go to their arena, under s's tag; then, if any
+  // pool used s, one wait for s with no lock held (the driver's destroy does not wait for the
+  // stream's work: CUDA's returns at once, and a new stream may get the same handle).
+  bool used = false;
+  {
+    std::lock_guard g(list->m);
+    for (auto& [cp, serial] : list->live) {
+      (void)serial;
+      auto* p = const_cast<pool_state*>(cp);
+      p->flush_caches(false, s);
+      std::lock_guard lock(p->m);
+      used = used || p->tag_of_stream.count(s) != 0;
+    }
+  }
+  if (!used) return;
   auto& gpu = system::get().gpu();
+  (void)gpu.stream_synchronize(device, s);
   std::lock_guard g(list->m);
-  bool synchronized = false;
   for (auto& [cp, serial] : list->live) {
     (void)serial;
     auto* p = const_cast<pool_state*>(cp);
-    {
-      std::lock_guard lock(p->m);
-      if (!p->tag_of_stream.count(s)) continue;
-    }
-    // Pieces freed on s and cached by threads go to the arena first, under s's tag.
-    p->flush_caches();
+    p->flush_caches(false, s);
     std::lock_guard lock(p->m);
     auto it = p->tag_of_stream.find(s);
     if (it == p->tag_of_stream.end()) continue;
     const std::uint16_t t = it->second;
-    // The driver's destroy does not wait for the stream's work (CUDA's returns at once), and a
-    // new stream may get the same handle: s must have passed every free on it now.
-    if (!synchronized) {
-      (void)gpu.stream_synchronize(device, s);
-      synchronized = true;
-    }
     free_lists& f = p->tags[t];
     std::vector<std::uint32_t> pieces;
     for (int c = 0; c < kLists; ++c)
@@ -1204,7 +1243,6 @@ pool_state* make_pool(int device, unsigned flags, bool host_pool, const memarea_
 /// Destroys p: busy (nothing changed) while allocations are live unless forced.
 void destroy_pool(pool_state* p, bool force) {
   auto& list = pools();
-  std::vector<thread_cache::entry> es;
   {
     std::lock_guard g(list.m);
     if (!list.live.count(p)) throw error(errc::invalid_value, "pool destroy: not a live pool");
@@ -1227,10 +1265,9 @@ void destroy_pool(pool_state* p, bool force) {
       }
       for (thread_cache* c : p->caches) {
         c->lock();
-        auto d = c->drain();
+        (void)c->drain();  // its pieces go with their blocks below
         c->pool = nullptr;
         c->unlock();
-        es.insert(es.end(), d.begin(), d.end());
       }
       p->caches.clear();
     }
@@ -1246,9 +1283,16 @@ void destroy_pool(pool_state* p, bool force) {
     for (auto& b : p->blocks) blocks.push_back(b.rec);
     p->blocks.clear();
   }
-  auto& gpu = system::get().gpu();
-  for (native_event e : events) (void)gpu.event_destroy(p->device, e);
-  pool_state::release_blocks(blocks);
+  if (p->fork_generation != g_fork_generation.load(std::memory_order_relaxed) && !p->host_pool) {
+    // A child of fork() destroying its parent's pool: the blocks and events are the parent's
+    // (its context, or memory shared with it). Only the child's records of them go.
+    for (const record& r : blocks)
+      allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
+  } else {
+    auto& gpu = system::get().gpu();
+    for (native_event e : events) (void)gpu.event_destroy(p->device, e);
+    pool_state::release_blocks(blocks);
+  }
   delete p;
 }
 
@@ -1347,10 +1391,8 @@ pool::~pool() {
 pool::pool(pool&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
 pool& pool::operator=(pool&& other) noexcept {
   if (this != &other) {
-    this->~pool();
-    handle_ = other.handle_;
-    other.handle_ = nullptr;
-  }
+    pool old(std::exchange(handle_, std::exchange(other.handle_, nullptr)));
+  }  // old's destructor gives the pool this object held back
   return *this;
 }
 

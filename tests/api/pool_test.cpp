@@ -9,6 +9,7 @@
 
 #include <memarea/memarea.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -427,6 +428,12 @@ TEST(Pool, AChildOfForkMakesItsOwnPools) {
       } catch (const error& e) {
         if (e.status() != errc::not_supported) rc = 4;
       }
+      try {
+        dev.trim(0);  // would give the parent's blocks back
+        rc = 3;
+      } catch (const error& e) {
+        if (e.status() != errc::not_supported) rc = 4;
+      }
       void* h = host.allocate(1000);
       std::memset(h, 7, 1000);
       host.deallocate(h);
@@ -439,7 +446,8 @@ TEST(Pool, AChildOfForkMakesItsOwnPools) {
     }
     _exit(rc);
   }
-  EXPECT_EQ(kid.wait(30), 0) << "1: a parent's device pool allocated in the child; 3: it freed; "
+  EXPECT_EQ(kid.wait(30), 0) << "1: a parent's device pool allocated in the child; 3: it freed "
+                                "or trimmed; "
                                 "2, 4: another status; 5: the child's own pool; 6: threw";
   std::vector<unsigned char> back(4096);
   copy(back.data(), mine, back.size());
@@ -537,4 +545,83 @@ TEST(Pool, APooledAreaDrawsFromItsPool) {
   EXPECT_EQ(memarea_area_destroy(pooled), MEMAREA_SUCCESS);
   EXPECT_EQ(memarea_pool_destroy(p), MEMAREA_SUCCESS);
   EXPECT_EQ(memarea_area_destroy(plain), MEMAREA_SUCCESS);
+}
+
+// A piece freed on a stream into this thread's cache only (no other piece of the pool ever
+// used that stream) still counts when the stream is destroyed: it is free for every stream
+// after, and trim gives its block back. (It stayed under the dead stream's name before.)
+TEST(Pool, APieceCachedAfterAFreeOnADestroyedStreamIsNotLost) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  void* x = p.allocate(std::size_t{1} << 20);  // on the default stream
+  {
+    stream s(0);
+    p.deallocate(x, s.get());  // into this thread's cache, freed on s
+  }
+  p.trim(0);
+  EXPECT_EQ(p.stats().bytes_reserved, 0u) << "the piece freed on the destroyed stream was lost";
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+}
+
+// With a release threshold, a free on the thread that allocated gives an emptied block back
+// too (the thread's cache keeps only what the threshold would keep).
+TEST(Pool, ReleaseThresholdHoldsForFreesOnTheSameThread) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool_options o;
+  o.release_threshold = 0;
+  pool p(area(0), o);
+  for (std::size_t n : {std::size_t{4096}, std::size_t{8} << 20, std::size_t{64} << 20}) {
+    void* x = p.allocate(n);
+    EXPECT_GT(p.stats().bytes_reserved, 0u);
+    p.deallocate(x);
+    EXPECT_EQ(p.stats().bytes_reserved, 0u) << n << " bytes: the emptied block stayed";
+  }
+}
+
+// Two threads free one piece at the same moment: exactly one succeeds, the other is told
+// "double free", and the piece is never handed out twice. (A window where the arena put the
+// state back to live let both succeed.)
+TEST(PoolConcurrent, TwoThreadsFreeingOnePieceOneWins) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  std::atomic<int> round{-1}, done{0}, successes{0}, refusals{0};
+  std::atomic<void*> piece{nullptr};
+  constexpr int kRounds = 2000;
+  std::thread other([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      while (round.load() < r) std::this_thread::yield();
+      try {
+        p.deallocate(piece.load());
+        successes.fetch_add(1);
+      } catch (const error& e) {
+        if (e.status() == errc::invalid_value) refusals.fetch_add(1);
+      }
+      done.fetch_add(1);
+    }
+  });
+  int bad_rounds = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    piece.store(p.allocate(4096));  // this thread's recents know it: its free is the fast path
+    const int before = successes.load() + refusals.load();
+    round.store(r);
+    try {
+      p.deallocate(piece.load());
+      successes.fetch_add(1);
+    } catch (const error& e) {
+      if (e.status() == errc::invalid_value) refusals.fetch_add(1);
+    }
+    while (done.load() <= r) std::this_thread::yield();
+    if (successes.load() + refusals.load() - before != 2) ++bad_rounds;
+  }
+  other.join();
+  EXPECT_EQ(successes.load(), kRounds) << "a piece was freed twice, or not at all";
+  EXPECT_EQ(refusals.load(), kRounds);
+  EXPECT_EQ(bad_rounds, 0);
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+  // The pool is whole: pieces of live allocations never overlap.
+  std::vector<void*> xs;
+  for (int i = 0; i < 64; ++i) xs.push_back(p.allocate(4096));
+  std::sort(xs.begin(), xs.end());
+  EXPECT_EQ(std::adjacent_find(xs.begin(), xs.end()), xs.end()) << "one piece handed out twice";
+  for (void* x : xs) p.deallocate(x);
 }
