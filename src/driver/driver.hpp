@@ -23,6 +23,15 @@ struct dstatus {
 
   bool ok() const noexcept { return code == errc::success; }
   static dstatus success() { return {}; }
+  /// What a query answers while work is pending (CUDA_ERROR_NOT_READY and its twins): busy, a
+  /// state rather than a failure, so no message is made.
+  static dstatus not_ready(int native, const char* native_name) {
+    dstatus s;
+    s.code = errc::busy;
+    s.native = native;
+    s.native_name = native_name;
+    return s;
+  }
 };
 
 /// Throws memarea::error when s is not success; `what` names the operation for the message.

@@ -527,13 +527,7 @@ class cuda_driver final : public driver {
     // NOT_READY is a state, not a failure: no message is made.
     const CUresult r = cu_.StreamQuery(cu_stream(s));
     if (r == CUDA_SUCCESS) return {};
-    if (r == CUDA_ERROR_NOT_READY) {
-      dstatus st;
-      st.code = errc::busy;
-      st.native = static_cast<int>(r);
-      st.native_name = "CUDA_ERROR_NOT_READY";
-      return st;
-    }
+    if (r == CUDA_ERROR_NOT_READY) return dstatus::not_ready(static_cast<int>(r), "CUDA_ERROR_NOT_READY");
     return fail(r, "cuStreamQuery");
   }
 
@@ -592,13 +586,7 @@ class cuda_driver final : public driver {
     // No context needed: events carry theirs. NOT_READY is a state, not a failure: no message.
     const CUresult r = cu_.EventQuery(cu_event(e));
     if (r == CUDA_SUCCESS) return {};
-    if (r == CUDA_ERROR_NOT_READY) {
-      dstatus s;
-      s.code = errc::busy;
-      s.native = static_cast<int>(r);
-      s.native_name = "CUDA_ERROR_NOT_READY";
-      return s;
-    }
+    if (r == CUDA_ERROR_NOT_READY) return dstatus::not_ready(static_cast<int>(r), "CUDA_ERROR_NOT_READY");
     return fail(r, "cuEventQuery");
   }
 

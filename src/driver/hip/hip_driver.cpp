@@ -563,13 +563,7 @@ class hip_driver final : public driver {
     if (auto st = scope.enter(device, "stream_query"); !st.ok()) return st;
     const hipError_t r = api_.hipStreamQuery(as_stream(s));
     if (r == hipSuccess) return {};
-    if (r == hipErrorNotReady) {
-      dstatus st;
-      st.code = errc::busy;
-      st.native = static_cast<int>(r);
-      st.native_name = "hipErrorNotReady";
-      return st;
-    }
+    if (r == hipErrorNotReady) return dstatus::not_ready(static_cast<int>(r), "hipErrorNotReady");
     return call(r, "hipStreamQuery");
   }
 
@@ -616,13 +610,7 @@ class hip_driver final : public driver {
     if (auto st = check_available("event_query"); !st.ok()) return st;
     const hipError_t r = api_.hipEventQuery(as_event(e));
     if (r == hipSuccess) return {};
-    if (r == hipErrorNotReady) {
-      dstatus s;
-      s.code = errc::busy;
-      s.native = static_cast<int>(r);
-      s.native_name = "hipErrorNotReady";
-      return s;
-    }
+    if (r == hipErrorNotReady) return dstatus::not_ready(static_cast<int>(r), "hipErrorNotReady");
     return call(r, "hipEventQuery");
   }
 

@@ -1150,18 +1150,20 @@ dstatus sim_driver::event_destroy(int device, native_event e) {
   return dstatus::success();  // a pending record keeps the event alive until it ran
 }
 
+dstatus sim_driver::find_event(native_event e, std::shared_ptr<event>* out) {
+  std::lock_guard lk(m_);
+  auto it = events_.find(e);
+  if (it == events_.end())
+    return fail(errc::invalid_value, "event {} is not a live sim event", fmt::ptr(e));
+  *out = it->second;
+  return dstatus::success();
+}
+
 dstatus sim_driver::event_record(native_event e, int device, native_stream s) {
   std::shared_ptr<stream> st;
   if (auto r = resolve_stream(device, s, &st); !r.ok()) return r;
   std::shared_ptr<event> ev;
-  {
-    std::lock_guard lk(m_);
-    auto it = events_.find(e);
-    if (it == events_.end()) {
-      return fail(errc::invalid_value, "event {} is not a live sim event", fmt::ptr(e));
-    }
-    ev = it->second;
-  }
+  if (auto r = find_event(e, &ev); !r.ok()) return r;
   std::lock_guard el(ev->m);
   std::uint64_t g = ++ev->generation;
   std::uint64_t ticket = st->enqueue(order_with_default(st, [ev, g] {
@@ -1186,14 +1188,7 @@ dstatus sim_driver::stream_wait_event(int device, native_stream s, native_event 
   std::shared_ptr<stream> st;
   if (auto r = resolve_stream(device, s, &st); !r.ok()) return r;
   std::shared_ptr<event> ev;
-  {
-    std::lock_guard lk(m_);
-    auto it = events_.find(e);
-    if (it == events_.end()) {
-      return fail(errc::invalid_value, "event {} is not a live sim event", fmt::ptr(e));
-    }
-    ev = it->second;
-  }
+  if (auto r = find_event(e, &ev); !r.ok()) return r;
   std::shared_ptr<stream> where;
   std::uint64_t ticket = 0;
   {
@@ -1208,14 +1203,7 @@ dstatus sim_driver::stream_wait_event(int device, native_stream s, native_event 
 
 dstatus sim_driver::event_synchronize(native_event e) {
   std::shared_ptr<event> ev;
-  {
-    std::lock_guard lk(m_);
-    auto it = events_.find(e);
-    if (it == events_.end()) {
-      return fail(errc::invalid_value, "event {} is not a live sim event", fmt::ptr(e));
-    }
-    ev = it->second;
-  }
+  if (auto r = find_event(e, &ev); !r.ok()) return r;
   std::shared_ptr<stream> where;
   std::uint64_t ticket = 0;
   {
@@ -1243,29 +1231,15 @@ dstatus sim_driver::stream_query(int device, native_stream s) {
     return r;
   }
   if (!st || st->idle()) return dstatus::success();
-  dstatus b;  // what CUDA answers (CUDA_ERROR_NOT_READY): a state, not a failure
-  b.code = errc::busy;
-  b.native_name = "SIM_ERROR_NOT_READY";
-  return b;
+  return dstatus::not_ready(0, "SIM_ERROR_NOT_READY");
 }
 
 dstatus sim_driver::event_query(native_event e) {
   std::shared_ptr<event> ev;
-  {
-    std::lock_guard lk(m_);
-    auto it = events_.find(e);
-    if (it == events_.end()) {
-      return fail(errc::invalid_value, "event {} is not a live sim event", fmt::ptr(e));
-    }
-    ev = it->second;
-  }
+  if (auto r = find_event(e, &ev); !r.ok()) return r;
   std::lock_guard el(ev->m);
   if (ev->done_generation == ev->generation) return dstatus::success();
-  // What CUDA answers (CUDA_ERROR_NOT_READY): a state, not a failure; no message is made.
-  dstatus s;
-  s.code = errc::busy;
-  s.native_name = "SIM_ERROR_NOT_READY";
-  return s;
+  return dstatus::not_ready(0, "SIM_ERROR_NOT_READY");
 }
 
 dstatus sim_driver::event_elapsed_ms(float* ms, native_event start, native_event end) {

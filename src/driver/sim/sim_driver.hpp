@@ -140,6 +140,8 @@ class sim_driver final : public driver {
 
   dstatus check_device(int device) const;
   dstatus resolve_stream(int device, native_stream s, std::shared_ptr<stream>* out);
+  /// The live event e, or invalid_value.
+  dstatus find_event(native_event e, std::shared_ptr<event>* out);
   std::function<void()> order_with_default(const std::shared_ptr<stream>& st,
                                            std::function<void()> fn);
   dstatus enqueue(const std::shared_ptr<stream>& st, std::function<void()> fn);
