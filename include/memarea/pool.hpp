@@ -73,7 +73,9 @@ class pool {
 /// An owning, move-only allocation from a pool, freed on the stream it was allocated on.
 class pool_buffer {
  public:
+  /// Empty: holds nothing.
   pool_buffer() = default;
+  /// size bytes of p, ordered on s (NULL: the default stream); throws what pool::allocate does.
   pool_buffer(pool& p, std::size_t size, memarea_stream_t s = nullptr)
       : pool_(p.get()), ptr_(p.allocate(size, s)), size_(size), stream_(s) {}
   ~pool_buffer() { reset(); }
@@ -85,7 +87,9 @@ class pool_buffer {
   pool_buffer(const pool_buffer&) = delete;
   pool_buffer& operator=(const pool_buffer&) = delete;
 
+  /// The memory (nullptr when empty).
   void* data() const noexcept { return ptr_; }
+  /// The bytes asked for.
   std::size_t size() const noexcept { return size_; }
   /// Frees it now (on its stream); no-op when empty. A free the pool refuses is a bug of the
   /// program (the pool destroyed first): it is reported on stderr, never ignored silently.

@@ -625,3 +625,34 @@ TEST(PoolConcurrent, TwoThreadsFreeingOnePieceOneWins) {
   EXPECT_EQ(std::adjacent_find(xs.begin(), xs.end()), xs.end()) << "one piece handed out twice";
   for (void* x : xs) p.deallocate(x);
 }
+
+// pool_buffer: owns one piece, moves (the source ends empty), frees exactly once on its stream.
+TEST(Pool, PoolBufferOwnsOnePieceAndFreesItOnce) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  stream s(0);
+  {
+    pool_buffer a(p, 5000, s.get());
+    ASSERT_NE(a.data(), nullptr);
+    EXPECT_EQ(a.size(), 5000u);
+    EXPECT_TRUE(round_trips(a.data(), 5000));
+    EXPECT_EQ(p.stats().live_allocations, 1u);
+    void* where = a.data();
+    pool_buffer b(std::move(a));
+    EXPECT_EQ(a.data(), nullptr);  // NOLINT(bugprone-use-after-move): empty by contract
+    EXPECT_EQ(b.data(), where);
+    pool_buffer c;
+    c = std::move(b);
+    EXPECT_EQ(c.data(), where);
+    EXPECT_EQ(p.stats().live_allocations, 1u) << "moves neither free nor allocate";
+    c.reset();
+    EXPECT_EQ(c.data(), nullptr);
+    EXPECT_EQ(p.stats().live_allocations, 0u);
+    c.reset();  // empty: nothing happens
+    pool_buffer d(p, 64, s.get());
+    pool_buffer e(p, 64, s.get());
+    d = std::move(e);  // d's first piece is freed by the assignment
+    EXPECT_EQ(p.stats().live_allocations, 1u);
+  }
+  EXPECT_EQ(p.stats().live_allocations, 0u) << "a destructor did not free its piece";
+}
