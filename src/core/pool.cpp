@@ -34,7 +34,6 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -442,7 +441,6 @@ struct pool_state {
   memarea_pool_stats stats();
   /// Gives what threads' caches hold back to the arena: everything, or what was freed on only.
   void flush_caches(bool all = true, native_stream only = nullptr);
-  std::size_t live_count_unlocked_caches();
 };
 
 namespace {
