@@ -24,7 +24,7 @@ int main() {
 
     auto info = memarea::lookup(static_cast<char*>(d.data()) + 1000);
     std::printf("%p is inside a %zu-byte %s allocation on device %d\n",
-                static_cast<char*>(d.data()) + 1000, info.size, memarea::to_string(info.kind),
+                static_cast<void*>(static_cast<char*>(d.data()) + 1000), info.size, memarea::to_string(info.kind),
                 info.device);
     std::printf("the thread's device is still %d\n", memarea::get_device());
   } catch (const memarea::error& e) {

@@ -11,7 +11,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build pkg-config git \
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
-  libnuma-dev libamdhip64-dev clang libclang-rt-14-dev >/dev/null
+  libnuma-dev libamdhip64-dev clang libclang-rt-14-dev clang-19 libclang-rt-19-dev >/dev/null
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 ./build/default/tools/memarea info

@@ -55,7 +55,7 @@ void managed_prefetch(context& ctx) {
     std::cerr << "bench managed: no devices, no rows\n";
     return;
   }
-  const int dev = 0;
+  constexpr int dev = 0;  // a constant: lambdas below use it without capturing it
   auto props = get_device_properties(dev);
   if (!props.managed_memory) {
     std::cerr << "bench managed: device 0 has no managed memory, no rows\n";
@@ -108,7 +108,7 @@ void managed_prefetch(context& ctx) {
       CUdevice cudev;
       cu->DeviceGet(&cudev, dev);
       auto stream_of = [h] { return static_cast<CUstream>(h->native); };
-      raw = [cu, cudev, stream_of, dev](void* p, std::size_t n, bool to_device) {
+      raw = [cu, cudev, stream_of](void* p, std::size_t n, bool to_device) {
         raw_cuda_use_device(*cu, dev);
         CUmemLocation loc;
         loc.type = to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
@@ -118,7 +118,7 @@ void managed_prefetch(context& ctx) {
             cu->StreamSynchronize(stream_of()) != CUDA_SUCCESS)
           throw error(errc::unknown, "raw cuMemPrefetchAsync failed");
       };
-      raw_copy = [cu, stream_of, dev](void* d, const void* src, std::size_t n) {
+      raw_copy = [cu, stream_of](void* d, const void* src, std::size_t n) {
         raw_cuda_use_device(*cu, dev);
         if (cu->MemcpyAsync(reinterpret_cast<CUdeviceptr>(d), reinterpret_cast<CUdeviceptr>(src),
                             n, stream_of()) != CUDA_SUCCESS ||

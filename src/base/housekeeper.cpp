@@ -72,6 +72,10 @@ void loop(keeper* k) {
   pthread_setname_np(pthread_self(), "memarea-keeper");
   std::unique_lock lock(k->m);
   while (!k->stopped) {
+    // Cleared before the round, not after: a task added while the round runs (the first
+    // allocation's IPC preparation, often just as the thread starts) wakes the next round at
+    // once instead of waiting out the pause.
+    k->changed = false;
     lock.unlock();
     run_due();
     lock.lock();
@@ -79,7 +83,6 @@ void loop(keeper* k) {
     const auto pause = k->tasks.empty() ? std::chrono::duration_cast<std::chrono::milliseconds>(
                                               kSweepEvery)
                                         : kTick;
-    k->changed = false;
     k->wake.wait_for(lock, pause, [&] { return k->stopped || k->changed; });
   }
 }
@@ -116,6 +119,8 @@ void add(task t) noexcept {
       } catch (...) {
         return;
       }
+      // A new task is due in the next round (the others run a little early with it).
+      k.next_tick = clock_type::time_point{};
     }
     k.changed = true;
   }
