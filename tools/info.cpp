@@ -104,6 +104,10 @@ int run_info(bool json) {
                              gib(n["total_memory"].get<std::size_t>()),
                              gib(n["free_memory"].get<std::size_t>()), n["cpus"].size());
   }
+  // No GPU: say how to try memarea anyway (the sim backend needs no hardware).
+  if (j["devices"].empty())
+    std::cout << "\nNo GPU here. To try memarea on simulated devices: "
+                 "MEMAREA_SIM_DEVICES=4 memarea topo\n";
   return 0;
 }
 

@@ -163,6 +163,18 @@ TEST(CliInfo, JsonNamesTheActiveBackendAndItsDevices) {
   EXPECT_TRUE(sim_listed) << r.out;
 }
 
+// With no device, the text ends with how to try the sim backend; with devices it does not.
+TEST(CliInfo, WithoutDevicesTheLastLineShowsHowToTryTheSim) {
+  const auto none = run_cli({"info"}, {"MEMAREA_BACKEND=none"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  const std::string hint = "MEMAREA_SIM_DEVICES=4 memarea topo";
+  ASSERT_GE(none.out.size(), hint.size() + 1) << none.out;
+  EXPECT_EQ(none.out.substr(none.out.size() - hint.size() - 1), hint + "\n") << none.out;
+  const auto sim = run_cli({"info"}, {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(sim.out.find(hint), std::string::npos) << sim.out;
+}
+
 TEST(CliInfo, BadBackendSettingIsRefusedWithItsName) {
   const auto r = run_cli({"info"}, {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2",
                                     "MEMAREA_SIM_PEER_GROUPS=0,1;2,3"});
