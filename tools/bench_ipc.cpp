@@ -52,7 +52,11 @@ namespace {
 
 constexpr const char* kRoleEnv = "MEMAREA_BENCH_IPC_ROLE";
 constexpr const char* kArgEnv = "MEMAREA_BENCH_IPC_ARG";
-constexpr std::size_t kBytes = std::size_t{1} << 20;
+/// Each exported buffer is a whole 2 MiB page of the driver's. With 1 MiB buffers two of them
+/// could share one, and the second import of such a pair costs the driver little (on an H200,
+/// 2026-11-24: 3-5 us against 45-67 us for a buffer on a page not yet mapped), so a cold row's
+/// two sides were not importing alike.
+constexpr std::size_t kBytes = std::size_t{2} << 20;
 constexpr std::size_t kChecked = 4096;  ///< bytes of each mapping compared with the pattern
 using clock_type = std::chrono::steady_clock;
 
