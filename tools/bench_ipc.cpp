@@ -12,6 +12,8 @@
 //   driver's re-open after close, the driver's open of a handle it has open already (its own
 //   reference count), and a user-side cache (a hash map of opened pointers).
 // - the C API's hot paths against the C++ calls (export, import hit, lookup).
+// - pooled: importing 100 sub-allocations of one pool block (one driver open) against importing
+//   100 separate allocations of the same size with the raw open (issue 13).
 //
 // Exporting needs another process: the bench re-executes this binary with MEMAREA_BENCH_IPC_ROLE
 // set, and main() runs that role (run_child_role) instead of the command line. Every opened mapping's first
@@ -28,6 +30,7 @@
 #include <memarea/ipc.hpp>
 #include <memarea/memarea.h>
 #include <memarea/pointer.hpp>
+#include <memarea/pool.hpp>
 
 #include <fmt/format.h>
 
@@ -164,6 +167,42 @@ int exporter_role(std::size_t n) {
   return 0;
 }
 
+/// pool-exporter ROUNDS PIECES BYTES: per round, a pool whose one block holds PIECES pieces of
+/// BYTES, and PIECES separate area allocations of BYTES (one driver allocation each); piece or
+/// allocation i (counted over both, in print order) filled with pattern(i). Prints, per round,
+/// the pieces' handles, then the allocations'; lives until stdin closes.
+int pool_exporter_role(std::size_t rounds, std::size_t pieces, std::size_t bytes) {
+  std::vector<pool> pools;
+  std::vector<buffer> separate;
+  std::size_t i = 0;
+  for (std::size_t r = 0; r < rounds; ++r) {
+    pool_options o;
+    o.initial_size = (pieces + 1) * bytes;
+    pools.emplace_back(area(0), o);
+    std::vector<std::string> lines;
+    for (std::size_t k = 0; k < pieces; ++k, ++i) {
+      void* x = pools.back().allocate(bytes);
+      const auto v = pattern(i);
+      copy(x, v.data(), v.size());
+      lines.push_back(ipc::export_handle(x).to_hex());
+    }
+    if (pools.back().stats().driver_allocations != 1)
+      throw error(errc::unknown, "bench ipc: the pieces of a round span more than one block");
+    for (std::size_t k = 0; k < pieces; ++k, ++i) {
+      separate.push_back(area(0).allocate(bytes));
+      const auto v = pattern(i);
+      copy(separate.back().data(), v.data(), v.size());
+      lines.push_back(ipc::export_handle(separate.back().data()).to_hex());
+    }
+    for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  }
+  std::fflush(stdout);
+  char c;
+  while (::read(0, &c, 1) > 0) {
+  }
+  return 0;
+}
+
 /// cold-export ORDER SETTLE / cold-import ORDER SETTLE I HEX J NATIVEHEX: both libraries made
 /// ready, then the first export (of a new allocation each) or the first import (memarea:
 /// handle HEX of buffer I; the runtime: buffer J's driver handle) of this process, timed;
@@ -246,7 +285,11 @@ int run_child_role() {
       }
     }
     const std::string r = role;
-    rc = r == "exporter" ? exporter_role(std::stoul(args.at(0))) : cold_role(r, args);
+    if (r == "exporter") rc = exporter_role(std::stoul(args.at(0)));
+    else if (r == "pool-exporter")
+      rc = pool_exporter_role(std::stoul(args.at(0)), std::stoul(args.at(1)),
+                              std::stoul(args.at(2)));
+    else rc = cold_role(r, args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench ipc %s: %s\n", role, e.what());
     rc = 1;
@@ -318,6 +361,8 @@ row make_row(const std::string& group, const std::string& variant, const std::ve
   x.raw_name = raw_name;
   return x;
 }
+
+void pooled_import_rows(context& ctx, const raw_ipc& raw);
 
 void ipc_bench(context& ctx) {
   if (device_count() == 0) {
@@ -573,6 +618,59 @@ void ipc_bench(context& ctx) {
       ctx.add(x);
     }
   }
+
+  pooled_import_rows(ctx, raw);
+}
+
+/// Importing the pieces of one pool block against importing as many separate allocations.
+void pooled_import_rows(context& ctx, const raw_ipc& raw) {
+  constexpr std::size_t kPieces = 100;
+  const int rounds = ctx.quick ? 2 : 5;
+  // Each separate allocation on a 2 MiB page of its own on CUDA (see kBytes); the sim's device
+  // (1 GiB by default) gets smaller ones.
+  const std::size_t bytes = backend_name() == "sim" ? std::size_t{256} << 10 : kBytes;
+  role_process exporter("pool-exporter", fmt::format("{} {} {}", rounds, kPieces, bytes));
+  std::vector<double> m, r;
+  std::size_t i = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::string> pieces(kPieces), separate(kPieces);
+    for (auto& h : pieces) h = exporter.line();
+    for (auto& h : separate) h = exporter.line();
+    std::vector<ipc::handle> hs;
+    std::vector<detail::ipc_native_handle> natives;
+    for (const auto& h : pieces) hs.push_back(ipc::handle::from_hex(h));
+    for (const auto& h : separate) natives.push_back(native_of_hex(h));
+    std::vector<void*> p(kPieces), q(kPieces);
+    const std::size_t opens_before = ipc::driver_opens();
+    auto mem = [&] {
+      m.push_back(time_us([&] {
+        for (std::size_t k = 0; k < kPieces; ++k) p[k] = ipc::open(hs[k], 0);
+      }));
+    };
+    auto rawf = [&] {
+      r.push_back(time_us([&] {
+        for (std::size_t k = 0; k < kPieces; ++k) q[k] = raw.open(natives[k]);
+      }));
+    };
+    if (round % 2 == 0) mem(), rawf();
+    else rawf(), mem();
+    if (ipc::driver_opens() - opens_before != 1)
+      throw error(errc::unknown, "bench ipc: the pieces of one block took more than one open");
+    for (std::size_t k = 0; k < kPieces; ++k)
+      if (!holds(p[k], i + k) || !holds(q[k], i + kPieces + k))
+        throw error(errc::unknown, "bench ipc: an imported piece holds the wrong bytes");
+    for (void* x : p) ipc::close(x);
+    for (void* x : q) raw.close(x);
+    i += 2 * kPieces;
+  }
+  row x = make_row("ipc import", "100 pieces of one pool block", m, r,
+                   raw.name("IpcOpenMemHandle") + " of 100 separate allocations");
+  x.target = ">= 50x faster";
+  x.met = x.memarea * 50 <= x.raw;
+  x.note = fmt::format("{} rounds, each with a new block; {} KiB each; alternating which goes "
+                       "first; the first round includes mapping the exporter's segment",
+                       rounds, bytes >> 10);
+  ctx.add(x);
 }
 
 const registrar reg("ipc", ipc_bench);

@@ -49,11 +49,14 @@ struct handle {
   bool operator==(const handle&) const = default;
 };
 
-/// A handle for ptr, any pointer inside a memarea device allocation. The driver is asked once per
-/// allocation; repeating an export of one pointer is served from a small per-thread cache that a
-/// free of the allocation invalidates (a few nanoseconds). Throws not_supported for memarea
-/// memory that legacy IPC cannot share (host, managed, imported, shareable) and invalid_value
-/// for a pointer memarea did not allocate.
+/// A handle for ptr, any pointer inside a memarea device allocation or inside a live
+/// sub-allocation of a device pool (the handle then names that sub-allocation; importers open
+/// each pool block once for all of its sub-allocations). The driver is asked once per
+/// allocation (per pool block); repeating an export of one pointer is served from a small
+/// per-thread cache that a free of the allocation invalidates (a few nanoseconds). Throws
+/// not_supported for memarea memory that legacy IPC cannot share (host, managed, imported,
+/// shareable, pools of those) and invalid_value for a pointer memarea did not allocate or free
+/// memory of a pool.
 handle export_handle(const void* ptr);
 
 /// Maps the memory of h in this process and returns the pointer h was exported from, offset
@@ -110,6 +113,9 @@ void set_cache_limit(std::size_t n);
 std::size_t cache_limit();
 /// Number of closed mappings held in the cache now.
 std::size_t cached_mappings();
+/// Number of mappings this process opened through the driver (cudaIpcOpenMemHandle,
+/// hipIpcOpenMemHandle) in its life: the sub-allocations of one pool block share one.
+std::size_t driver_opens();
 
 /// Number of other processes that have the allocation containing ptr open now (dead
 /// processes are purged first); 0 for memory never exported.

@@ -175,12 +175,13 @@ typedef struct memarea_pool_options {
 /** What a pool holds. */
 typedef struct memarea_pool_stats {
   size_t bytes_reserved;      /**< from the driver, in blocks */
-  size_t bytes_in_use;        /**< in live allocations */
+  size_t bytes_in_use;        /**< in live allocations, and in freed ones another process still
+                                   has open through IPC (held from reuse until it closes them) */
   size_t peak_bytes_reserved; /**< the most ever reserved */
   size_t peak_bytes_in_use;   /**< the most ever handed out (live, or cached by a thread) */
   size_t driver_allocations;  /**< blocks ever allocated from the driver */
   size_t largest_free_block;  /**< the largest free span any stream may use now */
-  size_t live_allocations;    /**< allocations not yet freed */
+  size_t live_allocations;    /**< allocations not yet freed (held ones excluded) */
 } memarea_pool_stats;
 /** Creates a pool over area (NULL: pageable host memory, options->host_node). options may be
  *  NULL (MEMAREA_POOL_OPTIONS_INIT). The area's device (-1: the current device now) is the

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -36,7 +37,43 @@ wire exporter::export_handle(const void* ptr, const record& r) {
   std::lock_guard lock(m_);
   auto it = exports_.find(r.id);
   if (it == exports_.end()) it = add_export_locked(r);
-  const exported& e = it->second;
+  return make_wire_locked(ptr, r.id, it->second);
+}
+
+wire exporter::export_pooled(const void* ptr, const record& r, const pool_piece& piece) {
+  std::lock_guard lock(m_);
+  auto it = exports_.find(piece.export_id);
+  if (it == exports_.end()) {
+    ensure_segment_locked();
+    exports_.reserve(exports_.size() + 1);  // what may throw, first
+    block_natives_.reserve(block_natives_.size() + 1);
+    exported e;
+    // The block came from an area (one driver allocation each): its record is the driver's.
+    e.driver_base = r.base;
+    e.driver_size = r.size;
+    e.begin = static_cast<std::uint64_t>(static_cast<const char*>(piece.base) -
+                                         static_cast<const char*>(r.base));
+    e.end = e.begin + piece.size;
+    e.device = r.device;
+    // One driver call per block: its sub-allocations share the handle (and importers open
+    // the block once for all of them).
+    auto known = block_natives_.find(r.id);
+    if (known == block_natives_.end()) {
+      ipc_native_handle native;
+      check(system::get().gpu().ipc_get_handle(r.base, &native), [&] {
+        return fmt::format("ipc export of pool memory {} (device {})", piece.base, r.device);
+      });
+      known = block_natives_.emplace(r.id, native).first;
+    }
+    e.native = known->second;
+    e.slot = claim_slot_locked(piece.export_id, e.begin, e.end, native_digest(e.native.bytes));
+    tracking_.store(true);
+    it = exports_.emplace(piece.export_id, e).first;
+  }
+  return make_wire_locked(ptr, piece.export_id, it->second);
+}
+
+wire exporter::make_wire_locked(const void* ptr, std::uint64_t id, const exported& e) const {
   wire w{};
   w.magic = kHandleMagic;
   w.version = kHandleVersion;
@@ -46,7 +83,7 @@ wire exporter::export_handle(const void* ptr, const record& r) {
   w.owner = owner_.load();
   w.device = e.device;
   w.pid = pid_;
-  w.buffer_id = r.id;
+  w.buffer_id = id;
   w.segment = segment_id_;
   w.slot = e.slot;
   w.backend = backend_tag();
@@ -81,6 +118,7 @@ exporter::free_outcome exporter::on_free(const record& r) {
                 fmt::format("{} is open in {} other process(es) and its free policy is "
                             "refuse; free it after they close it",
                             r.base, importers_of(b)));
+  deferred_.reserve(deferred_.size() + 1);  // what may throw, first
   policies_.erase(r.id);
   // Stale from now on; an importer registering concurrently sees this store or is counted
   // below (both sides store, then load, sequentially consistent).
@@ -92,9 +130,70 @@ exporter::free_outcome exporter::on_free(const record& r) {
     return free_outcome::released;
   }
   // Importers that died holding it are purged by the background thread, which then frees it.
-  deferred_.push_back({r, slot});
+  deferred_free d;
+  d.r = r;
+  d.slot = slot;
+  deferred_.push_back(std::move(d));
   deferred_count_.store(deferred_.size());
   return free_outcome::deferred;
+}
+
+exporter::free_outcome exporter::on_pool_free(const pool_piece& piece, bool force_defer) {
+  if (!tracking_.load()) return free_outcome::not_exported;
+  std::lock_guard lock(m_);
+  const std::uint64_t id = piece.export_id;
+  ipc::free_policy policy = policy_.load();
+  if (auto p = policies_.find(id); p != policies_.end()) policy = p->second;
+  auto it = exports_.find(id);
+  if (it == exports_.end()) {
+    policies_.erase(id);
+    return free_outcome::not_exported;
+  }
+  buffer_slot& b = seg_->slot[it->second.slot];
+  if (!force_defer && policy == ipc::free_policy::refuse && importers_of(b) > 0 &&
+      (purge_gone_importers(b), importers_of(b) > 0))
+    throw error(errc::busy,
+                fmt::format("pool memory {} is open in {} other process(es) and its free policy "
+                            "is refuse; free it after they close it",
+                            piece.base, importers_of(b)));
+  deferred_.reserve(deferred_.size() + 1);  // what may throw, first
+  policies_.erase(id);
+  at(b.live).store(0);  // as in on_free
+  const std::uint32_t slot = it->second.slot;
+  exports_.erase(it);
+  if (importers_of(b) == 0) {
+    release_slot_locked(slot);
+    return free_outcome::released;
+  }
+  // Its pool keeps the memory from reuse until finish_deferred gives it back.
+  deferred_free d;
+  d.slot = slot;
+  d.piece = piece;
+  deferred_.push_back(std::move(d));
+  deferred_count_.store(deferred_.size());
+  return free_outcome::deferred;
+}
+
+bool exporter::adopt_block(const record& r, const std::vector<std::uint64_t>& export_ids) {
+  std::lock_guard lock(m_);
+  block_natives_.erase(r.id);  // the pool is gone: nothing exports from the block again
+  auto wait = std::make_shared<block_wait>();
+  wait->r = r;
+  for (auto& d : deferred_) {
+    if (!d.piece.pool || std::find(export_ids.begin(), export_ids.end(), d.piece.export_id) ==
+                             export_ids.end())
+      continue;
+    d.piece.pool = nullptr;  // no pool to give it back to: the block goes as a whole
+    d.block = wait;
+    ++wait->pending;
+  }
+  return wait->pending != 0;
+}
+
+void exporter::forget_block(std::uint64_t id) {
+  if (!tracking_.load()) return;
+  std::lock_guard lock(m_);
+  block_natives_.erase(id);
 }
 
 void exporter::set_policy(std::uint64_t id, ipc::free_policy p) {
@@ -114,11 +213,18 @@ int exporter::importers(std::uint64_t id) {
 
 std::size_t exporter::finish_deferred() {
   if (deferred_count_.load() == 0) return 0;
-  std::lock_guard lock(m_);
-  return finish_deferred_locked();
+  std::vector<pool_piece> to_pools;
+  std::size_t done = 0;
+  {
+    std::lock_guard lock(m_);
+    done = finish_deferred_locked(to_pools);
+  }
+  // Pools' locks rank below the exporter's: they are taken with it released.
+  for (const pool_piece& piece : to_pools) pool_release_held(piece);
+  return done;
 }
 
-std::size_t exporter::finish_deferred_locked() {
+std::size_t exporter::finish_deferred_locked(std::vector<pool_piece>& to_pools) {
   std::size_t done = 0;
   for (auto it = deferred_.begin(); it != deferred_.end();) {
     buffer_slot& b = seg_->slot[it->slot];
@@ -127,9 +233,18 @@ std::size_t exporter::finish_deferred_locked() {
       ++it;
       continue;
     }
+    if (it->piece.pool) {
+      try {
+        to_pools.push_back(it->piece);
+      } catch (...) {
+        ++it;  // out of memory: the next tick tries again
+        continue;
+      }
+    }
     // A failed driver free cannot be reported to anyone now; the memory stays allocated (as
     // it would have without IPC), and the slot is freed either way.
-    (void)release(it->r);
+    if (it->r.base) (void)release(it->r);
+    if (it->block && --it->block->pending == 0) (void)release(it->block->r);
     release_slot_locked(it->slot);
     it = deferred_.erase(it);
     ++done;
@@ -147,7 +262,7 @@ void* exporter::open_own(const wire& w) {
                             "freed (stale handle)",
                             w.buffer_id));
   if (std::memcmp(it->second.native.bytes, w.native, sizeof w.native) != 0 ||
-      w.offset >= it->second.driver_size)
+      w.offset < it->second.begin || w.offset >= it->second.end)
     throw mismatch(w);
   void* p = static_cast<char*>(it->second.driver_base) + w.offset;
   ++self_opened_[p];
@@ -169,7 +284,10 @@ void exporter::prepare() {
 
 void exporter::shutdown() {
   std::lock_guard lock(m_);
-  if (!deferred_.empty()) (void)finish_deferred_locked();
+  if (!deferred_.empty()) {
+    std::vector<pool_piece> to_pools;  // at exit, pools' memory goes with the process
+    (void)finish_deferred_locked(to_pools);
+  }
   if (seg_) {
     // Every buffer still shared reads as freed from now on (importers' re-opens read the
     // slot, not the header), then the whole segment as its owner's exit.
@@ -261,19 +379,22 @@ std::unordered_map<std::uint64_t, exporter::exported>::iterator exporter::add_ex
   }
   check(gpu.ipc_get_handle(e.driver_base, &e.native),
         [&] { return fmt::format("ipc export of {} (device {})", r.base, r.device); });
-  e.slot = claim_slot_locked(r.id, e.driver_size, native_digest(e.native.bytes));
+  e.begin = 0;
+  e.end = e.driver_size;
+  e.slot = claim_slot_locked(r.id, e.begin, e.end, native_digest(e.native.bytes));
   tracking_.store(true);
   return exports_.emplace(r.id, e).first;
 }
 
-std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t size,
-                                          std::uint64_t digest) {
+std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t begin,
+                                          std::uint64_t end, std::uint64_t digest) {
   // A free slot, filled with what importers check handles against; the id last, since an
   // importer checks it first.
   auto fill = [&](std::uint32_t i) {
     buffer_slot& b = seg_->slot[i];
     if (at(b.id).load() != 0 || importers_of(b) != 0) return false;
-    at(b.size).store(size);
+    at(b.begin).store(begin);
+    at(b.end).store(end);
     at(b.digest).store(digest);
     at(b.live).store(1);
     at(b.id).store(id);

@@ -6,12 +6,14 @@
 #include "base/fork_safety.hpp"
 #include "core/ipc_segment.hpp"
 #include "core/ipc_wire.hpp"
+#include "core/pool_impl.hpp"
 #include "core/registry.hpp"
 
 #include <memarea/ipc.hpp>
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,7 +29,10 @@ class exporter {
   /// The handle of ptr, inside the memarea allocation r (device memory of this process).
   /// Creates the segment on the first export. Throws what the driver or /dev/shm refuses.
   wire export_handle(const void* ptr, const record& r);
-  /// Forgets r's export after a free raced with its first export (see export_handle's caller).
+  /// The handle of ptr inside the pool sub-allocation piece of pool block r: the block's
+  /// driver handle (asked once per block), the piece's own range and export id.
+  wire export_pooled(const void* ptr, const record& r, const pool_piece& piece);
+  /// Forgets export id's export after a free raced with its first export (see the callers).
   void drop(std::uint64_t id);
 
   /// What a free of an allocation meant for its export.
@@ -36,14 +41,22 @@ class exporter {
   /// for the importers to close. Throws busy under the refuse policy while importers remain.
   free_outcome on_free(const record& r);
 
+  /// ipc_on_pool_free: a marked pool sub-allocation is being freed.
+  free_outcome on_pool_free(const pool_piece& piece, bool force_defer);
+  /// ipc_adopt_pool_block.
+  bool adopt_block(const record& r, const std::vector<std::uint64_t>& export_ids);
+  /// ipc_forget_pool_block.
+  void forget_block(std::uint64_t id);
+
   void set_policy(std::uint64_t id, ipc::free_policy p);
   void set_policy(ipc::free_policy p) { policy_.store(p); }
   ipc::free_policy policy() const { return policy_.load(); }
   /// Processes that have record id open (gone ones purged first): exact, so it reads leases.
   int importers(std::uint64_t id);
   std::size_t deferred() const { return deferred_count_.load(); }
-  /// Frees deferred memory no importer holds any more, after purging gone importers; returns
-  /// how many frees finished. The background thread's tick and ipc::collect().
+  /// Frees deferred memory no importer holds any more, after purging gone importers (pool
+  /// sub-allocations go back to their pools, with no lock of the exporter held); returns how
+  /// many frees finished. The background thread's tick and ipc::collect().
   std::size_t finish_deferred();
 
   /// open() of a handle this process made: the pointer, counted for close_own.
@@ -65,20 +78,34 @@ class exporter {
   struct exported {
     void* driver_base = nullptr;
     std::size_t driver_size = 0;
+    std::uint64_t begin = 0;  ///< the exported range of the driver's allocation
+    std::uint64_t end = 0;
     int device = 0;
     ipc_native_handle native{};
     std::uint32_t slot = 0;
   };
+  /// A destroyed pool's block, freed once its held sub-allocations are closed everywhere.
+  struct block_wait {
+    record r;
+    std::size_t pending = 0;
+  };
+  /// A free waiting for importers: area memory (r), or a pool's sub-allocation (piece), or a
+  /// sub-allocation of a destroyed pool's block (block).
   struct deferred_free {
     record r;
-    std::uint32_t slot;
+    std::uint32_t slot = 0;
+    pool_piece piece;
+    std::shared_ptr<block_wait> block;
   };
 
   void ensure_segment_locked();
   std::unordered_map<std::uint64_t, exported>::iterator add_export_locked(const record& r);
-  std::uint32_t claim_slot_locked(std::uint64_t id, std::uint64_t size, std::uint64_t digest);
+  wire make_wire_locked(const void* ptr, std::uint64_t id, const exported& e) const;
+  std::uint32_t claim_slot_locked(std::uint64_t id, std::uint64_t begin, std::uint64_t end,
+                                  std::uint64_t digest);
   void release_slot_locked(std::uint32_t i);
-  std::size_t finish_deferred_locked();
+  /// Finishes what it can; the pool sub-allocations to give back (after unlocking) go to done.
+  std::size_t finish_deferred_locked(std::vector<pool_piece>& done);
 
   ranked_mutex m_{lock_rank::ipc_export};
   segment* seg_ = nullptr;
@@ -89,6 +116,7 @@ class exporter {
   std::uint32_t hint_ = 0;
   std::vector<std::uint32_t> free_slots_;  ///< released slots, most recent last
   std::unordered_map<std::uint64_t, exported> exports_;
+  std::unordered_map<std::uint64_t, ipc_native_handle> block_natives_;  ///< pool block id ->
   std::unordered_map<std::uint64_t, ipc::free_policy> policies_;
   std::vector<deferred_free> deferred_;
   std::atomic<std::size_t> deferred_count_{0};

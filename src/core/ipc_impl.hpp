@@ -23,6 +23,9 @@ constexpr unsigned kNoAreaFlags = 0xffffffffu;
 /// (exporter pid, buffer id) of the closed mappings held in this process's import cache, most
 /// recently used first (for tests: which mapping the LRU bound evicted).
 std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys();
+/// Driver mappings this process's importer holds open now (cached buffers' included): the
+/// sub-allocations of one pool block share one.
+std::size_t driver_mappings();
 
 /// Asks the background thread (starting it) to make this process's lease, IPC state and
 /// segment, once per process: the first device allocation calls it, so that the first export

@@ -81,8 +81,12 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
     if (e.refs == 0) evict_locked(it);
     throw exited(w);
   }
-  if (e.digest != native_digest(w.native) || w.offset >= e.size || e.slot != w.slot)
+  if (e.digest != native_digest(w.native) || w.offset < e.begin || w.offset >= e.end ||
+      e.slot != w.slot)
     throw mismatch(w);
+  void* p = static_cast<char*>(e.map->base) + w.offset;
+  auto opened = opened_.find(p);
+  if (opened != opened_.end() && !(opened->second.k == k)) throw mismatch(w);
   if (e.refs == 0) {
     if (!register_locked(e, w, self)) {
       const bool exporter_left = !e.from->alive();
@@ -98,14 +102,12 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
       throw stale(w);
     }
   }
-  return hand_out_locked(k, e, w.offset);
+  return hand_out_locked(k, e, p, opened);
 }
 
 void* importer::open_new_locked(const key& k, const wire& w, int device, std::uint64_t self) {
-  auto& sys = system::get();
   source& src = source_locked(w);  // throws invalid_handle for gone exporters
   entry e;
-  e.device = device;
   e.slot = w.slot;
   e.pid = w.pid;
   e.from = &src;
@@ -115,17 +117,62 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     throw stale(w);
   }
   // Against what the exporter really shared (read once registered: the slot is this buffer's
-  // and cannot be reused under us): the driver handle and the allocation's size it recorded.
+  // and cannot be reused under us): the driver handle and the range it recorded.
   {
     buffer_slot& b = src.seg->slot[w.slot];
-    e.size = at(b.size).load();
+    e.begin = at(b.begin).load();
+    e.end = at(b.end).load();
     e.digest = at(b.digest).load();
-    if (e.digest != native_digest(w.native) || e.size == 0 || w.offset >= e.size) {
+    if (e.digest != native_digest(w.native) || e.begin >= e.end || w.offset < e.begin ||
+        w.offset >= e.end) {
       unregister_locked(e);
       release_source_locked(src);
       throw mismatch(w);
     }
   }
+  mapping* m = nullptr;
+  try {
+    m = &map_locked(src, w, device);
+  } catch (...) {
+    unregister_locked(e);
+    release_source_locked(src);
+    throw;
+  }
+  // The driver's own word on what it mapped bounds the range too.
+  e.end = std::min<std::uint64_t>(e.end, m->size);
+  e.map = m;
+  ++m->entries;
+  void* p = static_cast<char*>(m->base) + w.offset;
+  auto opened = opened_.find(p);
+  bool added = false;
+  try {
+    // A pointer open already under another buffer's handle (ranges that overlap: only a
+    // segment written by someone else says so) is refused: each pointer counts for one buffer.
+    if (w.offset >= e.end || opened != opened_.end()) throw mismatch(w);
+    auto pos = entries_.emplace(k, e).first;
+    added = true;
+    return hand_out_locked(k, pos->second, p, opened);
+  } catch (...) {
+    if (added) entries_.erase(k);
+    if (--m->entries == 0) unmap_locked(*m);
+    unregister_locked(e);
+    release_source_locked(src);
+    throw;
+  }
+}
+
+importer::mapping& importer::map_locked(source& src, const wire& w, int device) {
+  // A mapping of this exporter's made with the same driver handle serves every buffer of that
+  // allocation (a pool block's sub-allocations): one driver open per allocation.
+  const std::uint64_t digest = native_digest(w.native);
+  for (auto [it, last] = by_digest_.equal_range(digest); it != last; ++it) {
+    mapping& m = mappings_.at(it->second);
+    if (m.from == &src && std::memcmp(m.native, w.native, sizeof m.native) == 0) return m;
+  }
+  auto& sys = system::get();
+  // What may throw, first: nothing is open yet.
+  mappings_.reserve(mappings_.size() + 1);
+  by_digest_.reserve(by_digest_.size() + 1);
   ipc_native_handle native;
   std::memcpy(native.bytes, w.native, sizeof native.bytes);
   void* base = nullptr;
@@ -135,43 +182,54 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   dstatus s = sys.gpu().ipc_open_handle(device, native, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS,
                                         &base);
   if (!s.ok()) {
-    unregister_locked(e);
-    release_source_locked(src);
     if (s.code == errc::invalid_context || s.code == errc::invalid_value)
       s.code = errc::invalid_handle;  // the driver rejects the handle's bytes
     throw_status(s, fmt::format("ipc open of buffer {} of process {} on device {}", w.buffer_id,
                                 w.pid, device));
   }
-  // The driver's own word on what it mapped bounds the offset too; and a mapping that is
-  // already open under another handle (a handle carrying another buffer's driver handle) is
-  // refused: two entries must never share one mapping.
-  pointer_info pi;
-  if (sys.gpu().pointer_query(base, &pi).ok() && pi.base == base && pi.size != 0)
-    e.size = std::min<std::size_t>(e.size, pi.size);
-  const bool shared_mapping = std::any_of(entries_.begin(), entries_.end(),
-                                          [&](const auto& kv) { return kv.second.base == base; });
-  if (w.offset >= e.size || shared_mapping) {
+  driver_opens_.fetch_add(1, std::memory_order_relaxed);
+  // A mapping the driver has open already under another handle (a handle carrying bytes that
+  // name an allocation open under other bytes) is refused: each mapping holds one driver
+  // reference, closed once.
+  if (mappings_.count(base)) {
     (void)sys.gpu().ipc_close_handle(base);  // drops the reference this open took
-    unregister_locked(e);
-    release_source_locked(src);
     throw mismatch(w);
   }
-  e.base = base;
+  mapping m;
+  m.base = base;
+  m.from = &src;
+  std::memcpy(m.native, w.native, sizeof m.native);
+  pointer_info pi;
+  m.size = sys.gpu().pointer_query(base, &pi).ok() && pi.base == base && pi.size != 0
+               ? pi.size
+               : at(src.seg->slot[w.slot].end).load();
   try {
-    record r = imported_record(base, e.size, device);
+    record r = imported_record(base, m.size, device);
     allocations().insert(r);
-    e.record_id = r.id;
-    auto [pos, inserted] = entries_.emplace(k, e);
-    (void)inserted;
-    return hand_out_locked(k, pos->second, w.offset);
+    m.record_id = r.id;
+    mapping& placed = mappings_.emplace(base, m).first->second;  // reserved: cannot throw
+    by_digest_.emplace(digest, base);
+    return placed;
   } catch (...) {
-    if (e.record_id) erase_record(base, e.record_id);
-    entries_.erase(k);
+    if (m.record_id) erase_record(base, m.record_id);
+    mappings_.erase(base);
     (void)sys.gpu().ipc_close_handle(base);
-    unregister_locked(e);
-    release_source_locked(src);
     throw;
   }
+}
+
+void importer::unmap_locked(mapping& m) {
+  void* base = m.base;
+  erase_record(base, m.record_id);
+  // The exporter may have freed the memory already; a failing close changes nothing we track.
+  (void)system::get().gpu().ipc_close_handle(base);
+  const std::uint64_t digest = native_digest(m.native);
+  for (auto [it, last] = by_digest_.equal_range(digest); it != last; ++it)
+    if (it->second == base) {
+      by_digest_.erase(it);
+      break;
+    }
+  mappings_.erase(base);
 }
 
 void importer::close(void* ptr) {
@@ -220,6 +278,11 @@ std::size_t importer::cached() {
   return lru_.size();
 }
 
+std::size_t importer::mappings() {
+  std::lock_guard lock(m_);
+  return mappings_.size();
+}
+
 std::vector<std::pair<std::int32_t, std::uint64_t>> importer::cached_keys() {
   std::lock_guard lock(m_);
   std::vector<std::pair<std::int32_t, std::uint64_t>> v;
@@ -241,6 +304,7 @@ void importer::shutdown() {
     evict_locked(it);
   }
   opened_.clear();
+  // Every mapping closed with its last entry.
 }
 
 /// Takes an importer slot for this process, then checks the buffer is still live (after the
@@ -284,9 +348,8 @@ void importer::unregister_locked(entry& e) {
   e.who = nullptr;
 }
 
-void* importer::hand_out_locked(const key& k, entry& e, std::uint64_t offset) {
-  void* p = static_cast<char*>(e.base) + offset;
-  auto it = opened_.find(p);
+void* importer::hand_out_locked(const key& k, entry& e, void* p,
+                                std::unordered_map<void*, opened_ptr>::iterator it) {
   if (it == opened_.end()) {
     if (spare_opened_.empty()) {
       it = opened_.emplace(p, opened_ptr{k, 0}).first;
@@ -361,16 +424,15 @@ void importer::release_source_locked(source& s) {
   sources_.remove_if([&](const source& x) { return &x == &s; });
 }
 
-/// Closes a mapping for real (refs == 0).
+/// Forgets a buffer for real (refs == 0); its mapping closes with its last buffer.
 void importer::evict_locked(entry_map::iterator it) {
   entry& e = it->second;
   if (e.cached) unlink_lru_locked(e);
   unregister_locked(e);
-  erase_record(e.base, e.record_id);
-  // The exporter may have freed the memory already; a failing close changes nothing we track.
-  (void)system::get().gpu().ipc_close_handle(e.base);
+  mapping* m = e.map;
   source& s = *e.from;
   entries_.erase(it);
+  if (--m->entries == 0) unmap_locked(*m);
   release_source_locked(s);
 }
 

@@ -1,6 +1,8 @@
-// The import half of legacy IPC: mappings of other processes' buffers, reference-counted per
-// pointer and kept in an LRU cache once closed, so that a re-open costs a hash lookup. One lock
-// (ipc_import), which may take the registry's inside it and never the exporter's.
+// The import half of legacy IPC: other processes' buffers, reference-counted per pointer and
+// kept in an LRU cache once closed, so that a re-open costs a hash lookup. A buffer (entry) is
+// a range of a driver mapping; the buffers of one driver allocation (a pool block's
+// sub-allocations) share one mapping, opened through the driver once. One lock (ipc_import),
+// which may take the registry's inside it and never the exporter's.
 #pragma once
 
 #include "base/fork_safety.hpp"
@@ -34,6 +36,11 @@ class importer {
   void set_limit(std::size_t n);
   std::size_t limit() const { return limit_.load(); }
   std::size_t cached();
+  /// Mappings opened through the driver in this process's life (a pool block's sub-allocations
+  /// share one).
+  std::size_t driver_opens() const { return driver_opens_.load(); }
+  /// Driver mappings open now (cached buffers' included).
+  std::size_t mappings();
   /// (owner pid, buffer id) of the cached mappings, most recently used first.
   std::vector<std::pair<std::int32_t, std::uint64_t>> cached_keys();
 
@@ -69,12 +76,21 @@ class importer {
     bool known_gone = false;
     bool alive() const noexcept { return at(seg->owner_alive).load() && !watch->gone(); }
   };
-  /// One mapping of another process's buffer.
-  struct entry {
+  /// One driver mapping of another process's allocation, shared by the entries of its buffers.
+  struct mapping {
     void* base = nullptr;       ///< the driver's mapping
-    std::size_t size = 0;       ///< bytes mapped (the exporter's record, bounded by the driver's)
+    std::size_t size = 0;       ///< bytes mapped (the driver's word; the exporter's if none)
+    source* from = nullptr;
+    unsigned char native[64] = {};  ///< the driver handle it was opened with
+    int entries = 0;            ///< entries (open or cached) that use it
+    std::uint64_t record_id = 0;
+  };
+  /// One buffer of another process: [begin, end) of a mapping.
+  struct entry {
+    mapping* map = nullptr;
+    std::uint64_t begin = 0;    ///< the exporter's range, bounded by the driver's size
+    std::uint64_t end = 0;
     std::uint64_t digest = 0;   ///< the exporter's native_digest of the driver handle
-    int device = 0;
     std::uint32_t slot = 0;
     std::int32_t pid = 0;       ///< the exporter's, for messages
     source* from = nullptr;
@@ -83,7 +99,6 @@ class importer {
     bool cached = false;        ///< closed, in the LRU list
     importer_slot* who = nullptr;
     std::uint64_t self = 0;     ///< this process's lease, as written in *who
-    std::uint64_t record_id = 0;
     std::list<key>::iterator lru;  ///< valid while cached
   };
   struct opened_ptr {
@@ -95,7 +110,12 @@ class importer {
   void* open_new_locked(const key& k, const wire& w, int device, std::uint64_t self);
   bool register_locked(entry& e, const wire& w, std::uint64_t self);
   void unregister_locked(entry& e);
-  void* hand_out_locked(const key& k, entry& e, std::uint64_t offset);
+  /// Counts one more open of p (inside e), whose entry in opened_ is it (or end()).
+  void* hand_out_locked(const key& k, entry& e, void* p,
+                        std::unordered_map<void*, opened_ptr>::iterator it);
+  /// The mapping of w's driver allocation: one made for another buffer of it, or a new one.
+  mapping& map_locked(source& src, const wire& w, int device);
+  void unmap_locked(mapping& m);
   void unlink_lru_locked(entry& e);
   void forget_opened_locked(std::unordered_map<void*, opened_ptr>::iterator it);
   source& source_locked(const wire& w);
@@ -110,6 +130,9 @@ class importer {
   ranked_mutex m_{lock_rank::ipc_import};
   std::list<source> sources_;
   entry_map entries_;
+  std::unordered_map<void*, mapping> mappings_;  // by base
+  std::unordered_multimap<std::uint64_t, void*> by_digest_;  // native_digest -> base
+  std::atomic<std::size_t> driver_opens_{0};
   std::unordered_map<void*, opened_ptr> opened_;
   std::list<key> lru_;  // cached (closed) mappings, most recent first
   // Nodes of lru_ and opened_ kept for reuse: a close and a re-open move a node between the

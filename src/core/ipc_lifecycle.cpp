@@ -14,6 +14,7 @@
 #include "core/ipc_exporter.hpp"
 #include "core/ipc_impl.hpp"
 #include "core/ipc_importer.hpp"
+#include "core/pool_impl.hpp"
 #include "core/registry.hpp"
 #include "core/system.hpp"
 
@@ -109,11 +110,6 @@ class state {
     if (!r)
       throw error(errc::invalid_value,
                   fmt::format("export_handle: {} is not in a memarea allocation", ptr));
-    if (r->made_by == origin::pool)
-      throw error(errc::not_supported,
-                  fmt::format("export_handle: {} is pool memory, which legacy IPC does not "
-                              "share yet (docs/pools.md)",
-                              ptr));
     if (r->area_device == kShareableSentinel || r->area_device == kShareableImportedSentinel)
       throw error(errc::not_supported,
                   fmt::format("export_handle: {} is shareable (VMM) memory, which legacy IPC "
@@ -124,12 +120,28 @@ class state {
                   fmt::format("export_handle: {} is {} memory; legacy IPC shares device "
                               "memory only (managed memory is not supported by the drivers)",
                               ptr, to_string(static_cast<memory_kind>(r->kind))));
+    if (r->made_by == origin::pool) return export_pooled(ptr, *r);
     const wire w = out.export_handle(ptr, *r);
     // A free racing with this export may have run its hook before the export existed; then
     // the record is gone now and the export must not outlive it (it would name freed memory).
     auto again = allocations().find(ptr);
     if (!again || again->id != r->id) {
       out.drop(r->id);
+      throw error(errc::invalid_value,
+                  fmt::format("export_handle: {} was freed while being exported", ptr));
+    }
+    ipc::handle h;
+    std::memcpy(h.bytes.data(), &w, sizeof w);
+    return h;
+  }
+
+  /// export_handle of ptr inside pool block r: the live sub-allocation that holds it.
+  ipc::handle export_pooled(const void* ptr, const record& r) {
+    const pool_piece piece = pool_mark_exported(r, ptr);
+    const wire w = out.export_pooled(ptr, r, piece);
+    // As for areas: a free that ran before the export existed released the piece.
+    if (!pool_still_exported(piece)) {
+      out.drop(piece.export_id);
       throw error(errc::invalid_value,
                   fmt::format("export_handle: {} was freed while being exported", ptr));
     }
@@ -312,6 +324,8 @@ std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys() {
   return state::get().in.cached_keys();
 }
 
+std::size_t driver_mappings() { return state::get().in.mappings(); }
+
 void liveness_tick() noexcept {
   state* s = g_state.load(std::memory_order_acquire);
   if (!s) return;
@@ -345,6 +359,26 @@ bool ipc_on_free(const record& r) {
   if (outcome != exporter::free_outcome::deferred) return false;
   s->start_keeper();  // it finishes the free once the importers are gone
   return true;
+}
+
+pool_free_outcome ipc_on_pool_free(const pool_piece& piece, bool force_defer) {
+  state* s = g_state.load(std::memory_order_acquire);
+  if (!s) return pool_free_outcome::released;
+  const auto outcome = s->out.on_pool_free(piece, force_defer);
+  // As in ipc_on_free: no thread may serve a cached handle of this piece again.
+  if (outcome != exporter::free_outcome::not_exported) g_export_generation.fetch_add(1);
+  if (outcome != exporter::free_outcome::deferred) return pool_free_outcome::released;
+  s->start_keeper();  // it gives the piece back once the importers are gone
+  return pool_free_outcome::deferred;
+}
+
+bool ipc_adopt_pool_block(const record& r, const std::vector<std::uint64_t>& export_ids) {
+  state* s = g_state.load(std::memory_order_acquire);
+  return s && s->out.adopt_block(r, export_ids);
+}
+
+void ipc_forget_pool_block(std::uint64_t id) {
+  if (state* s = g_state.load(std::memory_order_acquire)) s->out.forget_block(id);
 }
 
 }  // namespace memarea::detail
@@ -397,7 +431,12 @@ void set_free_policy(const void* ptr, free_policy p) {
   if (!r || r->area_device <= detail::ipc_internal::kImportedSentinel)
     throw error(errc::invalid_value,
                 fmt::format("set_free_policy: {} is not memory this process allocated", ptr));
-  state::get().out.set_policy(r->id, p);
+  auto& s = state::get();
+  // A pool's sub-allocation gets its export id now, so that its free asks IPC.
+  s.out.set_policy(r->made_by == detail::origin::pool
+                       ? detail::pool_mark_exported(*r, ptr).export_id
+                       : r->id,
+                   p);
 }
 
 void set_cache_limit(std::size_t n) { state::get().in.set_limit(n); }
@@ -406,8 +445,14 @@ std::size_t cached_mappings() { return state::get().in.cached(); }
 int importers(const void* ptr) {
   auto& s = state::get();
   auto r = detail::allocations().find(ptr);
-  return r ? s.out.importers(r->id) : 0;
+  if (!r) return 0;
+  if (r->made_by == detail::origin::pool) {
+    const std::uint64_t id = detail::pool_export_id(*r, ptr);
+    return id ? s.out.importers(id) : 0;
+  }
+  return s.out.importers(r->id);
 }
+std::size_t driver_opens() { return state::get().in.driver_opens(); }
 std::size_t deferred_frees() { return state::get().out.deferred(); }
 std::size_t collect() { return state::get().tick(); }
 std::size_t remove_stale_objects() { return detail::lease::sweep().removed.size(); }

@@ -12,8 +12,10 @@
 namespace memarea::detail::ipc_internal {
 
 constexpr std::uint64_t kSegmentMagic = 0x4d454d4152454153ull;  // "SAERAMEM"
-/// Version 3: processes are named by their lease (base/lease.hpp), not by pid and start time.
-constexpr std::uint32_t kSegmentVersion = 3;
+/// Version 4: a buffer is a range [begin, end) of its driver allocation (a pool's
+/// sub-allocation; the whole allocation otherwise). Version 3 named processes by their lease
+/// (base/lease.hpp) instead of pid and start time.
+constexpr std::uint32_t kSegmentVersion = 4;
 constexpr std::uint32_t kBuffers = 4096;        ///< live exported buffers per process
 constexpr std::uint32_t kImporterSlots = 32;    ///< importer processes per buffer
 
@@ -27,10 +29,13 @@ struct importer_slot {
 /// One exported buffer. What an importer checks a handle against: the exporter wrote it, and a
 /// handle cannot change it.
 struct buffer_slot {
-  std::uint64_t id;         ///< the exporter's registry id; 0: free slot
+  std::uint64_t id;  ///< the exporter's id of the buffer (never reused in its life); 0: free slot
   std::uint32_t live;       ///< 1 until the exporter frees the buffer
   std::uint32_t reserved;
-  std::uint64_t size;       ///< bytes of the driver's allocation (the offset must be below it)
+  /// The exported bytes: [begin, end) of the driver's allocation (a handle's offset must lie
+  /// inside). A pool's sub-allocations share their block's driver handle, each its own range.
+  std::uint64_t begin;
+  std::uint64_t end;
   std::uint64_t digest;     ///< native_digest of the driver handle the exporter made
   /// Processes that have it open. Counted from here, never kept apart: a count could be made
   /// to disagree with the slots (and wrap).

@@ -23,7 +23,7 @@ struct wire {
   std::uint64_t owner;            ///< the exporter's lease (base/lease.hpp): who it is
   std::int32_t device;            ///< the memory's device in the exporting process
   std::int32_t pid;               ///< the exporting process, in its PID namespace (messages only)
-  std::uint64_t buffer_id;        ///< the registry record's id (unique per process lifetime)
+  std::uint64_t buffer_id;        ///< the exporter's id of the buffer (unique per process lifetime)
   std::uint64_t segment;          ///< the random part of the exporter's segment name
   std::uint32_t slot;             ///< the buffer's slot in the exporter's shared segment
   std::uint32_t backend;          ///< hash of the backend's name

@@ -13,6 +13,9 @@
 //   says cached), so a free from another thread, or a double free, is refused exactly.
 // - Every block is one registry record (origin::pool, owner = the pool): copies and managed
 //   calls see the block; lookup() asks the pool for the live piece that holds a pointer.
+// - A piece shared through IPC is marked (state exported, an entry in ipc_marks): its free
+//   bypasses the threads' caches and asks IPC, which may hold it back (state held) until
+//   every importer closed it; then IPC gives it back (pool_release_held).
 #include "core/pool_impl.hpp"
 
 #include "base/fork_safety.hpp"
@@ -50,7 +53,8 @@ constexpr int kLists = 64 << kSub;
 constexpr std::size_t kMinBlock = std::size_t{2} << 20;
 constexpr std::size_t kMaxGrowth = std::size_t{1} << 30;
 
-enum span_state : std::uint8_t { unused = 0, free_span, live, cached };
+/// exported: live, and shared through IPC; held: freed while another process has it open.
+enum span_state : std::uint8_t { unused = 0, free_span, live, cached, exported, held };
 
 /// A span's state word: its span_state in the low byte, above it the incarnation, which grows
 /// each time the span is handed out. A thread's cache frees by compare-and-swap on the word it
@@ -236,6 +240,13 @@ struct pool_state {
   std::size_t handed_bytes = 0, peak_handed = 0;  // live + cached in threads
   std::size_t driver_allocations = 0;
   std::size_t growing = 0;  // bytes being allocated from the driver now (count to the maximum)
+  /// Pieces marked for IPC (exported or held), by span.
+  struct ipc_mark {
+    std::uint64_t export_id = 0;
+    std::uint16_t tag = 0;  // while held: the tag of the stream it was freed on
+  };
+  std::unordered_map<std::uint32_t, ipc_mark> ipc_marks;
+  std::size_t held_count = 0;
 
   // --- spans ---
   std::uint32_t new_span() {
@@ -401,7 +412,25 @@ struct pool_state {
 
   /// Frees live span i on stream ns; returns the empty blocks to give back past the release
   /// threshold (release_blocks, once the lock is dropped).
-  std::vector<record> release_locked(std::uint32_t i, native_stream ns);
+  std::vector<record> release_locked(std::uint32_t i, native_stream ns) {
+    release_handed_locked(i, tag_for(ns));
+    return past_threshold_locked();
+  }
+  /// The empty blocks to give back after a free, past the release threshold.
+  std::vector<record> past_threshold_locked();
+  /// The piece of this pool's live or exported span that holds a, or kNone.
+  std::uint32_t piece_at_locked(std::uintptr_t a) const;
+  pool_piece piece_locked(std::uint32_t i) const {
+    pool_piece piece;
+    piece.pool = this;
+    piece.serial = serial;
+    piece.span = i;
+    piece.incarnation = spans[i].incarnation();
+    piece.export_id = ipc_marks.at(i).export_id;
+    piece.base = reinterpret_cast<void*>(spans[i].start);
+    piece.size = spans[i].size;
+    return piece;
+  }
   /// Moves spans of other tags whose stream has passed their free to tag 0. Records an event
   /// on a stream whose frees no event covers yet. Returns whether anything moved.
   bool reclaim_locked(std::uint16_t except, bool wait = false);
@@ -437,6 +466,8 @@ struct pool_state {
   void* alloc(std::size_t size, memarea_stream_t s);
   /// Frees p on s; size, when not 0, must be at most the piece's size (a pooled area's munmap).
   void free(void* p, memarea_stream_t s, std::size_t size = 0);
+  /// free()'s arena part: p is not (or no longer) in the calling thread's cache.
+  std::vector<record> free_locked(void* p, native_stream ns, std::size_t size);
   void trim(std::size_t keep);
   memarea_pool_stats stats();
   /// Gives what threads' caches hold back to the arena: everything, or what was freed on only.
@@ -758,6 +789,7 @@ void pool_state::add_block_locked(const record& r) {
 
 void pool_state::release_blocks(const std::vector<record>& rs) {
   for (const record& r : rs) {
+    ipc_forget_pool_block(r.id);
     allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
     (void)release(r);  // a driver that refuses a free keeps the memory; the pool forgets it
   }
@@ -939,7 +971,6 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
   const native_stream ns = st ? st->native : nullptr;
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   thread_cache* c = cache_for(*this);
-  std::uint32_t i = kNone;
   {
     c->lock();
     thread_cache::recent& r = c->recents[thread_cache::recent_slot(start)];
@@ -1002,8 +1033,15 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
   }
   std::vector<record> empty;
   {
-  std::lock_guard lock(m);
-  i = handed_out.find(start);
+    std::lock_guard lock(m);
+    empty = free_locked(p, ns, size);
+  }
+  release_blocks(empty);
+}
+
+std::vector<record> pool_state::free_locked(void* p, native_stream ns, std::size_t size) {
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  const std::uint32_t i = handed_out.find(start);
   if (i == kNone) {
     auto inside = std::find_if(blocks.begin(), blocks.end(), [&](const block& b) {
       return start >= b.base && start < b.base + b.size;
@@ -1023,23 +1061,36 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
   // Live, or cached by a thread (freed already). A thread's cache moves only the incarnation
   // it holds, and compares first: the exchange settles a race between two frees of one piece.
   std::uint64_t seen = spans[i].state.load(std::memory_order_relaxed);
-  if ((seen & 0xff) == live && size > spans[i].size)
+  const auto st = static_cast<span_state>(seen & 0xff);
+  if ((st == live || st == exported) && size > spans[i].size)
     throw error(errc::invalid_value,
                 fmt::format("pool free: {} holds {} bytes, not {}", p, spans[i].size, size));
-  if ((seen & 0xff) != live ||
-      !spans[i].state.compare_exchange_strong(seen, word(seen >> 8, free_span),
-                                              std::memory_order_acq_rel))
+  if (st == exported) {
+    // Shared through IPC: IPC says whether another process has it open. Asked under the
+    // arena's lock, so a second free of the piece waits and then finds it freed.
+    const std::uint16_t tag = tag_for(ns);  // what may throw, first
+    if (ipc_on_pool_free(piece_locked(i), false) == pool_free_outcome::deferred) {
+      // Out of every list, still counted as handed out: no one reuses it until IPC gives it
+      // back (pool_release_held), once the last importer closed it.
+      spans[i].set(held);
+      ipc_marks.at(i).tag = tag;
+      ++held_count;
+      return {};
+    }
+    ipc_marks.erase(i);
+    spans[i].set(free_span);
+    return release_locked(i, ns);
+  }
+  if (st != live || !spans[i].state.compare_exchange_strong(seen, word(seen >> 8, free_span),
+                                                            std::memory_order_acq_rel))
     throw error(errc::invalid_value,
                 fmt::format("pool free: {} was freed already (double free)", p));
   // The state stays free from here on: going back to live, even under the lock, would let a
   // second free of the same piece through a thread's cache match it and succeed too.
-  empty = release_locked(i, ns);
-  }
-  release_blocks(empty);
+  return release_locked(i, ns);
 }
 
-std::vector<record> pool_state::release_locked(std::uint32_t i, native_stream ns) {
-  release_handed_locked(i, tag_for(ns));
+std::vector<record> pool_state::past_threshold_locked() {
   if (release_threshold == SIZE_MAX || reserved - handed_bytes <= release_threshold) return {};
   (void)reclaim_locked(0);
   const std::size_t keep = handed_bytes > SIZE_MAX - release_threshold
@@ -1089,7 +1140,9 @@ memarea_pool_stats pool_state::stats() {
   s.peak_bytes_in_use = peak_handed;
   s.driver_allocations = driver_allocations;
   s.largest_free_block = largest_free_locked();
-  s.live_allocations = handed_out.size() - std::min(handed_out.size(), cached_count);
+  // Pieces held for other processes (freed while imported) are in use, not live.
+  s.live_allocations =
+      handed_out.size() - std::min(handed_out.size(), cached_count + held_count);
   return s;
 }
 
@@ -1131,6 +1184,10 @@ void pool_retire_stream(int device, native_stream s) {
       p->list_remove(i);
       p->give_back_locked(i, 0);
     }
+    // Pieces held for importers that were freed on s: any stream may take them once given
+    // back (s has finished its work, waited for above).
+    for (auto& [i, mark] : p->ipc_marks)
+      if (p->spans[i].st() == held && mark.tag == t) mark.tag = 0;
     if (f.event) (void)gpu.event_destroy(p->device, f.event);
     f = free_lists{};
     p->tag_of_stream.erase(it);
@@ -1142,28 +1199,117 @@ void pool_retire_stream(int device, native_stream s) {
   }
 }
 
-std::optional<std::pair<void*, std::size_t>> pool_sub_allocation(const record& r,
-                                                                  const void* p) {
+std::uint32_t pool_state::piece_at_locked(std::uintptr_t a) const {
+  for (const auto& b : blocks) {
+    if (a < b.base || a >= b.base + b.size) continue;
+    for (std::uint32_t i = b.first; i != kNone; i = spans[i].phys_next) {
+      const span& s = spans[i];
+      if (a < s.start) break;
+      if (a < s.start + s.size) return s.st() == live || s.st() == exported ? i : kNone;
+    }
+    return kNone;
+  }
+  return kNone;
+}
+
+namespace {
+
+/// Runs f(pool) with the pool list's and the pool's arena lock held, if the pool (of that
+/// serial, when not 0) still lives; returns whether it did.
+template <class F>
+bool with_pool(const void* pool, std::uint64_t serial, F&& f) {
   auto& list = pools();
   std::lock_guard g(list.m);
-  auto* ps = static_cast<const pool_state*>(r.owner);
-  if (!list.live.count(ps)) return std::nullopt;
-  auto& pool = *const_cast<pool_state*>(ps);
-  std::lock_guard lock(pool.m);
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  for (const auto& b : pool.blocks) {
-    if (a < b.base || a >= b.base + b.size) continue;
-    for (std::uint32_t i = b.first; i != kNone; i = pool.spans[i].phys_next) {
-      const span& s = pool.spans[i];
-      if (a < s.start) break;
-      if (a < s.start + s.size) {
-        if (s.st() != live) return std::nullopt;
-        return std::make_pair(reinterpret_cast<void*>(s.start), s.size);
-      }
+  auto* ps = static_cast<const pool_state*>(pool);
+  auto it = list.live.find(ps);
+  if (it == list.live.end() || (serial && it->second != serial)) return false;
+  auto& p = *const_cast<pool_state*>(ps);
+  std::lock_guard lock(p.m);
+  f(p);
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::pair<void*, std::size_t>> pool_sub_allocation(const record& r,
+                                                                  const void* p) {
+  std::optional<std::pair<void*, std::size_t>> out;
+  (void)with_pool(r.owner, 0, [&](pool_state& pool) {
+    const std::uint32_t i = pool.piece_at_locked(reinterpret_cast<std::uintptr_t>(p));
+    if (i != kNone)
+      out = std::make_pair(reinterpret_cast<void*>(pool.spans[i].start), pool.spans[i].size);
+  });
+  return out;
+}
+
+pool_piece pool_mark_exported(const record& r, const void* p) {
+  pool_piece piece;
+  const bool alive = with_pool(r.owner, 0, [&](pool_state& pool) {
+    pool.check_process("ipc export");
+    const std::uint32_t i = pool.piece_at_locked(reinterpret_cast<std::uintptr_t>(p));
+    if (i == kNone)
+      throw error(errc::invalid_value,
+                  fmt::format("ipc export: {} lies in free memory of a pool (no live allocation "
+                              "holds it)",
+                              p));
+    if (!pool.ipc_marks.count(i)) {
+      pool.ipc_marks.reserve(pool.ipc_marks.size() + 1);  // what may throw, first
+      const std::uint64_t id = allocations().next_id();
+      // A thread's cache frees without the arena's lock (live -> cached): the exchange
+      // settles which came first.
+      const std::uint64_t inc = pool.spans[i].incarnation();
+      std::uint64_t want = word(inc, live);
+      if (!pool.spans[i].state.compare_exchange_strong(want, word(inc, exported),
+                                                       std::memory_order_acq_rel))
+        throw error(errc::invalid_value,
+                    fmt::format("ipc export: {} was freed while being exported", p));
+      pool.ipc_marks.emplace(i, pool_state::ipc_mark{id, 0});
     }
-    return std::nullopt;
-  }
-  return std::nullopt;
+    piece = pool.piece_locked(i);
+  });
+  if (!alive)
+    throw error(errc::invalid_value, fmt::format("ipc export: {} is memory of a destroyed pool", p));
+  return piece;
+}
+
+std::uint64_t pool_export_id(const record& r, const void* p) {
+  std::uint64_t id = 0;
+  (void)with_pool(r.owner, 0, [&](pool_state& pool) {
+    const std::uint32_t i = pool.piece_at_locked(reinterpret_cast<std::uintptr_t>(p));
+    if (auto m = i == kNone ? pool.ipc_marks.end() : pool.ipc_marks.find(i);
+        m != pool.ipc_marks.end())
+      id = m->second.export_id;
+  });
+  return id;
+}
+
+bool pool_still_exported(const pool_piece& piece) {
+  bool marked = false;
+  (void)with_pool(piece.pool, piece.serial, [&](pool_state& pool) {
+    auto m = pool.ipc_marks.find(piece.span);
+    marked = m != pool.ipc_marks.end() && m->second.export_id == piece.export_id &&
+             pool.spans[piece.span].state.load(std::memory_order_relaxed) ==
+                 word(piece.incarnation, exported);
+  });
+  return marked;
+}
+
+void pool_release_held(const pool_piece& piece) {
+  std::vector<record> empty;
+  (void)with_pool(piece.pool, piece.serial, [&](pool_state& pool) {
+    span& s = pool.spans[piece.span];
+    auto m = pool.ipc_marks.find(piece.span);
+    if (s.state.load(std::memory_order_relaxed) != word(piece.incarnation, held) ||
+        m == pool.ipc_marks.end() || m->second.export_id != piece.export_id)
+      return;  // never: only IPC gives a held piece back, once
+    const std::uint16_t tag = m->second.tag;
+    pool.ipc_marks.erase(m);
+    --pool.held_count;
+    s.set(free_span);
+    pool.release_handed_locked(piece.span, tag);
+    empty = pool.past_threshold_locked();
+  });
+  pool_state::release_blocks(empty);
 }
 
 namespace {
@@ -1254,12 +1400,29 @@ void destroy_pool(pool_state* p, bool force) {
           c->unlock();
         }
         std::lock_guard lock(p->m);
-        const std::size_t live = p->handed_out.size() - std::min(p->handed_out.size(), cached);
+        const std::size_t live =
+            p->handed_out.size() - std::min(p->handed_out.size(), cached + p->held_count);
         if (live)
           throw error(errc::busy,
                       fmt::format("pool destroy: {} allocation(s) are still live; free them "
                                   "first",
                                   live));
+      } else if (!p->ipc_marks.empty() && p->fork_generation == g_fork_generation.load()) {
+        // Forced: live pieces shared through IPC are freed as if by the user, deferred (never
+        // refused) while other processes have them open.
+        std::lock_guard lock(p->m);
+        std::vector<std::uint32_t> released;
+        for (auto& [i, mark] : p->ipc_marks) {
+          if (p->spans[i].st() != exported) continue;
+          if (ipc_on_pool_free(p->piece_locked(i), true) == pool_free_outcome::deferred) {
+            p->spans[i].set(held);
+            mark.tag = 0;
+            ++p->held_count;
+          } else {
+            released.push_back(i);
+          }
+        }
+        for (std::uint32_t i : released) p->ipc_marks.erase(i);
       }
       for (thread_cache* c : p->caches) {
         c->lock();
@@ -1273,13 +1436,35 @@ void destroy_pool(pool_state* p, bool force) {
   }
   // No other thread may use the pool now (its owner destroys it), and none can find it.
   std::vector<record> blocks;
+  std::vector<std::pair<record, std::vector<std::uint64_t>>> held_blocks;
   std::vector<native_event> events;
   {
     std::lock_guard lock(p->m);
     for (auto& f : p->tags)
       if (f.event) events.push_back(f.event);
-    for (auto& b : p->blocks) blocks.push_back(b.rec);
+    for (auto& b : p->blocks) {
+      // A block with pieces held for other processes is IPC's to free once they close them.
+      std::vector<std::uint64_t> held_ids;
+      for (std::uint32_t i = b.first; p->held_count && i != kNone; i = p->spans[i].phys_next)
+        if (p->spans[i].st() == held) held_ids.push_back(p->ipc_marks.at(i).export_id);
+      if (held_ids.empty()) blocks.push_back(b.rec);
+      else held_blocks.emplace_back(b.rec, std::move(held_ids));
+    }
     p->blocks.clear();
+  }
+  for (auto& [r, ids] : held_blocks) {
+    bool adopted = false;
+    try {
+      adopted = p->fork_generation == g_fork_generation.load(std::memory_order_relaxed) &&
+                ipc_adopt_pool_block(r, ids);
+    } catch (...) {
+      // Out of memory: the block is freed now, as if its importers had closed.
+    }
+    if (adopted) {
+      allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
+      continue;
+    }
+    blocks.push_back(r);  // its importers closed meanwhile: free it now
   }
   if (p->fork_generation != g_fork_generation.load(std::memory_order_relaxed) && !p->host_pool) {
     // A child of fork() destroying its parent's pool: the blocks and events are the parent's

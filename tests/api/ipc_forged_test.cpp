@@ -89,8 +89,9 @@ TEST(IpcForged, AnotherBuffersDriverHandleIsRefused) {
 }
 
 // The same forgery where the exporter's own record was changed too (a same-user process can
-// write the segment): the driver then maps B1's memory, which is already open under B1's handle.
-// Two entries must never share one mapping.
+// write the segment): B2's handle then names B1's memory, which is open under B1's handle. Two
+// buffers may share a mapping (a pool block's sub-allocations do, each counted apart), but one
+// pointer never counts for two buffers: the forged open is refused and B1's count stays right.
 TEST(IpcForged, AMappingOpenUnderAnotherHandleIsRefused) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();

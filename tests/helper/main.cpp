@@ -19,6 +19,10 @@
 //                                  _exit(0) without cleaning up; EOF: exit
 //   recv-fd SOCK N SEED WSEED    receive an fd over socket SOCK, import N bytes, check SEED,
 //                                write WSEED, release, exit
+//   import-all N SEED HEX...     open each handle; the i-th (from 0) must hold pattern(SEED+i,
+//                                N); write pattern(SEED+1000+i, N) there; print "ok opens=K
+//                                mappings=M" (K: driver opens, M: driver mappings open now),
+//                                then obey stdin: "close" -> close them all, "closed"; EOF: exit
 //   lru HEX...                   open and close each handle in turn, then print
 //                                "limit=L cached=FLAGS": L the import cache's bound, FLAGS a 1
 //                                per argument whose mapping is still cached, else 0; a memarea
@@ -238,6 +242,35 @@ int recv_fd(int argc, char** argv) {
   return 0;
 }
 
+int import_all(int argc, char** argv) {
+  if (argc < 5) return 64;
+  const std::size_t n = num(argv[2]);
+  const std::uint64_t seed = num(argv[3]);
+  std::vector<void*> opened;
+  for (int i = 4; i < argc; ++i) {
+    const std::uint64_t k = static_cast<std::uint64_t>(i - 4);
+    void* p = memarea::ipc::open(memarea::ipc::handle::from_hex(argv[i]));
+    opened.push_back(p);
+    if (!matches(p, pattern(seed + k, n).data(), n)) {
+      say("bad " + std::to_string(k));
+      return 3;
+    }
+    auto w = pattern(seed + 1000 + k, n);
+    memarea::copy(p, w.data(), n);
+  }
+  say("ok opens=" + std::to_string(memarea::ipc::driver_opens()) +
+      " mappings=" + std::to_string(memarea::detail::ipc_internal::driver_mappings()));
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "close") {
+      for (void* p : opened) memarea::ipc::close(p);
+      opened.clear();
+      say("closed");
+    }
+  }
+  return 0;
+}
+
 int lru(int argc, char** argv) {
   if (argc < 3) return 64;
   try {
@@ -272,6 +305,7 @@ int main(int argc, char** argv) {
     if (cmd == "export") return export_loop(argc, argv);
     if (cmd == "recv-fd") return recv_fd(argc, argv);
     if (cmd == "lru") return lru(argc, argv);
+    if (cmd == "import-all") return import_all(argc, argv);
   } catch (const memarea::error& e) {
     say(memarea::to_string(e.status()));
     std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";
