@@ -56,11 +56,17 @@ class area {
   unsigned flags() const noexcept { return flags_; }
   /// The kind of memory this area hands out.
   memory_kind kind() const noexcept;
+  /// Whether mmap draws from a pool (pool::as_area) instead of the driver.
+  bool pooled() const noexcept { return pool_ != nullptr; }
   bool operator==(const area&) const = default;
 
  private:
+  friend class pool;
+  area(int device, unsigned flags, memarea_pool_t pool) noexcept
+      : device_(device), flags_(flags), pool_(pool) {}
   int device_;
   unsigned flags_;
+  memarea_pool_t pool_ = nullptr;  ///< mmap and munmap go to this pool when set
 };
 
 /// An owning, move-only allocation from an area.

@@ -62,6 +62,11 @@ class pool {
   pool_stats stats() const;
   /// Destroys it now; busy (and nothing changes) while allocations are live.
   void destroy();
+  /// An area whose mmap draws from this pool (on the default stream) and whose munmap gives
+  /// back to it, for code written against areas (memarea_area_create_pooled in C). Per-call
+  /// mmap options are invalid_value. The pool must outlive the area's allocations; a pool of
+  /// pageable host memory is invalid_value.
+  area as_area() const;
   /// The C handle (valid while this object lives).
   memarea_pool_t get() const noexcept { return handle_; }
 

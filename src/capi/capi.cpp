@@ -1,6 +1,7 @@
 // The C API (memarea.h): thin wrappers over the C++ core.
 #include "capi/c_call.hpp"
 #include "core/area_impl.hpp"
+#include "core/pool_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 
@@ -22,11 +23,6 @@ thread_local std::string t_last_error;
 }
 void set_last_error(const std::string& message) { t_last_error = message; }
 void clear_last_error() { t_last_error.clear(); }
-}  // namespace memarea::detail
-
-namespace memarea::detail {
-void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
-void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size);
 }  // namespace memarea::detail
 
 extern "C" {

@@ -1,19 +1,9 @@
 // The C API of pools (include/memarea/memarea.h, "Pools").
 #include "capi/c_call.hpp"
+#include "core/pool_impl.hpp"
 
 #include <memarea/pool.hpp>
 
-namespace memarea::detail {
-memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
-                             const memarea_pool_options* o);
-void pool_destroy_c(memarea_pool_t h, bool force);
-void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
-void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s);
-void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size);
-void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags);
-void pool_trim_c(memarea_pool_t h, std::size_t keep);
-memarea_pool_stats pool_stats_c(memarea_pool_t h);
-}  // namespace memarea::detail
 
 using memarea::detail::c_call;
 using memarea::detail::require;

@@ -230,10 +230,17 @@ memory_kind area::kind() const noexcept {
 }
 
 void* area::mmap(std::size_t size, const mmap_options& options) const {
+  if (pool_) {
+    if (options.device >= 0 || options.ptr)
+      throw error(errc::invalid_value,
+                  "area mmap: a pooled area takes no per-call device or pointer");
+    return detail::pool_alloc_c(pool_, size, nullptr);
+  }
   return detail::area_mmap(device_, flags_, size, options.device, options.ptr);
 }
 
 void area::munmap(void* ptr, std::size_t size) const {
+  if (pool_) return detail::pool_free_sized_c(pool_, ptr, size);
   detail::area_munmap(device_, flags_, ptr, size);
 }
 

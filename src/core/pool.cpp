@@ -1584,6 +1584,12 @@ void* pool::allocate(std::size_t size, memarea_stream_t s) {
 }
 void pool::deallocate(void* ptr, memarea_stream_t s) { detail::pool_free_c(handle_, ptr, s); }
 void pool::trim(std::size_t keep_bytes) { detail::pool_trim_c(handle_, keep_bytes); }
+area pool::as_area() const {
+  int device = -1;
+  unsigned flags = 0;
+  detail::pool_area_of_c(handle_, &device, &flags);
+  return area(device, flags, handle_);
+}
 pool_stats pool::stats() const { return detail::pool_stats_c(handle_); }
 void pool::destroy() {
   detail::pool_destroy_c(handle_, false);

@@ -51,6 +51,20 @@ bool ipc_adopt_pool_block(const record& r, const std::vector<std::uint64_t>& exp
 /// Pool block id goes back to the driver: IPC forgets its driver handle.
 void ipc_forget_pool_block(std::uint64_t id);
 
+// --- the calls behind the C API and the C++ classes (core/pool.cpp) ---
+
+memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
+                             const memarea_pool_options* o);
+void pool_destroy_c(memarea_pool_t h, bool force);
+void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
+void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s);
+/// Frees p (size, when not 0, at most its piece's): a pooled area's munmap.
+void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size);
+/// The area the pool draws from; invalid_value for a pool of pageable host memory.
+void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags);
+void pool_trim_c(memarea_pool_t h, std::size_t keep);
+memarea_pool_stats pool_stats_c(memarea_pool_t h);
+
 /// lookup() of p inside pool block r (origin::pool): the live allocation that holds p, as
 /// (base, size); nullopt when p lies in free memory of the block or the pool is gone.
 std::optional<std::pair<void*, std::size_t>> pool_sub_allocation(const record& r, const void* p);

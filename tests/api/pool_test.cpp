@@ -492,6 +492,34 @@ TEST(Pool, MemoryFreedOnADestroyedStreamGoesToEveryStream) {
 
 // A pooled area: memarea_area_mmap draws from its pool, memarea_area_munmap gives back to it;
 // the size given to munmap is checked against the piece, and bad calls change nothing.
+TEST(Pool, APooledAreaInCppDrawsFromItsPool) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  const area a = p.as_area();
+  EXPECT_TRUE(a.pooled());
+  EXPECT_FALSE(area(0).pooled());
+  EXPECT_NE(a, area(0)) << "a pooled area is not the plain one";
+  EXPECT_EQ(a.device(), 0);
+  EXPECT_EQ(a.kind(), memory_kind::device);
+  {
+    buffer b = a.allocate(100000);
+    EXPECT_TRUE(round_trips(b.data(), 100000));
+    EXPECT_EQ(p.stats().live_allocations, 1u);
+    EXPECT_EQ(lookup(static_cast<char*>(b.data()) + 99999).base, b.data()) << "the piece";
+    // Bad calls change nothing: the plain area's munmap, a size past the piece, options.
+    EXPECT_MEMAREA_ERROR(area(0).munmap(b.data(), 100000), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(a.munmap(b.data(), 1 << 20), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(a.munmap(b.data(), 0), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR((void)a.mmap(64, mmap_options{0, nullptr}), errc::invalid_value);
+    EXPECT_EQ(p.stats().live_allocations, 1u);
+    EXPECT_TRUE(round_trips(b.data(), 100000)) << "still live";
+  }  // the buffer gives it back to the pool
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+  EXPECT_GT(p.stats().bytes_reserved, 0u) << "kept by the pool, not given to the driver";
+  pool host = pool::host();
+  EXPECT_MEMAREA_ERROR((void)host.as_area(), errc::invalid_value);
+}
+
 TEST(Pool, APooledAreaDrawsFromItsPool) {
   MEMAREA_REQUIRE_DEVICES(1);
   memarea_area_t plain = nullptr;
