@@ -104,44 +104,21 @@ void exporter::drop(std::uint64_t id) {
 exporter::free_outcome exporter::on_free(const record& r) {
   if (!tracking_.load()) return free_outcome::not_exported;
   std::lock_guard lock(m_);
-  ipc::free_policy policy = policy_.load();
-  if (auto p = policies_.find(r.id); p != policies_.end()) policy = p->second;
-  auto it = exports_.find(r.id);
-  if (it == exports_.end()) {
-    policies_.erase(r.id);
-    return free_outcome::not_exported;
-  }
-  buffer_slot& b = seg_->slot[it->second.slot];
-  if (policy == ipc::free_policy::refuse && importers_of(b) > 0 &&
-      (purge_gone_importers(b), importers_of(b) > 0))
-    throw error(errc::busy,
-                fmt::format("{} is open in {} other process(es) and its free policy is "
-                            "refuse; free it after they close it",
-                            r.base, importers_of(b)));
-  deferred_.reserve(deferred_.size() + 1);  // what may throw, first
-  policies_.erase(r.id);
-  // Stale from now on; an importer registering concurrently sees this store or is counted
-  // below (both sides store, then load, sequentially consistent).
-  at(b.live).store(0);
-  const std::uint32_t slot = it->second.slot;
-  exports_.erase(it);
-  if (importers_of(b) == 0) {
-    release_slot_locked(slot);
-    return free_outcome::released;
-  }
-  // Importers that died holding it are purged by the background thread, which then frees it.
   deferred_free d;
   d.r = r;
-  d.slot = slot;
-  deferred_.push_back(std::move(d));
-  deferred_count_.store(deferred_.size());
-  return free_outcome::deferred;
+  return end_export_locked(r.id, r.base, false, std::move(d));
 }
 
 exporter::free_outcome exporter::on_pool_free(const pool_piece& piece, bool force_defer) {
   if (!tracking_.load()) return free_outcome::not_exported;
   std::lock_guard lock(m_);
-  const std::uint64_t id = piece.export_id;
+  deferred_free d;
+  d.piece = piece;  // its pool keeps the memory from reuse until finish_deferred gives it back
+  return end_export_locked(piece.export_id, piece.base, force_defer, std::move(d));
+}
+
+exporter::free_outcome exporter::end_export_locked(std::uint64_t id, const void* base,
+                                                   bool force_defer, deferred_free d) {
   ipc::free_policy policy = policy_.load();
   if (auto p = policies_.find(id); p != policies_.end()) policy = p->second;
   auto it = exports_.find(id);
@@ -153,22 +130,22 @@ exporter::free_outcome exporter::on_pool_free(const pool_piece& piece, bool forc
   if (!force_defer && policy == ipc::free_policy::refuse && importers_of(b) > 0 &&
       (purge_gone_importers(b), importers_of(b) > 0))
     throw error(errc::busy,
-                fmt::format("pool memory {} is open in {} other process(es) and its free policy "
-                            "is refuse; free it after they close it",
-                            piece.base, importers_of(b)));
+                fmt::format("{} is open in {} other process(es) and its free policy is "
+                            "refuse; free it after they close it",
+                            base, importers_of(b)));
   deferred_.reserve(deferred_.size() + 1);  // what may throw, first
   policies_.erase(id);
-  at(b.live).store(0);  // as in on_free
+  // Stale from now on; an importer registering concurrently sees this store or is counted
+  // below (both sides store, then load, sequentially consistent).
+  at(b.live).store(0);
   const std::uint32_t slot = it->second.slot;
   exports_.erase(it);
   if (importers_of(b) == 0) {
     release_slot_locked(slot);
     return free_outcome::released;
   }
-  // Its pool keeps the memory from reuse until finish_deferred gives it back.
-  deferred_free d;
+  // Importers that died holding it are purged by the background thread, which then frees it.
   d.slot = slot;
-  d.piece = piece;
   deferred_.push_back(std::move(d));
   deferred_count_.store(deferred_.size());
   return free_outcome::deferred;

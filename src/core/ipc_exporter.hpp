@@ -98,6 +98,11 @@ class exporter {
     std::shared_ptr<block_wait> block;
   };
 
+  /// The export of buffer id ends (its memory is being freed; base for messages): released,
+  /// or deferred with d (its slot filled in here) waiting until the importers are gone; busy
+  /// under the refuse policy unless force_defer.
+  free_outcome end_export_locked(std::uint64_t id, const void* base, bool force_defer,
+                                 deferred_free d);
   void ensure_segment_locked();
   std::unordered_map<std::uint64_t, exported>::iterator add_export_locked(const record& r);
   wire make_wire_locked(const void* ptr, std::uint64_t id, const exported& e) const;

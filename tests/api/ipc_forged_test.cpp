@@ -26,24 +26,6 @@ namespace wire_format = memarea::detail::ipc_internal;
 
 namespace {
 
-wire_format::wire wire_of(const ipc::handle& h) {
-  wire_format::wire w;
-  std::memcpy(&w, h.bytes.data(), sizeof w);
-  return w;
-}
-
-/// h with `change` applied to its fields and the checksum made right again (the checksum is
-/// public: anyone can recompute it).
-template <class Change>
-ipc::handle forged(const ipc::handle& h, Change change) {
-  wire_format::wire w = wire_of(h);
-  change(w);
-  w.checksum = wire_format::checksum(w);
-  ipc::handle out;
-  std::memcpy(out.bytes.data(), &w, sizeof w);
-  return out;
-}
-
 /// Opens h and expects it to work: the bytes are pattern(seed, n) from the offset on.
 void expect_opens(const ipc::handle& h, std::uint64_t seed, std::size_t n, std::size_t off = 0) {
   void* p = ipc::open(h);

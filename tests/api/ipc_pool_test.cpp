@@ -29,23 +29,6 @@ namespace wire_format = memarea::detail::ipc_internal;
 
 namespace {
 
-wire_format::wire wire_of(const ipc::handle& h) {
-  wire_format::wire w;
-  std::memcpy(&w, h.bytes.data(), sizeof w);
-  return w;
-}
-
-/// h with `change` applied and its (public) checksum made right again.
-template <class Change>
-ipc::handle forged(const ipc::handle& h, Change change) {
-  wire_format::wire w = wire_of(h);
-  change(w);
-  w.checksum = wire_format::checksum(w);
-  ipc::handle out;
-  std::memcpy(out.bytes.data(), &w, sizeof w);
-  return out;
-}
-
 /// A device pool whose first block (4 MiB) holds every piece these tests take.
 pool one_block_pool() {
   pool_options o;

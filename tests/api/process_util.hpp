@@ -172,6 +172,25 @@ class child {
 };
 
 inline std::string hex(const ipc::handle& h) { return h.to_hex(); }
+
+/// The wire fields of a handle (core/ipc_wire.hpp).
+inline memarea::detail::ipc_internal::wire wire_of(const ipc::handle& h) {
+  memarea::detail::ipc_internal::wire w;
+  std::memcpy(&w, h.bytes.data(), sizeof w);
+  return w;
+}
+
+/// h with `change` applied to its fields and the checksum made right again (the checksum is
+/// public: anyone can recompute it).
+template <class Change>
+ipc::handle forged(const ipc::handle& h, Change change) {
+  memarea::detail::ipc_internal::wire w = wire_of(h);
+  change(w);
+  w.checksum = memarea::detail::ipc_internal::checksum(w);
+  ipc::handle out;
+  std::memcpy(out.bytes.data(), &w, sizeof w);
+  return out;
+}
 inline std::string str(std::uint64_t v) { return std::to_string(v); }
 
 /// memarea's objects in /dev/shm made by the process whose lease is `owner` (base/lease.hpp):
