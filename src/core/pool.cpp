@@ -1452,7 +1452,10 @@ void destroy_pool(pool_state* p, bool force) {
     }
     p->blocks.clear();
   }
-  for (auto& [r, ids] : held_blocks) {
+  for (auto& held_block : held_blocks) {
+    // Not a structured binding: clang before 16 cannot capture one in a lambda.
+    const record& r = held_block.first;
+    const std::vector<std::uint64_t>& ids = held_block.second;
     bool adopted = false;
     try {
       adopted = p->fork_generation == g_fork_generation.load(std::memory_order_relaxed) &&
