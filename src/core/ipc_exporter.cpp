@@ -197,7 +197,14 @@ std::size_t exporter::finish_deferred() {
     done = finish_deferred_locked(to_pools);
   }
   // Pools' locks rank below the exporter's: they are taken with it released.
-  for (const pool_piece& piece : to_pools) pool_release_held(piece);
+  for (const pool_piece& piece : to_pools) {
+    try {
+      pool_release_held(piece);
+    } catch (...) {
+      // Out of memory past the pool's release threshold: the piece is the pool's again, the
+      // empty blocks stay reserved until a later free or trim. The other pieces go on.
+    }
+  }
   return done;
 }
 

@@ -1253,17 +1253,19 @@ pool_piece pool_mark_exported(const record& r, const void* p) {
                               "holds it)",
                               p));
     if (!pool.ipc_marks.count(i)) {
-      pool.ipc_marks.reserve(pool.ipc_marks.size() + 1);  // what may throw, first
-      const std::uint64_t id = allocations().next_id();
+      // The mark first (what may throw), then the state: a span marked exported always has
+      // its mark.
+      auto mark = pool.ipc_marks.emplace(i, pool_state::ipc_mark{allocations().next_id(), 0}).first;
       // A thread's cache frees without the arena's lock (live -> cached): the exchange
       // settles which came first.
       const std::uint64_t inc = pool.spans[i].incarnation();
       std::uint64_t want = word(inc, live);
       if (!pool.spans[i].state.compare_exchange_strong(want, word(inc, exported),
-                                                       std::memory_order_acq_rel))
+                                                       std::memory_order_acq_rel)) {
+        pool.ipc_marks.erase(mark);
         throw error(errc::invalid_value,
                     fmt::format("ipc export: {} was freed while being exported", p));
-      pool.ipc_marks.emplace(i, pool_state::ipc_mark{id, 0});
+      }
     }
     piece = pool.piece_locked(i);
   });
@@ -1456,6 +1458,8 @@ void destroy_pool(pool_state* p, bool force) {
     // Not a structured binding: clang before 16 cannot capture one in a lambda.
     const record& r = held_block.first;
     const std::vector<std::uint64_t>& ids = held_block.second;
+    // Out of the registry before IPC may free it (its tick can, as soon as it adopts it).
+    allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
     bool adopted = false;
     try {
       adopted = p->fork_generation == g_fork_generation.load(std::memory_order_relaxed) &&
@@ -1463,10 +1467,7 @@ void destroy_pool(pool_state* p, bool force) {
     } catch (...) {
       // Out of memory: the block is freed now, as if its importers had closed.
     }
-    if (adopted) {
-      allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
-      continue;
-    }
+    if (adopted) continue;
     blocks.push_back(r);  // its importers closed meanwhile: free it now
   }
   if (p->fork_generation != g_fork_generation.load(std::memory_order_relaxed) && !p->host_pool) {
