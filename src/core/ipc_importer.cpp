@@ -165,10 +165,15 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device) 
   // A mapping of this exporter's made with the same driver handle serves every buffer of that
   // allocation (a pool block's sub-allocations): one driver open per allocation.
   const std::uint64_t digest = native_digest(w.native);
-  for (auto [it, last] = by_digest_.equal_range(digest); it != last; ++it) {
-    mapping& m = mappings_.at(it->second);
-    if (m.from == &src && std::memcmp(m.native, w.native, sizeof m.native) == 0) return m;
+  mapping* known = find_mapping_locked(src, w, digest);
+  if (known && known->open_entries == 0) {
+    // Only closed buffers hold it: their allocation may be gone, and a new one at the same
+    // address may have the same handle bytes. The freed buffers leave first (so the mapping
+    // too when none of its buffers is live); a live one vouches for the allocation.
+    sweep_cache_locked();
+    known = find_mapping_locked(src, w, digest);
   }
+  if (known) return *known;
   auto& sys = system::get();
   // What may throw, first: nothing is open yet.
   mappings_.reserve(mappings_.size() + 1);
@@ -218,6 +223,15 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device) 
   }
 }
 
+importer::mapping* importer::find_mapping_locked(const source& src, const wire& w,
+                                                 std::uint64_t digest) {
+  for (auto [it, last] = by_digest_.equal_range(digest); it != last; ++it) {
+    mapping& m = mappings_.at(it->second);
+    if (m.from == &src && std::memcmp(m.native, w.native, sizeof m.native) == 0) return &m;
+  }
+  return nullptr;
+}
+
 void importer::unmap_locked(mapping& m) {
   void* base = m.base;
   erase_record(base, m.record_id);
@@ -247,6 +261,7 @@ void importer::close(void* ptr) {
   if (--it->second.count == 0) forget_opened_locked(it);
   entry& e = e_it->second;
   if (--e.refs > 0) return;
+  --e.map->open_entries;
   // Last close: the exporter may free the memory now; the mapping itself stays cached.
   unregister_locked(e);
   buffer_slot& b = e.from->seg->slot[e.slot];
@@ -362,7 +377,7 @@ void* importer::hand_out_locked(const key& k, entry& e, void* p,
     }
   }
   ++it->second.count;
-  ++e.refs;
+  if (e.refs++ == 0) ++e.map->open_entries;
   return p;
 }
 

@@ -83,6 +83,7 @@ class importer {
     source* from = nullptr;
     unsigned char native[64] = {};  ///< the driver handle it was opened with
     int entries = 0;            ///< entries (open or cached) that use it
+    int open_entries = 0;       ///< of those, entries open now (refs > 0)
     std::uint64_t record_id = 0;
   };
   /// One buffer of another process: [begin, end) of a mapping.
@@ -115,6 +116,8 @@ class importer {
                         std::unordered_map<void*, opened_ptr>::iterator it);
   /// The mapping of w's driver allocation: one made for another buffer of it, or a new one.
   mapping& map_locked(source& src, const wire& w, int device);
+  /// The mapping of src's made with w's driver handle bytes, or null.
+  mapping* find_mapping_locked(const source& src, const wire& w, std::uint64_t digest);
   void unmap_locked(mapping& m);
   void unlink_lru_locked(entry& e);
   void forget_opened_locked(std::unordered_map<void*, opened_ptr>::iterator it);

@@ -82,6 +82,33 @@ TEST(IpcPool, SubAllocationsOfOneBlockCostOneDriverOpen) {
   EXPECT_EQ(p.stats().live_allocations, 0u);
 }
 
+// A block's mapping is reused for its next piece while a piece of it is live; when only closed
+// pieces that were freed hold it, the block may be gone, and the importer opens anew.
+TEST(IpcPool, AMappingIsReusedOnlyWhileAPieceVouchesForItsBlock) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  pool p = one_block_pool();
+  const std::size_t n = 4096;
+  void* a = p.allocate(n);
+  void* b = p.allocate(n);
+  void* c = p.allocate(n);
+  const std::string ha = hex(ipc::export_handle(a)), hb = hex(ipc::export_handle(b)),
+                    hc = hex(ipc::export_handle(c));
+  child imp({"importer"});
+  EXPECT_EQ(imp.ask("open " + ha), "ok opens=1");
+  EXPECT_EQ(imp.ask("close-all"), "closed");  // a stays cached, still live
+  EXPECT_EQ(imp.ask("open " + hb), "ok opens=1") << "a, live, vouches for the block";
+  EXPECT_EQ(imp.ask("close-all"), "closed");
+  p.deallocate(a);
+  p.deallocate(b);  // both cached in the importer, both freed
+  EXPECT_EQ(imp.ask("open " + hc), "ok opens=2") << "no live piece: the block is opened anew";
+  EXPECT_EQ(imp.ask("open " + ha), "MEMAREA_ERROR_INVALID_HANDLE");
+  EXPECT_EQ(imp.ask("close-all"), "closed");
+  imp.close_stdin();
+  EXPECT_EQ(imp.wait(), 0);
+  p.deallocate(c);
+}
+
 TEST(IpcPool, AHandleNamesOnlyItsSubAllocation) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();

@@ -23,6 +23,9 @@
 //                                N); write pattern(SEED+1000+i, N) there; print "ok opens=K
 //                                mappings=M" (K: driver opens, M: driver mappings open now),
 //                                then obey stdin: "close" -> close them all, "closed"; EOF: exit
+//   importer                     obey stdin: "open HEX" -> "ok opens=K" (K: driver opens so
+//                                far; the pointer stays open) or a status; "close-all" ->
+//                                close every pointer, "closed"; EOF: exit
 //   lru HEX...                   open and close each handle in turn, then print
 //                                "limit=L cached=FLAGS": L the import cache's bound, FLAGS a 1
 //                                per argument whose mapping is still cached, else 0; a memarea
@@ -271,6 +274,30 @@ int import_all(int argc, char** argv) {
   return 0;
 }
 
+int importer(int argc, char**) {
+  if (argc != 2) return 64;
+  std::vector<void*> opened;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd, hex;
+    in >> cmd >> hex;
+    if (cmd == "open") {
+      try {
+        opened.push_back(memarea::ipc::open(memarea::ipc::handle::from_hex(hex)));
+        say("ok opens=" + std::to_string(memarea::ipc::driver_opens()));
+      } catch (const memarea::error& e) {
+        say(memarea::to_string(e.status()));
+      }
+    } else if (cmd == "close-all") {
+      for (void* p : opened) memarea::ipc::close(p);
+      opened.clear();
+      say("closed");
+    }
+  }
+  return 0;
+}
+
 int lru(int argc, char** argv) {
   if (argc < 3) return 64;
   try {
@@ -306,6 +333,7 @@ int main(int argc, char** argv) {
     if (cmd == "recv-fd") return recv_fd(argc, argv);
     if (cmd == "lru") return lru(argc, argv);
     if (cmd == "import-all") return import_all(argc, argv);
+    if (cmd == "importer") return importer(argc, argv);
   } catch (const memarea::error& e) {
     say(memarea::to_string(e.status()));
     std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";
