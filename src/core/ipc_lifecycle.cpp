@@ -122,26 +122,23 @@ class state {
                               ptr, to_string(static_cast<memory_kind>(r->kind))));
     if (r->made_by == origin::pool) return export_pooled(ptr, *r);
     const wire w = out.export_handle(ptr, *r);
-    // A free racing with this export may have run its hook before the export existed; then
-    // the record is gone now and the export must not outlive it (it would name freed memory).
     auto again = allocations().find(ptr);
-    if (!again || again->id != r->id) {
-      out.drop(r->id);
-      throw error(errc::invalid_value,
-                  fmt::format("export_handle: {} was freed while being exported", ptr));
-    }
-    ipc::handle h;
-    std::memcpy(h.bytes.data(), &w, sizeof w);
-    return h;
+    return finish_export(ptr, w, again && again->id == r->id);
   }
 
   /// export_handle of ptr inside pool block r: the live sub-allocation that holds it.
   ipc::handle export_pooled(const void* ptr, const record& r) {
     const pool_piece piece = pool_mark_exported(r, ptr);
     const wire w = out.export_pooled(ptr, r, piece);
-    // As for areas: a free that ran before the export existed released the piece.
-    if (!pool_still_exported(piece)) {
-      out.drop(piece.export_id);
+    return finish_export(ptr, w, pool_still_exported(piece));
+  }
+
+  /// The handle of w, unless its memory was freed while it was made (still_live false): a free
+  /// racing with the export may have run its hook before the export existed, and the export
+  /// must not outlive the memory (it would name freed memory).
+  ipc::handle finish_export(const void* ptr, const wire& w, bool still_live) {
+    if (!still_live) {
+      out.drop(w.buffer_id);
       throw error(errc::invalid_value,
                   fmt::format("export_handle: {} was freed while being exported", ptr));
     }
