@@ -1,11 +1,11 @@
 /* AML's HIP area API, unchanged, on memarea (which runs it on HIP, CUDA or sim devices). */
-#include <memarea/aml/area/hip.h>
+#include <aml/area/hip.h>
 
 #include <stdio.h>
 
 int main(void) {
   struct aml_area *area = NULL;
-  struct aml_area_hip_mmap_options options = {0, NULL};
+  struct aml_area_hip_mmap_options options = {-1, NULL}; /* -1: the area's device */
   void *p;
   int err = aml_area_hip_create(&area, -1, AML_AREA_HIP_FLAG_ALLOC_HOST |
                                                AML_AREA_HIP_FLAG_ALLOC_MAPPED);

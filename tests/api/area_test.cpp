@@ -1,8 +1,8 @@
 // Areas on every flag combination and device: data, lookup, bad input, device restore, threads.
 #include "api/common.hpp"
 
-#include <memarea/aml/area/cuda.h>
-#include <memarea/aml/area/hip.h>
+#include <aml/area/cuda.h>
+#include <aml/area/hip.h>
 #include <memarea/memarea.h>
 
 #include <atomic>
@@ -366,10 +366,13 @@ TEST(AmlArea, MmapMunmapEveryFlagAndErrno) {
   const auto total = get_device_properties(0).total_memory;
   EXPECT_EQ(aml_area_mmap(&aml_area_hip, total + (std::size_t{1} << 30), nullptr), nullptr);
   EXPECT_EQ(aml_errno, AML_ENOMEM);
-  // Size 0.
+  // Size 0: NULL with aml_errno untouched, and unmapping NULL or 0 bytes succeeds (as AML).
+  aml_errno = AML_EPERM;
   EXPECT_EQ(aml_area_mmap(&aml_area_cuda, 0, nullptr), nullptr);
-  EXPECT_EQ(aml_errno, AML_EINVAL);
+  EXPECT_EQ(aml_errno, AML_EPERM);
+  EXPECT_EQ(aml_area_munmap(&aml_area_cuda, nullptr, 64), AML_SUCCESS);
   int local;
+  EXPECT_EQ(aml_area_munmap(&aml_area_cuda, &local, 0), AML_SUCCESS);
   EXPECT_EQ(aml_area_munmap(&aml_area_hip, &local, 4), -AML_EINVAL);
   EXPECT_EQ(aml_area_mmap(nullptr, 64, nullptr), nullptr);
   EXPECT_EQ(aml_area_munmap(nullptr, &local, 4), -AML_EINVAL);
@@ -393,9 +396,14 @@ TEST(AmlArea, DefaultAreasAndTheOptionDeviceRule) {
     EXPECT_EQ(u, nullptr);
     EXPECT_EQ(aml_errno, AML_ENOTSUP);
   }
-  // The option's device selects only when > 0 (seed 004): 0 means "the area's device".
+  // The option's device selects when >= 0 (as AML documents it; AML itself ignores 0), and
+  // < 0 means "the area's device".
   aml_area_hip_mmap_options zero{0, nullptr};
   p = aml_area_mmap(&aml_area_hip, 64, reinterpret_cast<aml_area_mmap_options*>(&zero));
+  EXPECT_EQ(lookup(p).device, 0);
+  EXPECT_EQ(aml_area_munmap(&aml_area_hip, p, 64), AML_SUCCESS);
+  aml_area_hip_mmap_options none{-1, nullptr};
+  p = aml_area_mmap(&aml_area_hip, 64, reinterpret_cast<aml_area_mmap_options*>(&none));
   EXPECT_EQ(lookup(p).device, last);
   EXPECT_EQ(aml_area_munmap(&aml_area_hip, p, 64), AML_SUCCESS);
   if (devices() > 1) {

@@ -5,8 +5,8 @@
 
 #include "core/registry.hpp"
 
-#include <memarea/aml/area/cuda.h>
-#include <memarea/aml/area/hip.h>
+#include <aml/area/cuda.h>
+#include <aml/area/hip.h>
 #include <memarea/managed.hpp>
 #include <memarea/memarea.h>
 
