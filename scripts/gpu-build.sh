@@ -12,7 +12,9 @@ cp build/gpu/tools/memarea build/gpu/tests/memarea_unit_tests build/gpu/tests/me
 [ -f build/gpu/tests/memarea_test_helper ] && cp build/gpu/tests/memarea_test_helper out/gpu-bin/
 # The examples link the shared library: it travels with them (the suite sets LD_LIBRARY_PATH).
 cp build/gpu/examples/example_* out/gpu-bin/
-cp -P build/gpu/src/libmemarea.so* out/gpu-bin/
+# The AML drop-in's tests (C programs linked with libmemarea-aml).
+cp build/gpu/tests/aml/aml_test_* out/gpu-bin/
+cp -P build/gpu/src/libmemarea.so* build/gpu/src/libmemarea-aml.so* out/gpu-bin/
 strip out/gpu-bin/*
 echo "$PWD/build/gpu/tests/memarea_test_helper" > out/gpu-bin/HELPER_PATH
 echo "$(git rev-parse HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD -- 2>/dev/null || echo '+uncommitted changes')" > out/gpu-bin/COMMIT

@@ -55,6 +55,13 @@ section "API tests on sim (8 devices) on the same machine"
 MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=8 MEMAREA_SIM_DEVICE_MEMORY=64M \
   run "$BIN/memarea_api_tests"
 
+if compgen -G "$BIN/aml_test_*" >/dev/null; then
+  section "AML drop-in tests on CUDA (tests/aml: AML programs on libmemarea-aml)"
+  for t in "$BIN"/aml_test_*; do
+    LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" run "$t"
+  done
+fi
+
 if [ -x "$BIN/example_ipc_producer" ]; then
   section "examples on CUDA (IPC producer and consumer as two processes)"
   export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
