@@ -24,6 +24,7 @@ const char* to_string(lock_rank r) noexcept {
     case lock_rank::registry: return "registry";
     case lock_rank::ipc_export: return "ipc_export";
     case lock_rank::host_table: return "host_table";
+    case lock_rank::aml_linux_mappings: return "aml_linux_mappings";
     case lock_rank::staging: return "staging";
     case lock_rank::device_caps: return "device_caps";
     case lock_rank::ipc_fork_state: return "ipc_fork_state";

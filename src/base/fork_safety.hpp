@@ -37,6 +37,7 @@ enum class lock_rank : std::uint16_t {
   registry = 70,        ///< the allocation registry (its free hook takes ipc_export inside)
   ipc_export = 80,      ///< the IPC exporter's table (frees deferred memory through the driver)
   host_table = 90,      ///< pageable host allocations' NUMA bookkeeping
+  aml_linux_mappings = 95, ///< AML's linux area: the mappings made with mmap options (a leaf)
   staging = 100,        ///< idle stagers of the pipelined peer copy
   device_caps = 110,    ///< per-device capabilities read once
   ipc_fork_state = 900, ///< not a lock: IPC's child handler (sets the parent's state aside)

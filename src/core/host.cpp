@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 namespace memarea {
 namespace detail {
@@ -25,9 +26,12 @@ namespace {
 
 /// What memarea keeps for one host allocation beside the registry's record.
 struct host_entry {
-  std::uint64_t id = 0;   ///< the record's id once adopted (0 until then)
-  int node = -1;          ///< the node allocate() bound the pages to; -1: the default policy
-  page_attributes pages;  ///< one entry per managed_granularity bytes
+  std::uint64_t id = 0;  ///< the record's id once adopted (0 until then)
+  /// The policy allocate() gave the pages: what advice "the host, no particular node" and
+  /// "unset preferred location" put back.
+  detail::host::placement placement;
+  const void* maker = nullptr;  ///< host_malloc_placed's maker tag (nullptr: host_malloc)
+  page_attributes pages;        ///< one entry per managed_granularity bytes
 };
 
 /// Every live host allocation by base address. One mutex: advice holds it across its mbind so
@@ -68,27 +72,57 @@ void wait_for(memarea_stream_t s, const char* what) {
   check(sys.gpu().stream_synchronize(ref.device, ref.native), what);
 }
 
+/// "on NUMA node 1", "interleaved over NUMA nodes 0,1", "on any NUMA node": for messages.
+std::string describe(const detail::host::placement& where) {
+  std::string nodes;
+  for (int n = 0; n < static_cast<int>(where.nodes.size() * sizeof(unsigned long) * 8); ++n) {
+    if (!detail::host::mask_has(where.nodes, n)) continue;
+    if (!nodes.empty()) nodes += ',';
+    nodes += std::to_string(n);
+  }
+  switch (where.mode) {
+    case detail::host::policy::default_policy: return "on any NUMA node";
+    case detail::host::policy::bind: return fmt::format("bound to NUMA nodes {}", nodes);
+    case detail::host::policy::preferred: return fmt::format("preferring NUMA nodes {}", nodes);
+    case detail::host::policy::interleave:
+      return fmt::format("interleaved over NUMA nodes {}", nodes);
+  }
+  return "with an unknown policy";
+}
+
 }  // namespace
 
 void* host_malloc(std::size_t size, int node) {
-  const char* what = "host_malloc";
-  if (size == 0) throw error(errc::invalid_value, fmt::format("{}: size is 0", what));
+  if (size == 0) throw error(errc::invalid_value, "host_malloc: size is 0");
   if (node < memarea::host::any_node)
     throw error(errc::invalid_device,
-                fmt::format("{}: NUMA node {} is neither a node nor -1 (any node)", what, node));
+                fmt::format("host_malloc: NUMA node {} is neither a node nor -1 (any node)",
+                            node));
+  return host_malloc_placed(size, detail::host::placement_on(node), nullptr, nullptr);
+}
+
+void* host_malloc_placed(std::size_t size, const detail::host::placement& where, void* hint,
+                         const void* maker) {
+  const char* what = "host_malloc";
+  if (size == 0) throw error(errc::invalid_value, fmt::format("{}: size is 0", what));
   const std::size_t ps = detail::host::page_size();
   if (size > SIZE_MAX - (ps - 1))
     throw error(errc::out_of_memory,
                 fmt::format("{}: {} bytes is larger than any address space", what, size));
   const std::size_t span = (size + ps - 1) / ps * ps;
-  void* p = nullptr;
-  check(detail::host::allocate(size, node, &p),
-        fmt::format("{} of {} bytes on NUMA node {}", what, size, node).c_str());
   auto& t = table();
+  // The entry is built before the memory exists, so that running out of memory for it cannot
+  // leave a mapping behind.
+  host_entry e;
+  e.placement = where;
+  e.maker = maker;
+  e.pages = page_attributes(span / managed_granularity);
+  void* p = nullptr;
+  // The message is built only on failure: building it after a success could throw with the
+  // mapping not yet recorded anywhere.
+  if (dstatus s = detail::host::allocate(size, where, hint, &p); !s.ok())
+    check(s, fmt::format("{} of {} bytes ({})", what, size, describe(where)).c_str());
   try {
-    host_entry e;
-    e.node = node;
-    e.pages = page_attributes(span / managed_granularity);
     std::lock_guard lock(t.m);
     t.by_base.insert_or_assign(addr(p), std::move(e));
   } catch (...) {
@@ -107,6 +141,14 @@ void* host_malloc(std::size_t size, int node) {
   std::lock_guard lock(t.m);
   if (auto it = t.by_base.find(addr(p)); it != t.by_base.end()) it->second.id = r.id;
   return p;
+}
+
+const void* host_maker(const record& r) {
+  auto& t = table();
+  std::lock_guard lock(t.m);
+  auto it = t.by_base.find(addr(r.base));
+  if (it == t.by_base.end() || (it->second.id != r.id && it->second.id != 0)) return nullptr;
+  return it->second.maker;
 }
 
 dstatus host_release(const record& r) {
@@ -208,12 +250,10 @@ void host_advise(const record& r, const void* ptr, std::size_t count, memarea_me
   e.pages.isolate(first, last);
   const std::string doing = fmt::format("{} {} on {} bytes of host memory at {}", what,
                                         static_cast<int>(advice), count, ptr);
-  // The allocation's own policy: what "the host, no particular node" and unset go back to.
+  // The allocation's own policy (a node, a set, or the default): what "the host, no particular
+  // node" and unset go back to.
   auto restore = [&] {
-    check(e.node >= 0
-              ? detail::host::set_policy(ptr, count, detail::host::policy::bind, e.node)
-              : detail::host::set_policy(ptr, count, detail::host::policy::default_policy, -1),
-          doing.c_str());
+    check(detail::host::set_policy(ptr, count, e.placement, false), doing.c_str());
   };
   switch (advice) {
     case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:

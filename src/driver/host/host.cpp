@@ -152,22 +152,143 @@ bool destructive_advice(int advice) noexcept {
   }
 }
 
+constexpr size_t k_mask_word_bits = sizeof(unsigned long) * CHAR_BIT;
+
+/// The optional flags the kernel ORs into a policy's mode (MPOL_F_STATIC_NODES,
+/// MPOL_F_RELATIVE_NODES, MPOL_F_NUMA_BALANCING: <linux/mempolicy.h>, absent from numaif.h).
+constexpr int k_mode_flags = (1 << 15) | (1 << 14) | (1 << 13);
+
+#ifndef MPOL_PREFERRED_MANY
+#define MPOL_PREFERRED_MANY 5  // Linux 5.15; numaif.h before libnuma 2.0.15 lacks the name
+#endif
+
+/// mbind(mode, flags) of [begin, begin+len) over `nodes` (ignored for MPOL_DEFAULT, which takes
+/// no nodes). Trailing zero words are not passed: the kernel refuses a mask longer than its
+/// own node count unless the extra bits are 0, and shorter is always fine. Returns the errno
+/// (0 on success).
+int mbind_mask(void* begin, size_t len, int mode, const node_mask& nodes, unsigned flags) {
+  if (mode == MPOL_DEFAULT) {
+    return ::mbind(begin, len, MPOL_DEFAULT, nullptr, 0, flags) == 0 ? 0 : errno;
+  }
+  size_t words = nodes.size();
+  while (words > 0 && nodes[words - 1] == 0) --words;
+  // The kernel reads maxnode-1 bits, hence the + 1 (as libnuma itself passes).
+  const unsigned long maxnode = words * k_mask_word_bits + 1;
+  return ::mbind(begin, len, mode, words ? nodes.data() : nullptr, maxnode, flags) == 0 ? 0
+                                                                                        : errno;
+}
+
 /// mbind(mode) of [begin, begin+len) to the one node `node` (ignored for MPOL_DEFAULT). The
 /// nodemask is built by hand because libnuma's bitmask allocator exits the process on OOM.
 /// Returns the errno (0 on success).
 int mbind_node(void* begin, size_t len, int mode, int node) {
-  if (mode == MPOL_DEFAULT) {
-    return ::mbind(begin, len, MPOL_DEFAULT, nullptr, 0, 0) == 0 ? 0 : errno;
+  node_mask mask;
+  if (mode != MPOL_DEFAULT) mask_add(mask, node);
+  return mbind_mask(begin, len, mode, mask, 0);
+}
+
+/// The number of nodes in mask.
+size_t mask_count(const node_mask& mask) noexcept {
+  size_t n = 0;
+  for (unsigned long w : mask) n += static_cast<size_t>(__builtin_popcountl(w));
+  return n;
+}
+
+/// Applies `where` to [begin, begin+len) (both page-aligned): preferred over several nodes tries
+/// MPOL_PREFERRED_MANY first and falls back to MPOL_PREFERRED (the lowest node of the set) on a
+/// kernel that does not know it (EINVAL). Returns the errno (0 on success).
+int apply_placement(void* begin, size_t len, const placement& where, unsigned flags) {
+  switch (where.mode) {
+    case policy::default_policy: return mbind_mask(begin, len, MPOL_DEFAULT, {}, flags);
+    case policy::bind: return mbind_mask(begin, len, MPOL_BIND, where.nodes, flags);
+    case policy::interleave: return mbind_mask(begin, len, MPOL_INTERLEAVE, where.nodes, flags);
+    case policy::preferred:
+      if (mask_count(where.nodes) > 1) {
+        const int err = mbind_mask(begin, len, MPOL_PREFERRED_MANY, where.nodes, flags);
+        if (err != EINVAL) return err;
+      }
+      return mbind_mask(begin, len, MPOL_PREFERRED, where.nodes, flags);
   }
-  const size_t bits_per = sizeof(unsigned long) * CHAR_BIT;
-  std::vector<unsigned long> mask(static_cast<size_t>(node) / bits_per + 1, 0UL);
-  mask[static_cast<size_t>(node) / bits_per] |= 1UL << (static_cast<size_t>(node) % bits_per);
-  // The kernel reads maxnode-1 bits, hence the + 1 (as libnuma itself passes).
-  const unsigned long maxnode = mask.size() * bits_per + 1;
-  return ::mbind(begin, len, mode, mask.data(), maxnode, 0) == 0 ? 0 : errno;
+  return EINVAL;
+}
+
+/// "{0,2,5}": a node set for messages.
+std::string mask_text(const node_mask& mask) {
+  std::string out = "{";
+  for (size_t w = 0; w < mask.size(); ++w) {
+    for (size_t b = 0; b < k_mask_word_bits; ++b) {
+      if (!((mask[w] >> b) & 1UL)) continue;
+      if (out.size() > 1) out += ',';
+      out += std::to_string(w * k_mask_word_bits + b);
+    }
+  }
+  return out + "}";
+}
+
+/// The words a node mask from the kernel needs: one bit per possible node (libnuma reads the
+/// count from /proc/self/status, 1024 on most kernels) and one word to spare.
+size_t kernel_mask_words() noexcept {
+  const int possible = ::numa_num_possible_nodes();
+  const size_t bits = possible > 0 ? static_cast<size_t>(possible) : k_mask_word_bits;
+  return (bits + k_mask_word_bits - 1) / k_mask_word_bits + 1;
 }
 
 }  // namespace
+
+bool mask_has(const node_mask& mask, int node) noexcept {
+  if (node < 0) return false;
+  const size_t n = static_cast<size_t>(node);
+  return n / k_mask_word_bits < mask.size() &&
+         ((mask[n / k_mask_word_bits] >> (n % k_mask_word_bits)) & 1UL) != 0;
+}
+
+void mask_add(node_mask& mask, int node) {
+  const size_t n = static_cast<size_t>(node);
+  if (mask.size() <= n / k_mask_word_bits) mask.resize(n / k_mask_word_bits + 1, 0UL);
+  mask[n / k_mask_word_bits] |= 1UL << (n % k_mask_word_bits);
+}
+
+bool mask_equal(const node_mask& a, const node_mask& b) noexcept {
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned long wa = i < a.size() ? a[i] : 0UL;
+    const unsigned long wb = i < b.size() ? b[i] : 0UL;
+    if (wa != wb) return false;
+  }
+  return true;
+}
+
+placement placement_on(int node) {
+  placement p;
+  if (node >= 0) {
+    p.mode = policy::bind;
+    mask_add(p.nodes, node);
+  }
+  return p;
+}
+
+dstatus validate(const placement& where, const char* what) {
+  switch (where.mode) {
+    case policy::default_policy: return dstatus::success();
+    case policy::preferred:
+    case policy::bind:
+    case policy::interleave: break;
+    default:
+      return refused(errc::invalid_value,
+                     fmt::format("{}: unknown policy {}", what, static_cast<int>(where.mode)));
+  }
+  if (mask_count(where.nodes) == 0)
+    return refused(errc::invalid_value, fmt::format("{}: the node set is empty", what));
+  for (size_t w = 0; w < where.nodes.size(); ++w) {
+    for (size_t b = 0; b < k_mask_word_bits; ++b) {
+      if (!((where.nodes[w] >> b) & 1UL)) continue;
+      const size_t node = w * k_mask_word_bits + b;
+      if (node > static_cast<size_t>(INT_MAX) || !node_exists(static_cast<int>(node)))
+        return bad_node(static_cast<int>(std::min<size_t>(node, INT_MAX)), what);
+    }
+  }
+  return dstatus::success();
+}
 
 bool numa_available() noexcept { return ::numa_available() >= 0; }
 
@@ -231,9 +352,13 @@ std::vector<numa_node> numa_nodes() {
   return out;
 }
 
+dstatus allocate(size_t size, int node, void** ptr) {
+  return allocate(size, placement_on(node), nullptr, ptr);
+}
+
 /// mmap rather than malloc: page alignment is what mbind/move_pages/madvise need, and the pages
 /// stay untouched (no first-touch placement) until the caller writes, so the policy decides.
-dstatus allocate(size_t size, int node, void** ptr) {
+dstatus allocate(size_t size, const placement& where, void* hint, void** ptr) {
   if (ptr == nullptr) return refused(errc::invalid_value, "host allocate: ptr is null");
   if (size == 0) return refused(errc::invalid_value, "host allocate: size is 0");
   const size_t ps = page_size();
@@ -241,23 +366,25 @@ dstatus allocate(size_t size, int node, void** ptr) {
     return refused(errc::invalid_value,
                    fmt::format("host allocate: size {} cannot be rounded to pages", size));
   }
-  if (node >= 0 && !node_exists(node)) return bad_node(node, "host allocate");
+  if (dstatus s = validate(where, "host allocate"); !s.ok()) return s;
   const size_t rounded = (size + ps - 1) & ~(ps - 1);
 
-  void* p = fresh_mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = fresh_mmap(hint, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     return from_errno(err == ENOMEM ? errc::out_of_memory : errno_to_errc(err), err,
                       fmt::format("host allocate: mmap of {} bytes", rounded));
   }
 
-  // Without NUMA support node 0 is the only memory there is; no policy to set.
-  if (node >= 0 && numa_available()) {
-    if (const int err = mbind_node(p, rounded, MPOL_BIND, node); err != 0) {
+  // Without NUMA support node 0 is the only memory there is; no policy to set. A fresh mapping
+  // already has the default policy.
+  if (where.mode != policy::default_policy && numa_available()) {
+    if (const int err = apply_placement(p, rounded, where, 0); err != 0) {
       ::munmap(p, rounded);
-      // EINVAL here means the node has no memory (e.g. a CPU-only node): a bad device choice.
+      // EINVAL here means a node has no memory (e.g. a CPU-only node): a bad device choice.
       return from_errno(err == EINVAL ? errc::invalid_device : errno_to_errc(err), err,
-                        fmt::format("host allocate: mbind to NUMA node {}", node));
+                        fmt::format("host allocate: mbind to NUMA nodes {}",
+                                    mask_text(where.nodes)));
     }
   }
   *ptr = p;
@@ -451,6 +578,7 @@ dstatus set_policy(const void* ptr, size_t size, policy p, int node) {
     case policy::default_policy: break;
     case policy::preferred: mode = MPOL_PREFERRED; break;
     case policy::bind: mode = MPOL_BIND; break;
+    case policy::interleave: mode = MPOL_INTERLEAVE; break;
     default:
       return refused(errc::invalid_value,
                      fmt::format("host set_policy: unknown policy {}", static_cast<int>(p)));
@@ -465,6 +593,69 @@ dstatus set_policy(const void* ptr, size_t size, policy p, int node) {
                                                             : errno_to_errc(err),
                       err, fmt::format("host set_policy: mbind({}) to NUMA node {}", mode, node));
   }
+  return dstatus::success();
+}
+
+dstatus set_policy(const void* ptr, size_t size, const placement& where, bool move) {
+  if (ptr == nullptr) return refused(errc::invalid_value, "host set_policy: ptr is null");
+  if (size == 0) return refused(errc::invalid_value, "host set_policy: size is 0");
+  uintptr_t begin = 0, end = 0;
+  if (!page_range(ptr, size, &begin, &end)) {
+    return refused(errc::invalid_value, "host set_policy: range overflows the address space");
+  }
+  if (dstatus s = validate(where, "host set_policy"); !s.ok()) return s;
+  if (dstatus s = check_mapped(begin, end, "host set_policy"); !s.ok()) return s;
+  if (!numa_available()) return dstatus::success();  // one node: nothing to choose between
+  if (const int err = apply_placement(reinterpret_cast<void*>(begin), end - begin, where,
+                                      move ? MPOL_MF_MOVE : 0U);
+      err != 0) {
+    // EINVAL for nodes that exist is a node without memory (or outside the cpuset).
+    return from_errno(err == EINVAL && where.mode != policy::default_policy
+                          ? errc::invalid_device
+                          : errno_to_errc(err),
+                      err,
+                      fmt::format("host set_policy: mbind(policy {}) to NUMA nodes {}",
+                                  static_cast<int>(where.mode), mask_text(where.nodes)));
+  }
+  return dstatus::success();
+}
+
+dstatus policy_at(const void* addr, int* mode, node_mask* nodes) {
+  if (mode == nullptr || nodes == nullptr)
+    return refused(errc::invalid_value, "host policy_at: mode or nodes is null");
+  if (!numa_available())
+    return refused(errc::not_supported, "host policy_at: the kernel has no NUMA support");
+  node_mask mask(kernel_mask_words(), 0UL);
+  int kernel_mode = 0;
+  // The kernel writes maxnode-1 bits rounded up to whole words: one word fewer than the buffer.
+  const unsigned long maxnode = (mask.size() - 1) * k_mask_word_bits + 1;
+  if (::get_mempolicy(&kernel_mode, mask.data(), maxnode, const_cast<void*>(addr), MPOL_F_ADDR) !=
+      0) {
+    const int err = errno;
+    // EFAULT: no mapping at addr.
+    return from_errno(err == EFAULT ? errc::invalid_value : errno_to_errc(err), err,
+                      fmt::format("host policy_at: get_mempolicy at {}", addr));
+  }
+  *mode = kernel_mode & ~(k_mode_flags);
+  *nodes = std::move(mask);
+  return dstatus::success();
+}
+
+dstatus allowed_nodes(node_mask* nodes) {
+  if (nodes == nullptr) return refused(errc::invalid_value, "host allowed_nodes: nodes is null");
+  if (!numa_available()) {
+    node_mask only_zero;
+    mask_add(only_zero, 0);
+    *nodes = std::move(only_zero);
+    return dstatus::success();
+  }
+  node_mask mask(kernel_mask_words(), 0UL);
+  const unsigned long maxnode = (mask.size() - 1) * k_mask_word_bits + 1;
+  if (::get_mempolicy(nullptr, mask.data(), maxnode, nullptr, MPOL_F_MEMS_ALLOWED) != 0) {
+    const int err = errno;
+    return from_errno(errno_to_errc(err), err, "host allowed_nodes: get_mempolicy");
+  }
+  *nodes = std::move(mask);
   return dstatus::success();
 }
 

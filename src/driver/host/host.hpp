@@ -52,10 +52,49 @@ enum class policy {
   default_policy,  ///< MPOL_DEFAULT: the process's policy (first touch unless numactl said else)
   preferred,       ///< MPOL_PREFERRED: `node` first, other nodes when it is full
   bind,            ///< MPOL_BIND: `node` only
+  interleave,      ///< MPOL_INTERLEAVE: page by page, round robin over the nodes
 };
 /// Sets the policy of [ptr, ptr+size), rounded out to pages; pages already placed stay where
 /// they are (no MPOL_MF_MOVE: advice, not migration). node is ignored for default_policy and
 /// must exist otherwise (invalid_device). Without NUMA support it only validates.
 dstatus set_policy(const void* ptr, size_t size, policy p, int node);
+
+/// A set of NUMA nodes in the kernel's nodemask layout: node n is bit n % B of word n / B, B
+/// the bits of an unsigned long. Words past the last may be absent (their nodes are not set).
+using node_mask = std::vector<unsigned long>;
+/// Whether node n is in mask.
+bool mask_has(const node_mask& mask, int node) noexcept;
+/// Adds node n (>= 0) to mask, growing it as needed.
+void mask_add(node_mask& mask, int node);
+/// Whether a and b hold the same nodes (trailing zero words do not count).
+bool mask_equal(const node_mask& a, const node_mask& b) noexcept;
+
+/// A policy over a set of nodes: where the pages of a range go.
+struct placement {
+  policy mode = policy::default_policy;
+  node_mask nodes;  ///< ignored for default_policy; otherwise one node at least, all existing
+};
+/// The placement of allocate(size, node): bound to node, or the default policy for node < 0.
+placement placement_on(int node);
+/// Checks a placement before anything uses it: invalid_value for an unknown policy or an empty
+/// set (other than for default_policy), invalid_device for a node that does not exist.
+dstatus validate(const placement& where, const char* what);
+
+/// Pageable memory, page-aligned, whose policy is `where` before any page is touched (preferred
+/// over several nodes is MPOL_PREFERRED_MANY where the kernel has it, Linux 5.15+, else
+/// MPOL_PREFERRED on the lowest node). hint is mmap's address hint (never MAP_FIXED: the kernel
+/// may place the memory elsewhere). Without NUMA support the placement is only validated.
+dstatus allocate(size_t size, const placement& where, void* hint, void** ptr);
+/// Sets the policy of [ptr, ptr+size), rounded out to pages, to `where` (validated first; the
+/// range must be mapped). move: pages already placed elsewhere move too (MPOL_MF_MOVE, the
+/// pages only this process maps), else they stay. Without NUMA support it only validates.
+dstatus set_policy(const void* ptr, size_t size, const placement& where, bool move);
+/// The kernel's policy at addr (get_mempolicy, MPOL_F_ADDR): *mode is the MPOL_* value without
+/// its mode flags, *nodes its node set. not_supported without NUMA support; invalid_value when
+/// addr is not mapped.
+dstatus policy_at(const void* addr, int* mode, node_mask* nodes);
+/// The nodes this process may allocate memory on (its cpuset's mems_allowed); node 0 alone
+/// without NUMA support.
+dstatus allowed_nodes(node_mask* nodes);
 
 }  // namespace memarea::detail::host
