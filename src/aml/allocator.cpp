@@ -1,19 +1,56 @@
 // AML's generic allocator calls (aml/higher/allocator.h) and what the three allocators share:
-// the pool behind an allocator over memarea's CUDA or HIP area, and the table of chunks.
+// the pool behind an allocator over memarea's CUDA, HIP or linux area, and the table of chunks.
 #include "aml/allocator_impl.hpp"
 #include "capi/c_call.hpp"
 #include "core/pool_impl.hpp"
 
 #include <aml/area/cuda.h>
 #include <aml/area/hip.h>
+#include <aml/area/linux.h>
+#include <numa.h>
 
 #include <new>
 
 namespace memarea::aml {
 
+/// The pool of pageable host memory behind an allocator over AML's linux area, when a pool
+/// places pages as the area would: the DEFAULT policy (any node), or BIND to one node. Other
+/// policies (interleave, preferred, a bind over several nodes) and mmap options (files, shared
+/// or fixed mappings) take the area's own calls: nullptr.
+static memarea_pool_t host_pool_for(const aml_area* area, const aml_area_mmap_options* opts,
+                             std::size_t alignment) noexcept {
+  if (opts) return nullptr;
+  const auto* data = reinterpret_cast<const aml_area_linux_data*>(area->data);
+  int node = -1;
+  if (data->policy == AML_AREA_LINUX_POLICY_BIND) {
+    if (!data->nodeset || !data->nodeset->maskp) return nullptr;  // every allowed node
+    const unsigned long words = (data->nodeset->size + 63) / 64;
+    for (unsigned long w = 0; w < words; ++w) {
+      for (unsigned long b = 0; b < 64; ++b) {
+        if (!(data->nodeset->maskp[w] >> b & 1UL)) continue;
+        if (node >= 0) return nullptr;  // several nodes: the area binds over the set
+        node = static_cast<int>(w * 64 + b);
+      }
+    }
+    if (node < 0) return nullptr;
+  } else if (data->policy != AML_AREA_LINUX_POLICY_DEFAULT) {
+    return nullptr;
+  }
+  memarea_pool_options po = MEMAREA_POOL_OPTIONS_INIT;
+  po.release_threshold = SIZE_MAX;  // an allocator caches: freed memory stays for reuse
+  po.alignment = alignment;
+  po.host_node = node;
+  memarea_pool_t pool = nullptr;
+  const memarea_status s = detail::c_call("aml allocator create", [&] {
+    pool = detail::pool_create_c(nullptr, nullptr, &po);
+  });
+  return s == MEMAREA_SUCCESS ? pool : nullptr;
+}
+
 memarea_pool_t pool_for_area(const aml_area* area, const aml_area_mmap_options* opts,
                              std::size_t alignment) noexcept {
   if (!area || !area->data) return nullptr;
+  if (area->ops == &aml_area_linux_ops) return host_pool_for(area, opts, alignment);
   if (area->ops != &aml_area_cuda_ops && area->ops != &aml_area_hip_ops) return nullptr;
   // Both flavours' data and options share one layout (src/aml/gpu_area.cpp checks it).
   const auto* data = reinterpret_cast<const aml_area_cuda_data*>(area->data);

@@ -24,7 +24,8 @@ namespace memarea::aml {
 /// not memarea's CUDA or HIP area, when the options ask for what a pool cannot give (MAPPED
 /// without HOST registers the caller's memory), or when the pool cannot be made (no device, a
 /// bad device or flags): the allocator then works through the area's own calls, which report
-/// the area's error.
+/// the area's error. Over AML's linux area without options: a pool of pageable host memory
+/// when the area's policy is DEFAULT or BIND to one node (others: nullptr).
 memarea_pool_t pool_for_area(const aml_area* area, const aml_area_mmap_options* opts,
                              std::size_t alignment) noexcept;
 

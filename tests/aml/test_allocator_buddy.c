@@ -7,6 +7,7 @@
 #include <aml.h>
 #include <aml/area/cuda.h>
 #include <aml/area/hip.h>
+#include <aml/area/linux.h>
 #include <aml/higher/allocator.h>
 #include <aml/higher/allocator/buddy.h>
 #include <memarea/memarea.h>
@@ -263,12 +264,59 @@ static void test_gpu(void) {
   }
 }
 
+/* Over AML's linux area: a pool of pageable host memory for the default policy and a bind to
+ * one node (each piece is an allocation of its own to lookup), the area's own mmap otherwise
+ * (pieces inside a power-of-two region mapped from the area: lookup gives the region). */
+static void test_linux_area(void) {
+  struct aml_bitmap node0;
+  aml_bitmap_zero(&node0);
+  aml_bitmap_set(&node0, 0);
+  struct aml_area *bound = NULL, *interleaved = NULL;
+  REQUIRE(aml_area_linux_create(&bound, &node0, AML_AREA_LINUX_POLICY_BIND) == AML_SUCCESS);
+  REQUIRE(aml_area_linux_create(&interleaved, &node0, AML_AREA_LINUX_POLICY_INTERLEAVE) ==
+          AML_SUCCESS);
+  struct aml_area *areas[3] = {&aml_area_linux, bound, interleaved};
+  for (int i = 0; i < 3; ++i) {
+    const int pooled = i < 2;
+    struct aml_allocator *a = NULL;
+    REQUIRE(aml_allocator_buddy_create(&a, areas[i], NULL) == AML_SUCCESS);
+    void *p[4];
+    int inside_a_region = 0; /* area path: pieces that do not start a region the area mapped */
+    for (int k = 0; k < 4; ++k) {
+      p[k] = aml_alloc(a, 4096);
+      REQUIRE(p[k] != NULL);
+      memset(p[k], 0x11 * (k + 1), 4096); /* host memory: written directly */
+    }
+    for (int k = 0; k < 4; ++k) {
+      memarea_allocation_info info;
+      CHECK_EQ(memarea_pointer_get_info(&info, p[k]), MEMAREA_SUCCESS);
+      CHECK_EQ(info.kind, MEMAREA_MEMORY_HOST);
+      if (pooled) {
+        CHECK(info.base == p[k]);
+        CHECK(info.size >= 4096 && info.size < 8192);
+      } else {
+        inside_a_region += info.base != p[k];
+      }
+      const unsigned char *b = p[k];
+      CHECK(b[0] == 0x11 * (k + 1) && b[4095] == 0x11 * (k + 1));
+    }
+    /* Regions of 4, 8 and 16 KiB: the second 4 KiB of the 8 KiB region is inside one. */
+    if (!pooled) CHECK(inside_a_region > 0);
+    for (int k = 0; k < 4; ++k) CHECK_EQ(aml_free(a, p[k]), AML_SUCCESS);
+    CHECK_EQ(aml_free(a, p[0]), -AML_EINVAL); /* twice */
+    CHECK_EQ(aml_allocator_buddy_destroy(&a), AML_SUCCESS);
+  }
+  aml_area_linux_destroy(&bound);
+  aml_area_linux_destroy(&interleaved);
+}
+
 int main(int argc, char **argv) {
   REQUIRE(aml_init(&argc, &argv) == AML_SUCCESS);
   if (memarea_get_device_count(&g_devices) != MEMAREA_SUCCESS) g_devices = 0;
   test_arguments();
   test_user_area();
   test_gpu();
+  test_linux_area();
   aml_finalize();
   return check_report("test_allocator_buddy");
 }
