@@ -23,14 +23,16 @@ static memarea_pool_t host_pool_for(const aml_area* area, const aml_area_mmap_op
   const auto* data = reinterpret_cast<const aml_area_linux_data*>(area->data);
   int node = -1;
   if (data->policy == AML_AREA_LINUX_POLICY_BIND) {
-    if (!data->nodeset || !data->nodeset->maskp) return nullptr;  // every allowed node
-    const unsigned long words = (data->nodeset->size + 63) / 64;
-    for (unsigned long w = 0; w < words; ++w) {
-      for (unsigned long b = 0; b < 64; ++b) {
-        if (!(data->nodeset->maskp[w] >> b & 1UL)) continue;
-        if (node >= 0) return nullptr;  // several nodes: the area binds over the set
-        node = static_cast<int>(w * 64 + b);
-      }
+    const bitmask* set = data->nodeset;
+    if (!set || !set->maskp) return nullptr;  // every allowed node: the area's own calls
+    constexpr unsigned long kWordBits = 8 * sizeof(unsigned long);
+    // Only the first size bits are the set; the linux area refuses sets beyond 2^16 bits.
+    if (set->size > (1UL << 16)) return nullptr;
+    const unsigned long bits = set->size;
+    for (unsigned long i = 0; i < bits; ++i) {
+      if (!(set->maskp[i / kWordBits] >> (i % kWordBits) & 1UL)) continue;
+      if (node >= 0) return nullptr;  // several nodes: the area binds over the set
+      node = static_cast<int>(i);
     }
     if (node < 0) return nullptr;
   } else if (data->policy != AML_AREA_LINUX_POLICY_DEFAULT) {
@@ -84,6 +86,15 @@ int pooled_free(memarea_pool_t pool, void* ptr) noexcept {
   const memarea_status s =
       detail::c_call("aml_free", [&] { detail::pool_free_c(pool, ptr, nullptr); });
   return s == MEMAREA_SUCCESS ? AML_SUCCESS : -code_of(s);
+}
+
+bool pooled_live(memarea_pool_t pool) noexcept {
+  if (!pool) return false;
+  memarea_pool_stats st{};
+  const memarea_status s =
+      detail::c_call("aml allocator destroy", [&] { st = detail::pool_stats_c(pool); });
+  // bytes_in_use counts live pieces and pieces held for IPC; a failing read refuses too.
+  return s != MEMAREA_SUCCESS || st.live_allocations > 0 || st.bytes_in_use > 0;
 }
 
 int pooled_destroy(memarea_pool_t pool, bool force) noexcept {

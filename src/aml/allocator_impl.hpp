@@ -37,6 +37,9 @@ void* pooled_alloc(memarea_pool_t pool, std::size_t size) noexcept;
 /// pointer the pool did not hand out or that was freed already; nothing changes then).
 int pooled_free(memarea_pool_t pool, void* ptr) noexcept;
 
+/// Whether pool has live pieces (or pieces held for IPC): what makes a destroy refuse.
+bool pooled_live(memarea_pool_t pool) noexcept;
+
 /// Destroys pool (force: live pieces are freed too). AML_SUCCESS, or the negative AML code
 /// (-AML_EBUSY while pieces are live and force is false; the pool is unchanged then).
 int pooled_destroy(memarea_pool_t pool, bool force) noexcept;

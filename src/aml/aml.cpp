@@ -56,9 +56,9 @@ const char* aml_strerror(const int err) {
       "Success",           "Generic error",           "Not enough memory",
       "Invalid argument",  "Value out of bound",      "Operation not supported",
       "Underlying resource is not available for operation", "Insufficient permissions"};
-  const int e = err < 0 ? -err : err;
-  if (e >= AML_ERROR_MAX) return "Unknown error";
-  return messages[e];
+  // Range first: negating INT_MIN would overflow.
+  if (err <= -AML_ERROR_MAX || err >= AML_ERROR_MAX) return "Unknown error";
+  return messages[err < 0 ? -err : err];
 }
 
 void aml_perror(const char* msg) {

@@ -3,6 +3,7 @@
 // of ours, no host allocation per call); over any other area each allocation is one
 // aml_area_mmap, remembered with its size for the munmap.
 #include "aml/allocator_impl.hpp"
+#include "base/fork_safety.hpp"
 
 #include <aml/higher/allocator/area.h>
 
@@ -18,7 +19,8 @@ struct area_allocator {
   aml_allocator allocator{};
   aml_allocator_area_data data{};
   memarea_pool_t pool = nullptr;  // nullptr: through the area's own mmap and munmap
-  std::mutex m;                   // guards live (the area path)
+  /// Guards live (the area path). Ranked: fork() never leaves it held in the child.
+  memarea::detail::ranked_mutex m{memarea::detail::lock_rank::aml_allocator};
   memarea::aml::ptr_map<std::size_t> live;  // the area path: each live piece's size
 };
 

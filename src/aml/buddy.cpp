@@ -10,6 +10,7 @@
 // speed AML code gets by relinking), and otherwise maps regions from its area, each at least
 // twice the last, into its own low-level allocator.
 #include "aml/allocator_impl.hpp"
+#include "base/fork_safety.hpp"
 
 #include <aml/higher/allocator/buddy.h>
 
@@ -116,7 +117,8 @@ struct buddy_allocator {
     if (!ptr || size < (std::size_t{1} << kMinOrder) || !std::has_single_bit(size))
       return -AML_EINVAL;
     const auto base = reinterpret_cast<std::uintptr_t>(ptr);
-    if (base > std::numeric_limits<std::uintptr_t>::max() - size + 1) return -AML_EINVAL;
+    // The range's end must be representable: the overlap test below adds base + size.
+    if (base > std::numeric_limits<std::uintptr_t>::max() - size) return -AML_EINVAL;
     for (const region& r : regions)
       if (base < r.base + r.size && r.base < base + size) return -AML_EINVAL;  // overlap
     if (regions.size() >= kNone) return -AML_ENOMEM;
@@ -201,12 +203,12 @@ using memarea::aml::fail_null_code;
 struct buddy_state {
   aml_allocator allocator{};
   aml_allocator_buddy data{};
-  /// The pool path: aml_alloc draws from pool; chunks from a pool of their own (made at the
-  /// first alloc_chunk), so that aml_free of a chunk's memory is the other pool's, refused.
+  /// The pool path: aml_alloc draws from pool; chunks from a pool of their own (made with it,
+  /// so on the same device), so that aml_free of a chunk's memory is the other pool's, refused.
   memarea_pool_t pool = nullptr;
   memarea_pool_t chunk_pool = nullptr;
   /// Guards the chunk table and chunk_pool, and on the area path everything below.
-  std::mutex m;
+  memarea::detail::ranked_mutex m{memarea::detail::lock_rank::aml_allocator};
   memarea::aml::chunk_table chunks;
   /// The area path: the regions mapped (each in the low-level allocator data.allocator).
   struct mapping {
@@ -266,11 +268,7 @@ aml_allocator_chunk* alloc_chunk_impl(aml_allocator_data* data, size_t size) {
   void* p = nullptr;
   std::size_t usable = 0;
   if (s->pool) {
-    if (!s->chunk_pool) {
-      const auto* b = reinterpret_cast<aml_allocator_buddy*>(data);
-      s->chunk_pool = memarea::aml::pool_for_area(b->area, b->opts, 256);
-      if (!s->chunk_pool) return memarea::aml::fail_chunk(AML_ENOMEM);
-    }
+    if (!s->chunk_pool) return memarea::aml::fail_chunk(AML_EINVAL);  // destroyed
     usable = size ? size : 1;
     p = memarea::aml::pooled_alloc(s->chunk_pool, usable);
     if (!p) return nullptr;
@@ -363,6 +361,15 @@ int aml_allocator_buddy_create(aml_allocator** allocator, aml_area* area,
   s->allocator.data = reinterpret_cast<aml_allocator_data*>(&s->data);
   s->allocator.ops = &aml_allocator_buddy_ops;
   s->pool = memarea::aml::pool_for_area(area, opts, 256);
+  if (s->pool) {
+    // Made now, not at the first alloc_chunk: an area of "the current device" means the
+    // creating thread's, for chunks too.
+    s->chunk_pool = memarea::aml::pool_for_area(area, opts, 256);
+    if (!s->chunk_pool) {
+      (void)memarea::aml::pooled_destroy(s->pool, true);  // empty: the area path instead
+      s->pool = nullptr;
+    }
+  }
   if (!s->pool) {
     const int err = buddy_allocator_create(&s->data.allocator);
     if (err != AML_SUCCESS) {
@@ -383,14 +390,13 @@ int aml_allocator_buddy_destroy(aml_allocator** allocator) {
   {
     std::lock_guard lock(s->m);
     if (s->pool) {
-      // Chunks first: when the main pool then refuses, the chunk pool was empty and is made
-      // again at the next alloc_chunk.
-      if (s->chunk_pool) {
-        const int err = memarea::aml::pooled_destroy(s->chunk_pool, false);
-        if (err != AML_SUCCESS) return err;
-        s->chunk_pool = nullptr;
-      }
-      const int err = memarea::aml::pooled_destroy(s->pool, false);
+      // Both pools checked before either goes, so that a refusal changes nothing.
+      if (memarea::aml::pooled_live(s->pool) || memarea::aml::pooled_live(s->chunk_pool))
+        return -AML_EBUSY;
+      int err = memarea::aml::pooled_destroy(s->chunk_pool, false);
+      if (err != AML_SUCCESS) return err;
+      s->chunk_pool = nullptr;
+      err = memarea::aml::pooled_destroy(s->pool, false);
       if (err != AML_SUCCESS) return err;
       s->pool = nullptr;
     } else {

@@ -67,15 +67,24 @@ dh::policy host_policy(int aml_policy) noexcept {
   }
 }
 
+/// Bits a node set may hold: far beyond any machine's nodes, and a bound on what is read
+/// from a caller-built bitmask.
+constexpr std::size_t kMaxNodeBits = std::size_t{1} << 16;
+
+/// Words holding size bits (no overflow for any size).
+std::size_t words_for(std::size_t bits) noexcept {
+  return bits / kWordBits + (bits % kWordBits != 0);
+}
+
 /// libnuma's bitmask as a node mask: the first size bits of maskp. False when maskp is NULL
-/// while size says it holds bits.
+/// while size says it holds bits, or size is beyond kMaxNodeBits.
 bool mask_of(const bitmask& set, dh::node_mask* out) {
   if (set.size == 0) {
     out->clear();
     return true;
   }
-  if (!set.maskp) return false;
-  const std::size_t words = (set.size + kWordBits - 1) / kWordBits;
+  if (!set.maskp || set.size > kMaxNodeBits) return false;
+  const std::size_t words = words_for(set.size);
   out->assign(set.maskp, set.maskp + words);
   if (const std::size_t used = set.size % kWordBits; used != 0)
     out->back() &= (1UL << used) - 1;  // bits past size are not part of the set
@@ -473,7 +482,8 @@ int aml_area_linux_fprintf(const aml_area_data* data, FILE* stream, const char* 
     std::fprintf(stream, "%s: bitmask: size: %lu\n", prefix, set.size);
     std::fprintf(stream, "%s: bitmask: maskp:", prefix);
     // The words up to the last one holding a node (at least one): word 0 first.
-    const std::size_t words = set.maskp ? (set.size + kWordBits - 1) / kWordBits : 0;
+    const std::size_t words =
+        set.maskp ? words_for(std::min<std::size_t>(set.size, kMaxNodeBits)) : 0;
     std::size_t shown = words ? 1 : 0;
     for (std::size_t i = 0; i < words; ++i)
       if (set.maskp[i]) shown = i + 1;

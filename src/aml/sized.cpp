@@ -3,6 +3,7 @@
 // aml_area_mmap of the chunk size, kept for reuse when freed and unmapped at destruction.
 // Unlike AML's, it is thread safe on both paths.
 #include "aml/allocator_impl.hpp"
+#include "base/fork_safety.hpp"
 
 #include <aml/higher/allocator/sized.h>
 
@@ -22,7 +23,7 @@ struct sized_state {
   memarea_pool_t pool = nullptr;  // nullptr: through the area's own mmap and munmap
   // The area path, guarded by m: pieces mapped and free, and pieces handed out. idle's
   // capacity always covers every piece mapped, so that a free never allocates.
-  std::mutex m;
+  memarea::detail::ranked_mutex m{memarea::detail::lock_rank::aml_allocator};
   std::vector<void*> idle;
   memarea::aml::ptr_map<bool> live;
 };

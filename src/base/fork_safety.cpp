@@ -15,6 +15,7 @@ const char* to_string(lock_rank r) noexcept {
     case lock_rank::lease: return "lease";
     case lock_rank::housekeeper: return "housekeeper";
     case lock_rank::peer: return "peer";
+    case lock_rank::aml_allocator: return "aml_allocator";
     case lock_rank::ipc_import: return "ipc_import";
     case lock_rank::pool_list: return "pool_list";
     case lock_rank::pool_caches: return "pool_caches";

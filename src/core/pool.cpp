@@ -1317,6 +1317,9 @@ void pool_release_held(const pool_piece& piece) {
 namespace {
 
 pool_state* make_pool(int device, unsigned flags, bool host_pool, const memarea_pool_options& o) {
+  // The backend starts here, not at the first alloc: alloc reaches it (a host pool's reclaim
+  // too) while holding the arena's lock, under which nothing may be built lazily.
+  (void)system::get();
   if (o.flags != 0)
     throw error(errc::invalid_value,
                 fmt::format("pool create: unknown option flags {:#x} (none are defined)", o.flags));

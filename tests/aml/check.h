@@ -45,7 +45,7 @@ static int check_count = 0;
   } while (0)
 
 /** Fills n bytes with pseudo-random bytes from *state (xorshift64; never all zeros). */
-static void fill_random(void *p, size_t n, uint64_t *state) {
+static inline void fill_random(void *p, size_t n, uint64_t *state) {
   unsigned char *b = (unsigned char *)p;
   for (size_t i = 0; i < n; ++i) {
     uint64_t x = *state;

@@ -10,6 +10,8 @@
 
 #include "check.h"
 
+#include <limits.h>
+
 static int g_devices = 0;
 static int g_managed = 0; /* device 0 allocates managed memory */
 
@@ -65,6 +67,8 @@ static void test_library_calls(int argc, char **argv) {
   }
   CHECK(strcmp(aml_strerror(AML_ERROR_MAX), "Unknown error") == 0);
   CHECK(strcmp(aml_strerror(-1000), "Unknown error") == 0);
+  CHECK(strcmp(aml_strerror(INT_MIN), "Unknown error") == 0); /* no overflow */
+  CHECK(strcmp(aml_strerror(-AML_ERROR_MAX), "Unknown error") == 0);
   CHECK(strcmp(aml_strerror(AML_SUCCESS), "Success") == 0);
 
   /* aml_perror prints "msg:text" of aml_errno to stderr. */

@@ -171,10 +171,22 @@ static void test_single_evaluation(void) {
   free(blocks[1]);
 }
 
+/* Sizes whose sum overflows give NULL, never a short block that the caller would overrun. */
+static void test_overflow(void) {
+  CHECK(AML_INNER_MALLOC_ARRAY(SIZE_MAX / 8 + 2, double, int) == NULL);
+  CHECK(AML_INNER_MALLOC_ARRAY(SIZE_MAX, char, int) == NULL);
+  CHECK(AML_INNER_MALLOC_EXTRA(4, double, SIZE_MAX - 8, int) == NULL);
+  CHECK(AML_INNER_MALLOC_EXTRA(SIZE_MAX / 2, short, 16, int) == NULL);
+  void *ok = AML_INNER_MALLOC_EXTRA(4, double, 16, int);
+  CHECK(ok != NULL);
+  free(ok);
+}
+
 int main(void) {
   test_fields();
   test_array();
   test_extra();
   test_single_evaluation();
+  test_overflow();
   return check_report("test_inner_malloc");
 }

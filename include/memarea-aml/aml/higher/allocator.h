@@ -2,9 +2,11 @@
  *
  * An allocator hands out pieces of memory drawn from an area, faster than one area mmap per
  * piece. memarea's three allocators (area.h, buddy.h, sized.h) draw from a memarea pool
- * (docs/pools.md) when their area is one of memarea's CUDA or HIP areas: an allocation and a
- * free then take tens of nanoseconds and never call the driver once the pool holds memory.
- * Over any other area they work as AML's do, through aml_area_mmap and aml_area_munmap.
+ * (docs/pools.md) when their area is one of memarea's CUDA or HIP areas, or AML's linux area
+ * without options and with the DEFAULT policy or BIND to one node (a pool of pageable host
+ * memory): an allocation and a free then take tens of nanoseconds and never call the driver
+ * once the pool holds memory. Over any other area they work as AML's do, through aml_area_mmap
+ * and aml_area_munmap.
  * docs/aml.md lists where they differ from AML. */
 #ifndef AML_HIGHER_ALLOCATOR_H
 #define AML_HIGHER_ALLOCATOR_H

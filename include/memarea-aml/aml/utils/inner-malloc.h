@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdint.h>
 
 /* --- Internals: not part of AML's API. ------------------------------------------------------ */
 
@@ -63,6 +64,22 @@
   ((AML_INNER_ARRAY_END_(n, atype, __VA_ARGS__) + AML_INNER_MAX_ALIGN_ - 1) /             \
    AML_INNER_MAX_ALIGN_ * AML_INNER_MAX_ALIGN_)
 
+/* calloc of head bytes, then n elements of elem bytes, then (extra_align != 0) the end rounded
+ * up to extra_align and extra more bytes: NULL, never a short block, when the sum overflows
+ * (calloc(1, total) cannot check a total that already wrapped). */
+static inline void *aml_inner_calloc_(size_t head, size_t n, size_t elem, size_t extra_align,
+                                      size_t extra) {
+  if (elem != 0 && n > (SIZE_MAX - head) / elem) return NULL;
+  size_t total = head + n * elem;
+  if (extra_align != 0) {
+    if (total > SIZE_MAX - (extra_align - 1)) return NULL;
+    total = (total + extra_align - 1) / extra_align * extra_align;
+    if (extra > SIZE_MAX - total) return NULL;
+    total += extra;
+  }
+  return calloc(1, total);
+}
+
 /* --- AML's API. ----------------------------------------------------------------------------- */
 
 /** Allocates, zeroed, one block holding an object of each type listed (1 to 8 types), laid out
@@ -71,12 +88,14 @@
 
 /** Allocates, zeroed, a block holding an object of each type in ... (1 to 7 types), then an
  *  array of n elements of type, aligned for type. NULL when out of memory. */
-#define AML_INNER_MALLOC_ARRAY(n, type, ...) \
-  calloc(1, AML_INNER_ARRAY_END_(n, type, __VA_ARGS__))
+#define AML_INNER_MALLOC_ARRAY(n, type, ...)                                              \
+  aml_inner_calloc_(sizeof(AML_INNER_ARRAY_STRUCT_(type, __VA_ARGS__)), (size_t)(n),       \
+                    sizeof(type), 0, 0)
 
 /** As AML_INNER_MALLOC_ARRAY, followed by size extra bytes (aligned for any scalar type). */
-#define AML_INNER_MALLOC_EXTRA(n, type, size, ...) \
-  calloc(1, AML_INNER_EXTRA_OFFSET_(n, type, __VA_ARGS__) + (size_t)(size))
+#define AML_INNER_MALLOC_EXTRA(n, type, size, ...)                                        \
+  aml_inner_calloc_(sizeof(AML_INNER_ARRAY_STRUCT_(type, __VA_ARGS__)), (size_t)(n),       \
+                    sizeof(type), AML_INNER_MAX_ALIGN_, (size_t)(size))
 
 /** A pointer (void *) to the N-th object of a block from AML_INNER_MALLOC*: N is a literal
  *  number from 1 to the number of types, and ... the types the block was allocated with (for

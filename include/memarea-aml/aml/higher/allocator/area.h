@@ -5,7 +5,8 @@
  * registers the caller's memory) the pieces come from a memarea pool on the area's device (the
  * options' device when >= 0; an area of "the current device" means the creating thread's
  * current device at creation), 256-byte aligned, and a free makes the memory reusable at once
- * by the next allocation. Over any other area each allocation is one aml_area_mmap with the
+ * by the next allocation; so does the linux area without options, DEFAULT or BIND to one node
+ * (a pool of pageable host memory). Over any other area each allocation is one aml_area_mmap with the
  * allocator's options, each free one aml_area_munmap with the size allocated. */
 #ifndef AML_HIGHER_ALLOCATOR_AREA_H
 #define AML_HIGHER_ALLOCATOR_AREA_H

@@ -4,7 +4,8 @@
  * allocator draws from a memarea pool on the area's device (the options' device when >= 0; an
  * area of "the current device" means the creating thread's current device at creation): pieces
  * are 256-byte aligned and sized as asked (not rounded to a power of two), and freed memory is
- * reusable at once. Over any other area it is a buddy allocator as AML's: it maps power-of-two
+ * reusable at once; so does the linux area without options, DEFAULT or BIND to one node (a
+ * pool of pageable host memory). Over any other area it is a buddy allocator as AML's: it maps power-of-two
  * regions, each at least twice the last, and splits and merges power-of-two blocks of at least
  * 64 bytes within them, with the bookkeeping kept on the host (device memory is never read).
  * Both are thread safe. */

@@ -4,7 +4,9 @@
  * Over memarea's CUDA or HIP area (unless the options ask for MAPPED without HOST) the pieces
  * come from a memarea pool on the area's device (the options' device when >= 0; an area of
  * "the current device" means the creating thread's current device at creation), aligned on
- * the largest power of two that divides the chunk size, from 256 to 4096 bytes. Over any other
+ * the largest power of two that divides the chunk size, from 256 to 4096 bytes; so do the
+ * linux area's without options, DEFAULT or BIND to one node (a pool of pageable host memory).
+ * Over any other
  * area each piece is one aml_area_mmap of the chunk size, kept for reuse when freed. Unlike
  * AML's, it is thread safe. */
 #ifndef AML_HIGHER_ALLOCATOR_SIZED_H
