@@ -79,28 +79,38 @@ void* aml_allocator_area_alloc(aml_allocator_data* data, size_t size) {
   // The area is called without our lock: other threads' frees need not wait for the driver.
   void* p = aml_area_mmap(area, size, a->data.opts);
   if (!p) return nullptr;  // aml_errno is the area's
-  std::lock_guard lock(a->m);
-  try {
-    a->live.reserve_more(1);
-  } catch (const std::bad_alloc&) {
-    (void)aml_area_munmap(area, p, size);
-    return fail_null_code(AML_ENOMEM);
+  {
+    std::lock_guard lock(a->m);
+    try {
+      a->live.reserve_more(1);
+      a->live.insert(p, size);
+      return p;
+    } catch (const std::bad_alloc&) {
+    }
   }
-  a->live.insert(p, size);
-  return p;
+  (void)aml_area_munmap(area, p, size);  // without the lock, as the mmap
+  return fail_null_code(AML_ENOMEM);
 }
 
 int aml_allocator_area_free(aml_allocator_data* data, void* ptr) {
   area_allocator* a = state_of(data);
   if (!a) return -AML_EINVAL;
   if (a->pool) return memarea::aml::pooled_free(a->pool, ptr);
-  std::lock_guard lock(a->m);
-  const std::size_t* size = a->live.find(ptr);
-  if (!size) return -AML_EINVAL;
-  const int err = aml_area_munmap(a->data.area, ptr, *size);
-  if (err != AML_SUCCESS) return err;  // still live, still ours
-  a->live.erase(ptr);
-  return AML_SUCCESS;
+  std::size_t size = 0;
+  {
+    std::lock_guard lock(a->m);
+    const std::size_t* found = a->live.find(ptr);
+    if (!found) return -AML_EINVAL;
+    size = *found;
+    a->live.erase(ptr);  // first, so that a second free of ptr meanwhile is refused
+  }
+  // Unmapped without the lock: an area's munmap may do anything.
+  const int err = aml_area_munmap(a->data.area, ptr, size);
+  if (err != AML_SUCCESS) {
+    std::lock_guard lock(a->m);
+    a->live.insert(ptr, size);  // still live, still ours (the erase left room for it)
+  }
+  return err;
 }
 
 aml_allocator_ops aml_allocator_area_ops = {aml_allocator_area_alloc, aml_allocator_area_free,

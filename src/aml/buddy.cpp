@@ -223,72 +223,105 @@ buddy_state* state_of(aml_allocator_data* data) noexcept {
   return static_cast<buddy_state*>(reinterpret_cast<aml_allocator_buddy*>(data)->pools);
 }
 
-/// The area path: maps a new region able to hold size bytes, at least twice the last one (so
-/// that n bytes take O(log n) mappings), halving the request while the area refuses, down to
-/// what size needs. Called with s.m held. AML_SUCCESS or the negative code.
-int map_region(buddy_state& s, std::size_t size) {
+/// The size of the next region for an allocation of size bytes: at least twice the last one
+/// (so that n bytes take O(log n) mappings), *need the least that holds size. Called with s.m
+/// held. AML_SUCCESS or the negative code.
+int plan_region(const buddy_state& s, std::size_t size, std::size_t* want, std::size_t* need) {
   const unsigned order = order_for(size);
   if (order >= kOrders) return -AML_ENOMEM;
-  const std::size_t need = std::size_t{1} << order;
-  std::size_t want = need;
+  *need = std::size_t{1} << order;
+  *want = *need;
   if (!s.mappings.empty()) {
     const std::size_t last = s.mappings.back().size;
-    if (last <= (std::size_t{1} << (kOrders - 2)) && want < last * 2) want = last * 2;
+    if (last <= (std::size_t{1} << (kOrders - 2)) && *want < last * 2) *want = last * 2;
   }
-  try {
-    s.mappings.reserve(s.mappings.size() + 1);
-  } catch (const std::bad_alloc&) {
-    return -AML_ENOMEM;
-  }
+  return AML_SUCCESS;
+}
+
+/// Maps a region of *want bytes from the area, halving the request while the area refuses,
+/// down to need. Called WITHOUT s.m: an area's mmap may do anything (memarea's own areas make
+/// objects lazily, which no ranked lock may be held across). AML_SUCCESS (*region, *want set)
+/// or the negative code (the area's, else out of memory).
+int map_region(const buddy_state& s, std::size_t* want, std::size_t need, void** region) {
   const int caller_errno = aml_errno;
   for (;;) {
     // Cleared, so that an area that fails without setting aml_errno reads as out of memory.
     aml_errno = AML_SUCCESS;
-    void* p = aml_area_mmap(s.data.area, want, s.data.opts);
-    if (p) {
+    if (void* p = aml_area_mmap(s.data.area, *want, s.data.opts)) {
       aml_errno = caller_errno;  // a success leaves the caller's aml_errno as it was
-      const int err = s.data.allocator->extend(p, want);
-      if (err != AML_SUCCESS) {
-        (void)aml_area_munmap(s.data.area, p, want);
-        return err;
-      }
-      s.mappings.push_back({p, want});
+      *region = p;
       return AML_SUCCESS;
     }
     const int area_code = aml_errno;
-    if (want == need) return -(area_code > 0 ? area_code : AML_ENOMEM);
-    want >>= 1;
+    if (*want == need) return -(area_code > 0 ? area_code : AML_ENOMEM);
+    *want >>= 1;
+  }
+}
+
+/// The area path's allocation, called with lock held and returning with it held: a block from
+/// the low-level allocator; when none is free, a region mapped with the lock released (see
+/// map_region) is added and the allocation tried again (another thread may take the new
+/// region first: three tries, then out of memory).
+int alloc_from_regions(buddy_state& s, std::unique_lock<memarea::detail::ranked_mutex>& lock,
+                       void** p, std::size_t size, block_owner owner) {
+  for (int attempt = 0;; ++attempt) {
+    // A destroy that failed halfway left no low-level allocator.
+    if (!s.data.allocator) return -AML_EINVAL;
+    int err = s.data.allocator->alloc(p, size, owner);
+    if (err != -AML_ENOMEM || attempt == 2) return err;
+    std::size_t want = 0, need = 0;
+    if ((err = plan_region(s, size, &want, &need)) != AML_SUCCESS) return err;
+    lock.unlock();
+    void* region = nullptr;
+    err = map_region(s, &want, need, &region);
+    lock.lock();
+    if (err != AML_SUCCESS) return err;
+    try {
+      s.mappings.reserve(s.mappings.size() + 1);  // so that the push below cannot throw
+      err = s.data.allocator ? s.data.allocator->extend(region, want) : -AML_EINVAL;
+    } catch (const std::bad_alloc&) {
+      err = -AML_ENOMEM;
+    }
+    if (err == AML_SUCCESS) {
+      s.mappings.push_back({region, want});
+      continue;
+    }
+    lock.unlock();
+    (void)aml_area_munmap(s.data.area, region, want);
+    lock.lock();
+    return err;
   }
 }
 
 aml_allocator_chunk* alloc_chunk_impl(aml_allocator_data* data, size_t size) {
   buddy_state* s = state_of(data);
   if (!s) return memarea::aml::fail_chunk(AML_EINVAL);
-  std::lock_guard lock(s->m);
   void* p = nullptr;
   std::size_t usable = 0;
   if (s->pool) {
+    // The pool outside the lock: it has its own, and may make objects lazily.
     if (!s->chunk_pool) return memarea::aml::fail_chunk(AML_EINVAL);  // destroyed
     usable = size ? size : 1;
     p = memarea::aml::pooled_alloc(s->chunk_pool, usable);
     if (!p) return nullptr;
-  } else {
-    // A destroy that failed halfway left no low-level allocator.
-    if (!s->data.allocator) return memarea::aml::fail_chunk(AML_EINVAL);
-    int err = s->data.allocator->alloc(&p, size, block_owner::chunk);
-    if (err == -AML_ENOMEM) {
-      err = map_region(*s, size);
-      if (err == AML_SUCCESS) err = s->data.allocator->alloc(&p, size, block_owner::chunk);
+    aml_allocator_chunk* c = nullptr;
+    {
+      std::lock_guard lock(s->m);
+      c = s->chunks.take(p, usable);
     }
-    if (err != AML_SUCCESS) return memarea::aml::fail_chunk(-err);
-    usable = std::size_t{1} << order_for(size);
+    if (!c) {
+      (void)memarea::aml::pooled_free(s->chunk_pool, p);
+      return memarea::aml::fail_chunk(AML_ENOMEM);
+    }
+    return c;
   }
+  std::unique_lock lock(s->m);
+  const int err = alloc_from_regions(*s, lock, &p, size, block_owner::chunk);
+  if (err != AML_SUCCESS) return memarea::aml::fail_chunk(-err);
+  usable = std::size_t{1} << order_for(size);
   aml_allocator_chunk* c = s->chunks.take(p, usable);
   if (!c) {
-    if (s->pool)
-      (void)memarea::aml::pooled_free(s->chunk_pool, p);
-    else
-      (void)s->data.allocator->free(p, block_owner::chunk);
+    (void)s->data.allocator->free(p, block_owner::chunk);
     return memarea::aml::fail_chunk(AML_ENOMEM);
   }
   return c;
@@ -298,12 +331,18 @@ int free_chunk_impl(aml_allocator_data* data, aml_allocator_chunk* chunk) {
   buddy_state* s = state_of(data);
   if (!s) return -AML_EINVAL;
   if (!chunk) return AML_SUCCESS;
-  std::lock_guard lock(s->m);
+  std::unique_lock lock(s->m);
   void* p = s->chunks.live_ptr(chunk);
   if (!p) return -AML_EINVAL;  // not a live chunk of this allocator
-  if (!s->pool && !s->data.allocator) return -AML_EINVAL;  // a destroy failed halfway
-  const int err = s->pool ? memarea::aml::pooled_free(s->chunk_pool, p)
-                          : s->data.allocator->free(p, block_owner::chunk);
+  if (s->pool) {
+    // Checked while the record is still live, given back after the lock: the pool may make
+    // objects lazily. The record goes first, so that a second free of it is refused.
+    s->chunks.give_back(chunk);
+    lock.unlock();
+    return memarea::aml::pooled_free(s->chunk_pool, p);
+  }
+  if (!s->data.allocator) return -AML_EINVAL;  // a destroy failed halfway
+  const int err = s->data.allocator->free(p, block_owner::chunk);
   if (err != AML_SUCCESS) return err;
   s->chunks.give_back(chunk);
   return AML_SUCCESS;
@@ -387,31 +426,32 @@ int aml_allocator_buddy_destroy(aml_allocator** allocator) {
     return -AML_EINVAL;
   buddy_state* s = state_of((*allocator)->data);
   if (!s) return -AML_EINVAL;
-  {
-    std::lock_guard lock(s->m);
-    if (s->pool) {
-      // Both pools checked before either goes, so that a refusal changes nothing.
-      if (memarea::aml::pooled_live(s->pool) || memarea::aml::pooled_live(s->chunk_pool))
-        return -AML_EBUSY;
-      int err = memarea::aml::pooled_destroy(s->chunk_pool, false);
+  // No other thread may use an allocator being destroyed (AML's contract); the lock is
+  // taken once, to wait for calls still inside, and not held across pools' destruction or the
+  // area's munmap (no ranked lock may be held across those).
+  { std::lock_guard lock(s->m); }
+  if (s->pool) {
+    // Both pools checked before either goes, so that a refusal changes nothing.
+    if (memarea::aml::pooled_live(s->pool) || memarea::aml::pooled_live(s->chunk_pool))
+      return -AML_EBUSY;
+    int err = memarea::aml::pooled_destroy(s->chunk_pool, false);
+    if (err != AML_SUCCESS) return err;
+    s->chunk_pool = nullptr;
+    err = memarea::aml::pooled_destroy(s->pool, false);
+    if (err != AML_SUCCESS) return err;
+    s->pool = nullptr;
+  } else {
+    // A failed munmap below leaves data.allocator NULL and the unmapped regions popped: a
+    // second destroy goes on with the rest.
+    if (s->data.allocator) {
+      const int err = buddy_allocator_destroy(&s->data.allocator);
       if (err != AML_SUCCESS) return err;
-      s->chunk_pool = nullptr;
-      err = memarea::aml::pooled_destroy(s->pool, false);
+    }
+    while (!s->mappings.empty()) {
+      const auto& m = s->mappings.back();
+      const int err = aml_area_munmap(s->data.area, m.ptr, m.size);
       if (err != AML_SUCCESS) return err;
-      s->pool = nullptr;
-    } else {
-      // A failed munmap below leaves data.allocator NULL and the unmapped regions popped: a
-      // second destroy goes on with the rest.
-      if (s->data.allocator) {
-        const int err = buddy_allocator_destroy(&s->data.allocator);
-        if (err != AML_SUCCESS) return err;
-      }
-      while (!s->mappings.empty()) {
-        const auto& m = s->mappings.back();
-        const int err = aml_area_munmap(s->data.area, m.ptr, m.size);
-        if (err != AML_SUCCESS) return err;
-        s->mappings.pop_back();
-      }
+      s->mappings.pop_back();
     }
   }
   pthread_mutex_destroy(&s->data.lock);
@@ -424,14 +464,9 @@ void* aml_allocator_buddy_alloc(aml_allocator_data* data, size_t size) {
   buddy_state* s = state_of(data);
   if (!s) return fail_null_code(AML_EINVAL);
   if (s->pool) return memarea::aml::pooled_alloc(s->pool, size ? size : 1);
-  std::lock_guard lock(s->m);
-  if (!s->data.allocator) return fail_null_code(AML_EINVAL);  // a destroy failed halfway
+  std::unique_lock lock(s->m);
   void* p = nullptr;
-  int err = s->data.allocator->alloc(&p, size, block_owner::plain);
-  if (err == -AML_ENOMEM) {
-    err = map_region(*s, size);
-    if (err == AML_SUCCESS) err = s->data.allocator->alloc(&p, size, block_owner::plain);
-  }
+  const int err = alloc_from_regions(*s, lock, &p, size, block_owner::plain);
   if (err != AML_SUCCESS) return fail_null_code(-err);
   return p;
 }

@@ -129,21 +129,25 @@ void* aml_allocator_sized_alloc(aml_allocator_data* data, size_t size) {
   }
   const bool mapped_now = !p;
   if (mapped_now && !(p = map_piece(*s))) return nullptr;  // aml_errno is the area's
-  std::lock_guard lock(s->m);
-  try {
-    s->live.reserve_more(1);
-    // Room in idle for every piece mapped, this one included: a free never allocates.
-    const std::size_t pieces = s->idle.size() + s->live.size() + 1;
-    if (s->idle.capacity() < pieces) s->idle.reserve(pieces * 2);
-  } catch (const std::bad_alloc&) {
-    if (mapped_now)
-      (void)aml_area_munmap(s->data.area, p, s->chunk_size);
-    else
-      s->idle.push_back(p);  // back where it was: it came from idle, which kept its room
-    return fail_null_code(AML_ENOMEM);
+  {
+    std::lock_guard lock(s->m);
+    try {
+      s->live.reserve_more(1);
+      // Room in idle for every piece mapped, this one included: a free never allocates.
+      const std::size_t pieces = s->idle.size() + s->live.size() + 1;
+      if (s->idle.capacity() < pieces) s->idle.reserve(pieces * 2);
+      s->live.insert(p, true);
+      return p;
+    } catch (const std::bad_alloc&) {
+      if (!mapped_now) {
+        s->idle.push_back(p);  // back where it was: it came from idle, which kept its room
+        return fail_null_code(AML_ENOMEM);
+      }
+    }
   }
-  s->live.insert(p, true);
-  return p;
+  // Unmapped without the lock: an area's munmap may do anything.
+  (void)aml_area_munmap(s->data.area, p, s->chunk_size);
+  return fail_null_code(AML_ENOMEM);
 }
 
 int aml_allocator_sized_free(aml_allocator_data* data, void* ptr) {

@@ -28,7 +28,8 @@ enum class lock_rank : std::uint16_t {
   system_init = 10,     ///< choosing the backend (system::get's first call)
   sim_config = 20,      ///< memarea::sim::configure's settings
   peer = 40,            ///< memarea's peer-access table and scope counts
-  aml_allocator = 45,   ///< one AML allocator's state (src/aml: held across its area's mmap)
+  aml_allocator = 45,   ///< one AML allocator's state (src/aml; a leaf: never held across
+                        ///< its area's calls or its pools')
   ipc_import = 50,      ///< the IPC importer's mappings (takes the registry inside)
   pool_list = 52,       ///< the live pools (core/pool.cpp)
   pool_caches = 54,     ///< one pool's list of per-thread caches
