@@ -7,52 +7,41 @@
 #include <aml/area/cuda.h>
 #include <aml/area/hip.h>
 #include <aml/area/linux.h>
-#include <numa.h>
 
 #include <new>
 
 namespace memarea::aml {
 
-/// The pool of pageable host memory behind an allocator over AML's linux area, when a pool
-/// places pages as the area would: the DEFAULT policy (any node), or BIND to one node. Other
-/// policies (interleave, preferred, a bind over several nodes) and mmap options (files, shared
-/// or fixed mappings) take the area's own calls: nullptr.
-static memarea_pool_t host_pool_for(const aml_area* area, const aml_area_mmap_options* opts,
-                             std::size_t alignment) noexcept {
-  if (opts) return nullptr;
-  const auto* data = reinterpret_cast<const aml_area_linux_data*>(area->data);
-  int node = -1;
-  if (data->policy == AML_AREA_LINUX_POLICY_BIND) {
-    const bitmask* set = data->nodeset;
-    if (!set || !set->maskp) return nullptr;  // every allowed node: the area's own calls
-    constexpr unsigned long kWordBits = 8 * sizeof(unsigned long);
-    // Only the first size bits are the set; the linux area refuses sets beyond 2^16 bits.
-    if (set->size > (1UL << 16)) return nullptr;
-    const unsigned long bits = set->size;
-    for (unsigned long i = 0; i < bits; ++i) {
-      if (!(set->maskp[i / kWordBits] >> (i % kWordBits) & 1UL)) continue;
-      if (node >= 0) return nullptr;  // several nodes: the area binds over the set
-      node = static_cast<int>(i);
-    }
-    if (node < 0) return nullptr;
-  } else if (data->policy != AML_AREA_LINUX_POLICY_DEFAULT) {
-    return nullptr;
-  }
+namespace {
+
+/// A pool for an allocator: over the area (device, flags) or, both NULL, pageable host memory
+/// on host_node; every freed byte kept (an allocator caches), pieces aligned on alignment.
+/// nullptr when the pool cannot be made.
+memarea_pool_t make_allocator_pool(const int* device, const unsigned* flags,
+                                   std::size_t alignment, int host_node) noexcept {
   memarea_pool_options po = MEMAREA_POOL_OPTIONS_INIT;
-  po.release_threshold = SIZE_MAX;  // an allocator caches: freed memory stays for reuse
+  po.release_threshold = SIZE_MAX;
   po.alignment = alignment;
-  po.host_node = node;
+  po.host_node = host_node;
   memarea_pool_t pool = nullptr;
   const memarea_status s = detail::c_call("aml allocator create", [&] {
-    pool = detail::pool_create_c(nullptr, nullptr, &po);
+    pool = detail::pool_create_c(device, flags, &po);
   });
   return s == MEMAREA_SUCCESS ? pool : nullptr;
 }
 
+}  // namespace
+
 memarea_pool_t pool_for_area(const aml_area* area, const aml_area_mmap_options* opts,
                              std::size_t alignment) noexcept {
   if (!area || !area->data) return nullptr;
-  if (area->ops == &aml_area_linux_ops) return host_pool_for(area, opts, alignment);
+  if (area->ops == &aml_area_linux_ops) {
+    // Without options (files, shared or fixed mappings take the area's own calls), when a
+    // pool places pages as the area would.
+    int node = -1;
+    if (opts || !linux_area_pool_node(area->data, &node)) return nullptr;
+    return make_allocator_pool(nullptr, nullptr, alignment, node);
+  }
   if (area->ops != &aml_area_cuda_ops && area->ops != &aml_area_hip_ops) return nullptr;
   // Both flavours' data and options share one layout (src/aml/gpu_area.cpp checks it).
   const auto* data = reinterpret_cast<const aml_area_cuda_data*>(area->data);
@@ -64,14 +53,7 @@ memarea_pool_t pool_for_area(const aml_area* area, const aml_area_mmap_options* 
   if ((flags & MEMAREA_AREA_MAPPED) && !(flags & MEMAREA_AREA_HOST)) return nullptr;
   const int device = (options && options->device >= 0) ? options->device
                                                         : (data->device < 0 ? -1 : data->device);
-  memarea_pool_options po = MEMAREA_POOL_OPTIONS_INIT;
-  po.release_threshold = SIZE_MAX;  // an allocator caches: freed memory stays for reuse
-  po.alignment = alignment;
-  memarea_pool_t pool = nullptr;
-  const memarea_status s = detail::c_call("aml allocator create", [&] {
-    pool = detail::pool_create_c(&device, &flags, &po);
-  });
-  return s == MEMAREA_SUCCESS ? pool : nullptr;
+  return make_allocator_pool(&device, &flags, alignment, -1);
 }
 
 void* pooled_alloc(memarea_pool_t pool, std::size_t size) noexcept {

@@ -5,6 +5,8 @@
 #include <memarea/error.hpp>
 #include <memarea/memarea.h>
 
+struct aml_area_data;
+
 namespace memarea::aml {
 
 /// The calling thread's aml_errno (what memarea_aml_errno_location points at).
@@ -18,5 +20,10 @@ int code_of(memarea_status s) noexcept;
 void* fail_null(memarea_status s) noexcept;
 /// Sets aml_errno to code (positive) and returns NULL.
 void* fail_null_code(int code) noexcept;
+
+/// Whether a pool of pageable host memory places pages as AML's linux area with this data
+/// does (src/aml/linux_area.cpp reads it): the DEFAULT policy (*node -1), or BIND to exactly one
+/// node (*node). False for other policies, several nodes, or data the area would refuse.
+bool linux_area_pool_node(const struct aml_area_data* data, int* node) noexcept;
 
 }  // namespace memarea::aml

@@ -336,6 +336,28 @@ int create_area(aml_area** area, const aml_bitmap* nodemask, aml_area_linux_poli
 
 }  // namespace
 
+bool memarea::aml::linux_area_pool_node(const aml_area_data* data, int* node) noexcept {
+  if (!data || !node) return false;
+  dh::placement where;
+  try {
+    if (placement_of(*reinterpret_cast<const aml_area_linux_data*>(data), &where) != AML_SUCCESS)
+      return false;
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  if (where.mode == dh::policy::default_policy) {
+    *node = -1;
+    return true;
+  }
+  if (where.mode != dh::policy::bind || count(where.nodes) != 1) return false;
+  for (int n = 0;; ++n) {
+    if (dh::mask_has(where.nodes, n)) {
+      *node = n;
+      return true;
+    }
+  }
+}
+
 extern "C" {
 
 aml_area_ops aml_area_linux_ops = {mmap_with_policy, aml_area_linux_munmap,
