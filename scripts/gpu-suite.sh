@@ -73,7 +73,7 @@ if [ -x "$BIN/example_ipc_producer" ]; then
   cat "$RES/producer.log" | tee -a "$LOG"
   printf '[producer exit %d]\n' "$rc" | tee -a "$LOG"
   [ "$rc" -eq 0 ] || status=1
-  for e in area area_c area_aml managed host_numa pool; do
+  for e in area area_c area_aml aml_allocator managed host_numa pool; do
     [ -x "$BIN/example_$e" ] && run "$BIN/example_$e"
   done
 fi
