@@ -14,7 +14,8 @@ int run_ipc_gc(bool dry_run, bool json) {
     nlohmann::json j{{"dry_run", dry_run},
                      {dry_run ? "would_remove" : "removed", report.removed},
                      {"live_owners", report.live_owners},
-                     {"left_alone", report.left_alone}};
+                     {"left_alone", report.left_alone},
+                     {"busy", report.busy}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -23,7 +24,9 @@ int run_ipc_gc(bool dry_run, bool json) {
   std::cout << report.removed.size() << (dry_run ? " object(s) of dead processes to remove; "
                                                  : " object(s) of dead processes removed; ")
             << report.live_owners << " live process(es) left alone; " << report.left_alone
-            << " object(s) of other users or unreadable left alone\n";
+            << " object(s) of other users or unreadable left alone";
+  if (report.busy) std::cout << "; " << report.busy << " dead process(es) another sweep still held";
+  std::cout << "\n";
   return 0;
 }
 

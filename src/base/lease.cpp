@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <mutex>
 
@@ -25,6 +26,9 @@ namespace {
 constexpr const char* kShmDir = "/dev/shm";
 constexpr std::string_view kPrefix = "memarea-";
 constexpr std::string_view kLeaseKind = "lease";
+/// How often, and how long each time, a sweep waits for another sweep working on one lease.
+constexpr int kSweepWaits = 50;
+constexpr long kSweepWaitNs = 2'000'000;
 
 /// This process's lease; 0 / -1 until made. Guarded by g_lock.
 struct own_lease {
@@ -77,12 +81,19 @@ std::string lease_name(std::uint64_t owner) {
   return b;
 }
 
-flock whole_file(short type) {
+// A lease's two lock bytes. The owner holds kOwnerByte for its lifetime. A sweep holds
+// kSweepByte while it decides about the lease and removes what it finds, so that two sweeps
+// (two processes' background threads, `memarea ipc gc`) never work on one dead owner at once:
+// the second waits for the first instead of mistaking the first's lock for a live owner's.
+constexpr off_t kOwnerByte = 0;
+constexpr off_t kSweepByte = kSweepLockByte;
+
+flock byte_lock(short type, off_t byte) {
   flock fl{};
   fl.l_type = type;
   fl.l_whence = SEEK_SET;
-  fl.l_start = 0;
-  fl.l_len = 0;  // to the end, however the file grows
+  fl.l_start = byte;
+  fl.l_len = 1;
   fl.l_pid = 0;  // required for the OFD commands
   return fl;
 }
@@ -121,7 +132,7 @@ std::uint64_t own(int* err) noexcept {
         if (failure == EEXIST) continue;
         break;
       }
-      flock fl = whole_file(F_WRLCK);
+      flock fl = byte_lock(F_WRLCK, kOwnerByte);
       // A sweep that found the new lease unlocked holds its lock while it removes it: draw
       // another name. If it removed it before we locked, the name is gone or another file's.
       if (fcntl(fd, F_OFD_SETLK, &fl) != 0 || !same_file(fd, name)) {
@@ -190,7 +201,7 @@ int open(std::uint64_t owner) noexcept {
 }
 
 holder test(int fd) noexcept {
-  flock fl = whole_file(F_WRLCK);
+  flock fl = byte_lock(F_WRLCK, kOwnerByte);
   if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return holder::unknown;
   return fl.l_type == F_UNLCK ? holder::gone : holder::alive;
 }
@@ -230,38 +241,54 @@ sweep_report sweep(bool dry_run) {
   auto remove = [&](const std::string& name) {
     if (dry_run || unlinkat(dir, name.c_str(), 0) == 0) report.removed.push_back(name);
   };
+  auto remove_all = [&](const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      if (mine(n)) remove(n);
+      else ++report.left_alone;
+    }
+  };
   for (auto& [owner, names] : objects) {
     if (owner == self) continue;
     const std::string lease = lease_name(owner).substr(1);
-    const int fd = openat(dir, lease.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-      if (errno != ENOENT) {
-        report.left_alone += names.size() + 1;
-        continue;
+    // The lease's sweep lock is held only for as long as another sweep removes a few names:
+    // wait for it a little, and leave the owner to the next sweep if it takes longer.
+    for (int attempt = 0;; ++attempt) {
+      enum { done, wait_for_other_sweep } outcome = done;
+      {
+        // Under the lease mutex, which fork() takes first: a child never inherits a
+        // descriptor of ours that holds a lock on someone's lease.
+        lease_lock lock;
+        const int fd = openat(dir, lease.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        struct stat st {};
+        flock sweep_fl = byte_lock(F_WRLCK, kSweepByte);
+        flock owner_fl = byte_lock(F_WRLCK, kOwnerByte);
+        if (fd < 0) {
+          if (errno != ENOENT) report.left_alone += names.size() + 1;
+          // No lease: its owner removed it at exit (or a sweep did) and died before removing
+          // these. An owner makes its lease before any object, so none of these is a live one's.
+          else remove_all(names);
+        } else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me) {
+          report.left_alone += names.size() + 1;
+        } else if (fcntl(fd, F_OFD_SETLK, &sweep_fl) != 0) {
+          outcome = wait_for_other_sweep;
+        } else if (fcntl(fd, F_OFD_SETLK, &owner_fl) != 0) {
+          ++report.live_owners;  // held: its owner lives
+        } else {
+          // Ours now: an owner still making this lease fails to lock it and draws another name.
+          remove_all(names);
+          // Another sweep may have removed the lease (and its objects) while we waited.
+          if (same_file(fd, "/" + lease)) remove(lease);
+        }
+        if (fd >= 0) ::close(fd);  // drops our locks
       }
-      // No lease: its owner removed it at exit (or a sweep did) and died before removing
-      // these. An owner makes its lease before any object, so none of these is a live one's.
-      for (const auto& n : names) {
-        if (mine(n)) remove(n);
-        else ++report.left_alone;
+      if (outcome == done) break;
+      if (attempt == kSweepWaits) {
+        ++report.busy;
+        break;
       }
-      continue;
+      timespec pause{0, kSweepWaitNs};
+      nanosleep(&pause, nullptr);
     }
-    struct stat st {};
-    flock fl = whole_file(F_WRLCK);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me) {
-      report.left_alone += names.size() + 1;
-    } else if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
-      ++report.live_owners;  // held: its owner lives
-    } else {
-      // Ours now: an owner still making this lease fails to lock it and draws another name.
-      for (const auto& n : names) {
-        if (mine(n)) remove(n);
-        else ++report.left_alone;
-      }
-      remove(lease);
-    }
-    ::close(fd);  // drops our lock
   }
   closedir(d);
   return report;

@@ -7,10 +7,12 @@
 // _exit), and the lock belongs to the file, not to a pid: it reads the same from every PID
 // namespace that shares /dev/shm, and a reused pid cannot pass for the dead owner.
 //
-// A sweep removes the objects of owners whose lease nobody holds. It takes the lease's lock
-// itself while it removes them, so an owner that is still making its lease either finds the
-// lock taken (and draws another name) or its name gone (and draws another): the sweep never
-// removes a live owner's objects.
+// The owner's lock is on the lease's first byte. A sweep removes the objects of owners whose
+// lease nobody holds. It takes the owner's byte itself while it removes them, so an owner that
+// is still making its lease either finds the lock taken (and draws another name) or its name
+// gone (and draws another): the sweep never removes a live owner's objects. A sweep first
+// takes the lease's second byte, so that two sweeps of one dead owner take turns: when a sweep
+// returns, what it found of a dead owner is gone (not left to a sweep still at work).
 #pragma once
 
 #include <cstdint>
@@ -52,11 +54,16 @@ holder test(int fd) noexcept;
 /// test(open(owner)): gone when the lease does not exist.
 holder test_owner(std::uint64_t owner) noexcept;
 
+/// The lease's byte that a sweep locks (F_OFD_SETLK, write) while it decides about the lease and
+/// removes its owner's objects; the owner's lock is on byte 0.
+inline constexpr long kSweepLockByte = 1;
+
 /// What one sweep found.
 struct sweep_report {
   std::vector<std::string> removed;  ///< names removed (without the leading '/')
   std::size_t live_owners = 0;       ///< owners whose lease is held: left alone
   std::size_t left_alone = 0;        ///< objects of other users, or whose lease could not be read
+  std::size_t busy = 0;  ///< dead owners another sweep held on to for too long: the next sweep's
 };
 
 /// Removes from /dev/shm the objects of owners whose lease nobody holds, and the objects whose

@@ -107,6 +107,62 @@ TEST(IpcLiveness, SweepRemovesWhatADeadExporterLeft) {
   }
 }
 
+// CI flake (session 10): two sweeps of one dead owner at once. The second used to find the
+// lease locked by the first, count it a live owner and return while the first was still
+// removing. Now a sweep waits for another sweep's lock on the lease (here: held by hand, as
+// another process's sweep would) and returns only once the dead owner's objects are gone; one
+// held for longer than it waits is left to the next sweep (busy), never mistaken for a live owner.
+TEST(IpcLiveness, TwoSweepsOfOneDeadOwnerTakeTurns) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  for (const bool held_too_long : {false, true}) {
+    SCOPED_TRACE(held_too_long ? "held too long" : "held briefly");
+    child exporter({"export", "70000", str(new_seed())});
+    const ipc::handle h = ipc::handle::from_hex(exporter.line());
+    const std::uint64_t owner = owner_of(h);
+    exporter.kill_now();
+    EXPECT_EQ(exporter.wait(), 128 + SIGKILL);
+    char path[64];
+    std::snprintf(path, sizeof path, "/dev/shm/memarea-lease-%016llx",
+                  static_cast<unsigned long long>(owner));
+    const int other_sweep = ::open(path, O_RDWR | O_CLOEXEC);
+    if (other_sweep < 0) {
+      // Another test process's background sweep removed it first: nothing to race with.
+      EXPECT_TRUE(objects_of(owner).empty());
+      continue;
+    }
+    flock fl{};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = lease::kSweepLockByte;
+    fl.l_len = 1;
+    // (Another test process's sweep may hold it for a moment.)
+    ASSERT_TRUE(within(5, [&] { return ::fcntl(other_sweep, F_OFD_SETLK, &fl) == 0; }));
+    const std::size_t made = objects_of(owner).size();
+    ASSERT_GE(made, 2u);  // its lease and its IPC segment at least
+    if (held_too_long) {
+      const auto report = lease::sweep();
+      // (At least: other test processes may be holding their own dead exporters' leases.)
+      EXPECT_GE(report.busy, 1u);
+      EXPECT_EQ(objects_of(owner).size(), made) << "removed under another sweep's lock";
+      ::close(other_sweep);
+    } else {
+      std::thread release([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ::close(other_sweep);
+      });
+      const auto report = lease::sweep();
+      release.join();
+      // What it found is gone when it returns (removed by it, or by a sweep of another test
+      // process that took its turn first).
+      EXPECT_TRUE(objects_of(owner).empty());
+    }
+    (void)lease::sweep();
+    EXPECT_TRUE(objects_of(owner).empty());
+    EXPECT_MEMAREA_ERROR((void)ipc::open(h), errc::invalid_handle);
+  }
+}
+
 // Issue 14: the exporter is SIGKILLed while three importers hold mappings. Each survivor learns
 // it from the background thread (no call of theirs scans anything): a re-open is refused with
 // INVALID_HANDLE, its own close still works, and once everyone is gone nothing is left.
@@ -293,6 +349,8 @@ TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
 
   int report_pipe[2];
   ASSERT_EQ(pipe2(report_pipe, O_CLOEXEC), 0);
+  int go_pipe[2];  // the child waits for it before it dies
+  ASSERT_EQ(pipe2(go_pipe, O_CLOEXEC), 0);
   std::fflush(nullptr);
   forked other;
   other.pid = fork();
@@ -300,6 +358,7 @@ TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
   if (other.pid == 0) {
     alarm(60);
     ::close(report_pipe[0]);
+    ::close(go_pipe[1]);
     if (setgroups(0, nullptr) != 0 || setgid(kOther) != 0 || setuid(kOther) != 0) _exit(77);
     // Our sweep must not touch root's objects, live or stale.
     const auto report = lease::sweep();
@@ -322,16 +381,38 @@ TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
     (void)q;
     const std::uint64_t theirs = lease::current();
     if (::write(report_pipe[1], &theirs, sizeof theirs) != sizeof theirs) _exit(14);
+    char go = 0;
+    if (::read(go_pipe[0], &go, 1) != 1) _exit(15);
     _exit(0);
   }
   ::close(report_pipe[1]);
+  ::close(go_pipe[0]);
   std::uint64_t other_owner = 0;
   const bool reported = read_within(report_pipe[0], &other_owner, sizeof other_owner, kForkWait);
   ::close(report_pipe[0]);
+  // Before it dies, we take its lease's sweep lock, as a sweep at work would: the sweeps of
+  // other test processes' children (uid nobody too, and so entitled to remove its objects once
+  // it is dead) leave them to us while we look.
+  int their_lease = -1;
+  if (reported) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/dev/shm/memarea-lease-%016llx",
+                  static_cast<unsigned long long>(other_owner));
+    their_lease = ::open(path, O_RDWR | O_CLOEXEC);
+    flock fl{};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = lease::kSweepLockByte;
+    fl.l_len = 1;
+    EXPECT_TRUE(their_lease >= 0 && ::fcntl(their_lease, F_OFD_SETLK, &fl) == 0)
+        << std::strerror(errno);
+  }
+  EXPECT_EQ(::write(go_pipe[1], "g", 1), 1);
+  ::close(go_pipe[1]);
   const int status = other.wait(kForkWait);
   if (status == 77) GTEST_SKIP() << "this machine does not let root become uid " << kOther;
   ASSERT_EQ(status, 0) << "10: it removed our objects; 11: it opened our memory; 12: the "
-                          "wrong status; 13: it could not allocate";
+                          "wrong status; 13: it could not allocate; 15: no word to die";
   EXPECT_EQ(objects_of(me).size(), ours) << "another user's sweep removed our objects";
   ASSERT_TRUE(reported);
   // Its stale objects (its lease, its device memory and, if its background thread made it
@@ -349,6 +430,7 @@ TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
   EXPECT_GE(report.left_alone, theirs.size());
   EXPECT_TRUE(objects_of(stale).empty()) << "our own stale objects were left";
   for (const auto& name : theirs) shm_unlink(("/" + name).c_str());
+  if (their_lease >= 0) ::close(their_lease);
   a.munmap(p, 4096);
 }
 
