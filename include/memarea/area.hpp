@@ -87,8 +87,14 @@ class buffer {
   int device() const;
   memory_kind kind() const noexcept { return area_.kind(); }
   explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  /// Frees the memory now (no-op when empty).
+  /// Frees the memory now (no-op when empty). It cannot throw: a failure (busy under
+  /// free_policy::refuse, say) goes to the release-failure record (error.hpp) and the buffer
+  /// lets go of the memory, which stays allocated.
   void reset() noexcept;
+  /// Frees the memory now and becomes empty; on failure returns the status (its message in *message
+  /// when given), keeps owning it and changes nothing, so that the caller may try again. Success
+  /// when empty.
+  errc try_reset(std::string* message = nullptr) noexcept;
   /// Gives up ownership; the caller must munmap through source().
   void* release() noexcept {
     void* p = ptr_;

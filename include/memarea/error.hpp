@@ -3,9 +3,12 @@
 
 #include <memarea/memarea.h>
 
+#include <cstddef>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace memarea {
 
@@ -65,6 +68,30 @@ class error : public std::system_error {
 inline const char* to_string(errc e) noexcept {
   return memarea_status_name(static_cast<memarea_status>(e));
 }
+
+/// A failure that a destructor or reset() of an owning type (buffer, pool_buffer, mapping,
+/// managed_buffer, host_buffer) could not throw. The memory was not freed: it stays allocated
+/// until the cause is gone and the user frees `ptr` by hand (area::munmap, memarea_free,
+/// ipc::close, pool free), for example a BUSY free under free_policy::refuse.
+struct release_failure {
+  const void* ptr = nullptr;  ///< what was being freed or closed
+  std::size_t size = 0;       ///< its size as the owner knew it (0 when the owner did not)
+  errc status = errc::unknown;
+  std::string message;        ///< the library's message, naming the call
+};
+
+/// Called with each release failure, on the thread that had it, instead of keeping it in the
+/// list below; an empty function restores the list. It must not throw (a throw is dropped).
+void set_release_failure_handler(std::function<void(const release_failure&)> handler);
+
+/// The release failures kept since the last call, oldest first, and forgets them. At most
+/// 1,024 are kept; `dropped`, when given, receives how many newer ones were counted instead.
+std::vector<release_failure> take_release_failures(std::size_t* dropped = nullptr);
+
+namespace detail {
+/// Hands a failure to the handler, or keeps it. Never throws.
+void report_release_failure(const void* ptr, std::size_t size, const std::exception& e) noexcept;
+}  // namespace detail
 
 }  // namespace memarea
 

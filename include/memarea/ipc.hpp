@@ -84,8 +84,13 @@ class mapping {
 
   void* get() const noexcept { return ptr_; }
   explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  /// Closes now (no-op when empty; close errors are swallowed in a destructor path).
+  /// Closes now (no-op when empty). A failure goes to the release-failure record (error.hpp)
+  /// and the mapping lets go of the pointer.
   void reset() noexcept;
+  /// Closes the mapping now and becomes empty; on failure returns the status (its message in
+  /// *message when given), keeps owning it and changes nothing, so that the caller may try again.
+  /// Success when empty.
+  errc try_reset(std::string* message = nullptr) noexcept;
 
  private:
   void* ptr_ = nullptr;

@@ -57,8 +57,13 @@ class owned_allocation {
   std::size_t size() const noexcept { return size_; }
   /// True while an allocation is owned.
   explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  /// Frees now (no-op when empty).
+  /// Frees now (no-op when empty). A failure goes to the release-failure record (error.hpp)
+  /// and the handle lets go of the memory, which stays allocated.
   void reset() noexcept;
+  /// Frees the memory now and becomes empty; on failure returns the status (its message in *message
+  /// when given), keeps owning it and changes nothing, so that the caller may try again. Success
+  /// when empty.
+  errc try_reset(std::string* message = nullptr) noexcept;
   /// Gives up ownership; the caller frees (memarea_free, managed::free, host::free).
   void* release() noexcept {
     void* p = ptr_;

@@ -96,9 +96,13 @@ class pool_buffer {
   void* data() const noexcept { return ptr_; }
   /// The bytes asked for.
   std::size_t size() const noexcept { return size_; }
-  /// Frees it now (on its stream); no-op when empty. A free the pool refuses is a bug of the
-  /// program (the pool destroyed first): it is reported on stderr, never ignored silently.
+  /// Frees it now (on its stream); no-op when empty. A free the pool refuses (the pool
+  /// destroyed first: a bug of the program) goes to the release-failure record (error.hpp).
   void reset() noexcept;
+  /// Frees it (on its stream) now and becomes empty; on failure returns the status (its message in
+  /// *message when given), keeps owning it and changes nothing, so that the caller may try again.
+  /// Success when empty.
+  errc try_reset(std::string* message = nullptr) noexcept;
 
  private:
   memarea_pool_t pool_ = nullptr;

@@ -42,6 +42,7 @@ enum class lock_rank : std::uint16_t {
   aml_linux_mappings = 95, ///< AML's linux area: the mappings made with mmap options (a leaf)
   staging = 100,        ///< idle stagers of the pipelined peer copy
   device_caps = 110,    ///< per-device capabilities read once
+  release_failures = 120, ///< failures of destructors and reset() kept for the user (a leaf)
   ipc_fork_state = 900, ///< not a lock: IPC's child handler (sets the parent's state aside)
   lease = 950,          ///< this process's lease on its shared-memory objects (base/lease)
   housekeeper = 960,    ///< the background thread's schedule and tasks (base/housekeeper)

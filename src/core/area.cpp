@@ -1,4 +1,5 @@
 // Areas: allocation by flag combination, the registry, lookup and synchronous copies.
+#include "core/release.hpp"
 #include "core/area_impl.hpp"
 #include "core/pool_impl.hpp"
 #include "core/ipc_impl.hpp"
@@ -60,22 +61,25 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
   auto& gpu = sys.gpu();
   void* ptr = nullptr;
   std::size_t span = size;
-  const std::string what = fmt::format("area mmap of {} bytes ({}) on device {}", size,
-                                       to_string(static_cast<memory_kind>(kind)), device);
+  // The message is made only when something fails: formatting costs more than a pool's call.
+  const auto what = [&] {
+    return fmt::format("area mmap of {} bytes ({}) on device {}", size,
+                       to_string(static_cast<memory_kind>(kind)), device);
+  };
   switch (kind) {
     case MEMAREA_MEMORY_DEVICE:
-      check(gpu.malloc_device(device, size, &ptr), what.c_str());
+      check(gpu.malloc_device(device, size, &ptr), what);
       // Device memory may be exported: IPC's lease and segment are made in the background now,
       // so that the first export does not make them.
       ipc_internal::prepare_in_background();
       break;
     case MEMAREA_MEMORY_HOST_PINNED:
       check(gpu.malloc_host(device, size, global ? host_portable : host_default, &ptr),
-            what.c_str());
+            what);
       break;
     case MEMAREA_MEMORY_MAPPED:
       check(gpu.malloc_host(device, size, host_mapped | (global ? host_portable : 0u), &ptr),
-            what.c_str());
+            what);
       break;
     case MEMAREA_MEMORY_REGISTERED:
       if (!option_ptr)
@@ -87,19 +91,19 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
                     "area mmap: options.ptr overlaps memory memarea already manages");
       check(gpu.host_register(device, option_ptr, size,
                               host_mapped | (global ? host_portable : 0u)),
-            what.c_str());
+            what);
       ptr = option_ptr;
       break;
     case MEMAREA_MEMORY_MANAGED: {
       // Managed memory is handed out in whole pages; the tail is the caller's to use too.
       if (!device_capabilities(device).managed)
-        throw error(errc::not_supported, what + ": the device has no managed memory");
+        throw error(errc::not_supported, what() + ": the device has no managed memory");
       if (size > SIZE_MAX - managed_granularity)
-        throw error(errc::out_of_memory, what + ": larger than any address space");
+        throw error(errc::out_of_memory, what() + ": larger than any address space");
       span = round_up_managed(size);
       check(gpu.malloc_managed(device, span,
                                global ? MEMAREA_MEM_ATTACH_GLOBAL : MEMAREA_MEM_ATTACH_HOST, &ptr),
-            what.c_str());
+            what);
       break;
     }
     default:
@@ -263,12 +267,15 @@ int buffer::device() const { return lookup(ptr_).device; }
 
 void buffer::reset() noexcept {
   if (!ptr_) return;
-  try {
-    area_.munmap(ptr_, size_);
-  } catch (...) {
-    // A buffer only holds what its area gave it; freeing cannot be refused.
-  }
+  detail::release_or_report(ptr_, size_, [&] { area_.munmap(ptr_, size_); });
   ptr_ = nullptr;
+}
+
+errc buffer::try_reset(std::string* message) noexcept {
+  if (!ptr_) return errc::success;
+  const errc e = detail::try_release([&] { area_.munmap(ptr_, size_); }, message);
+  if (e == errc::success) ptr_ = nullptr;
+  return e;
 }
 
 owned_allocation& owned_allocation::operator=(owned_allocation&& o) noexcept {
@@ -283,12 +290,15 @@ owned_allocation& owned_allocation::operator=(owned_allocation&& o) noexcept {
 
 void owned_allocation::reset() noexcept {
   if (!ptr_) return;
-  try {
-    detail::managed_free(ptr_);
-  } catch (...) {
-    // It owns a live allocation; freeing it is refused only if the backend broke.
-  }
+  detail::release_or_report(ptr_, size_, [&] { detail::managed_free(ptr_); });
   ptr_ = nullptr;
+}
+
+errc owned_allocation::try_reset(std::string* message) noexcept {
+  if (!ptr_) return errc::success;
+  const errc e = detail::try_release([&] { detail::managed_free(ptr_); }, message);
+  if (e == errc::success) ptr_ = nullptr;
+  return e;
 }
 
 std::optional<allocation_info> find(const void* ptr) {

@@ -190,8 +190,9 @@ void host_prefetch(const record& r, const void* ptr, std::size_t count, location
                               what, ptr, to.id));
     case location::type::host_numa:
       wait_for(s, what);
-      check(detail::host::migrate(ptr, count, to.id),
-            fmt::format("{} of {} bytes at {} to NUMA node {}", what, count, ptr, to.id).c_str());
+      check(detail::host::migrate(ptr, count, to.id), [&] {
+        return fmt::format("{} of {} bytes at {} to NUMA node {}", what, count, ptr, to.id);
+      });
       break;
     case location::type::host:
       break;  // host memory is on the host already: nothing moves
@@ -248,18 +249,20 @@ void host_advise(const record& r, const void* ptr, std::size_t count, memarea_me
   // Room for the record first: once the kernel has taken the advice, recording cannot fail.
   const auto [first, last] = pages_of(r, ptr, count);
   e.pages.isolate(first, last);
-  const std::string doing = fmt::format("{} {} on {} bytes of host memory at {}", what,
-                                        static_cast<int>(advice), count, ptr);
+  const auto doing = [&] {  // the message, made only on failure
+    return fmt::format("{} {} on {} bytes of host memory at {}", what, static_cast<int>(advice),
+                       count, ptr);
+  };
   // The allocation's own policy (a node, a set, or the default): what "the host, no particular
   // node" and unset go back to.
   auto restore = [&] {
-    check(detail::host::set_policy(ptr, count, e.placement, false), doing.c_str());
+    check(detail::host::set_policy(ptr, count, e.placement, false), doing);
   };
   switch (advice) {
     case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:
       if (where.kind == location::type::host_numa) {
         check(detail::host::set_policy(ptr, count, detail::host::policy::preferred, where.id),
-              doing.c_str());
+              doing);
       } else {
         restore();
       }
@@ -271,7 +274,7 @@ void host_advise(const record& r, const void* ptr, std::size_t count, memarea_me
     case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY:
       // The device maps pageable memory itself (HMM, ATS): its driver takes the hint.
       if (on_device)
-        check(system::get().gpu().mem_advise(ptr, count, advice, where), doing.c_str());
+        check(system::get().gpu().mem_advise(ptr, count, advice, where), doing);
       break;
     default:
       break;  // read-mostly: no kernel meaning, recorded only

@@ -87,7 +87,7 @@ shareable create_shareable(std::size_t size, int device) {
   device = resolve_device(device, "create_shareable");
   shareable_allocation a;
   check(system::get().gpu().shareable_create(device, size, &a),
-        fmt::format("create_shareable of {} bytes on device {}", size, device).c_str());
+        [&] { return fmt::format("create_shareable of {} bytes on device {}", size, device); });
   return track(a, false);
 }
 
@@ -116,7 +116,7 @@ shareable import_fd(int fd, std::size_t size, int device) {
   device = resolve_device(device, "import_fd");
   shareable_allocation a;
   check(system::get().gpu().shareable_import_fd(device, fd, size, &a),
-        fmt::format("import_fd of fd {} ({} bytes) on device {}", fd, size, device).c_str());
+        [&] { return fmt::format("import_fd of fd {} ({} bytes) on device {}", fd, size, device); });
   return track(a, true);
 }
 

@@ -6,6 +6,7 @@
 // are served from a per-thread cache validated by a generation counter (g_export_generation).
 // Time-driven work (liveness, deferred frees, the /dev/shm sweep) runs in memarea's background
 // thread (base/housekeeper.hpp), never inside a call.
+#include "core/release.hpp"
 #include "base/fork_safety.hpp"
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
@@ -406,12 +407,15 @@ mapping& mapping::operator=(mapping&& o) noexcept {
 
 void mapping::reset() noexcept {
   if (!ptr_) return;
-  try {
-    close(ptr_);
-  } catch (...) {
-    // A mapping only holds what open gave it; close cannot be refused.
-  }
+  detail::release_or_report(ptr_, 0, [&] { close(ptr_); });
   ptr_ = nullptr;
+}
+
+errc mapping::try_reset(std::string* message) noexcept {
+  if (!ptr_) return errc::success;
+  const errc e = detail::try_release([&] { close(ptr_); }, message);
+  if (e == errc::success) ptr_ = nullptr;
+  return e;
 }
 
 void set_free_policy(free_policy p) {

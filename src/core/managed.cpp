@@ -85,27 +85,31 @@ bool is_advice(memarea_mem_advice a) {
   return a >= MEMAREA_MEM_ADVISE_SET_READ_MOSTLY && a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
 }
 
-/// The size an attribute needs; throws invalid_value when data_size does not fit it.
+/// The size an attribute needs; throws invalid_value when data_size does not fit it. `index`:
+/// the attribute's place in a list (named in the message), or -1.
 void check_attribute(memarea_mem_range_attribute attribute, std::size_t data_size,
-                     const char* what) {
+                     const char* what, int index = -1) {
+  auto named = [&] {
+    return index < 0 ? std::string(what) : fmt::format("{} (attribute {})", what, index);
+  };
   switch (attribute) {
     case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
     case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
     case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
       if (data_size != 4)
         throw error(errc::invalid_value,
-                    fmt::format("{}: attribute {} answers one 4-byte int; data_size is {}", what,
-                                static_cast<int>(attribute), data_size));
+                    fmt::format("{}: attribute {} answers one 4-byte int; data_size is {}",
+                                named(), static_cast<int>(attribute), data_size));
       return;
     case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
       if (data_size == 0 || data_size % 4 != 0)
         throw error(errc::invalid_value,
                     fmt::format("{}: ACCESSED_BY answers 4-byte ids; data_size {} is not a "
                                 "non-zero multiple of 4",
-                                what, data_size));
+                                named(), data_size));
       return;
   }
-  throw error(errc::invalid_value, fmt::format("{}: unknown range attribute {}", what,
+  throw error(errc::invalid_value, fmt::format("{}: unknown range attribute {}", named(),
                                                static_cast<int>(attribute)));
 }
 
@@ -226,9 +230,9 @@ void managed_advise(const void* ptr, std::size_t count, memarea_mem_advice advic
     host_advise(range.rec, range.ptr, range.size, advice, where);
     return;
   }
-  check(system::get().gpu().mem_advise(range.ptr, range.size, advice, where),
-        fmt::format("{} {} on {} bytes at {}", what, static_cast<int>(advice), count, ptr)
-            .c_str());
+  check(system::get().gpu().mem_advise(range.ptr, range.size, advice, where), [&] {
+    return fmt::format("{} {} on {} bytes at {}", what, static_cast<int>(advice), count, ptr);
+  });
 }
 
 void managed_range_attribute(void* data, std::size_t data_size,
@@ -261,8 +265,7 @@ void managed_range_attributes(void** data, const std::size_t* data_sizes,
   for (std::size_t i = 0; i < num_attributes; ++i) {
     if (!data[i])
       throw error(errc::invalid_value, fmt::format("{}: data[{}] is NULL", what, i));
-    check_attribute(attributes[i], data_sizes[i],
-                    fmt::format("{} (attribute {})", what, i).c_str());
+    check_attribute(attributes[i], data_sizes[i], what, static_cast<int>(i));
   }
   auto range = check_managed_range(ptr, count, what);
   auto& gpu = system::get().gpu();

@@ -16,6 +16,7 @@
 // - A piece shared through IPC is marked (state exported, an entry in ipc_marks): its free
 //   bypasses the threads' caches and asks IPC, which may hold it back (state held) until
 //   every importer closed it; then IPC gives it back (pool_release_held).
+#include "core/release.hpp"
 #include "core/pool_impl.hpp"
 
 #include "base/fork_safety.hpp"
@@ -1617,12 +1618,15 @@ pool_buffer& pool_buffer::operator=(pool_buffer&& o) noexcept {
 
 void pool_buffer::reset() noexcept {
   if (!ptr_) return;
-  try {
-    detail::pool_free_c(pool_, ptr_, stream_);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "memarea: pool_buffer could not free %p: %s\n", ptr_, e.what());
-  }
+  detail::release_or_report(ptr_, size_, [&] { detail::pool_free_c(pool_, ptr_, stream_); });
   ptr_ = nullptr;
+}
+
+errc pool_buffer::try_reset(std::string* message) noexcept {
+  if (!ptr_) return errc::success;
+  const errc e = detail::try_release([&] { detail::pool_free_c(pool_, ptr_, stream_); }, message);
+  if (e == errc::success) ptr_ = nullptr;
+  return e;
 }
 
 }  // namespace memarea
