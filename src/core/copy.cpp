@@ -44,15 +44,6 @@ std::optional<record> check_range(const void* p, std::size_t n, const char* role
   return r;
 }
 
-int copy_device(const std::optional<record>& dst, const std::optional<record>& src) {
-  for (const auto* r : {&dst, &src})
-    if (*r && ((*r)->kind == MEMAREA_MEMORY_DEVICE || (*r)->kind == MEMAREA_MEMORY_IPC_IMPORTED))
-      return (*r)->context_device;
-  for (const auto* r : {&dst, &src})
-    if (*r) return (*r)->context_device;
-  return -1;
-}
-
 endpoint locate(const void* p, std::size_t n, const char* role, const char* what) {
   if (auto r = check_range(p, n, role, what)) return {r->kind, r->device, r->context_device};
   endpoint e;

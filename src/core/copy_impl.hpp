@@ -12,8 +12,6 @@ namespace memarea::detail {
 /// Validates that [p, p+n) lies inside its allocation when memarea knows it; returns the record.
 std::optional<record> check_range(const void* p, std::size_t n, const char* role,
                                   const char* what);
-/// The device whose context should run a copy between these allocations (-1: none known).
-int copy_device(const std::optional<record>& dst, const std::optional<record>& src);
 
 /// What memarea knows of one end of a copy: from its registry, else from the driver, else it is
 /// pageable host memory nobody manages (kind UNKNOWN, device CPU).

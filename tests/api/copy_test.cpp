@@ -327,23 +327,43 @@ TEST(Copy, StagingBuffersThatCannotExistAreRefused) {
   EXPECT_EQ(read(b.data(), n), data);
 }
 
+// The chunk rule's properties (copy_impl.hpp), for the defaults and other settings, never
+// its tuned constants: a power-of-two multiple of the smallest chunk, within [smallest,
+// largest]; growing with the copy size; at or below sqrt(n * chunk_cost) unless that is below
+// the smallest chunk; and a copy of at most two chunks (or of at most driver_up_to bytes) goes
+// to the driver's staging, anything longer to the pipeline.
 TEST(Copy, StagingChunkFollowsTheCopySize) {
-  constexpr std::size_t MiB = std::size_t{1} << 20;
-  const detail::staging_settings s;  // the defaults: 1..4 MiB, sqrt(n * 256 KiB)
-  EXPECT_EQ(s.chunk_for(1), 1 * MiB);
-  EXPECT_EQ(s.chunk_for(16 * MiB), 2 * MiB);
-  EXPECT_EQ(s.chunk_for(64 * MiB), 4 * MiB);
-  EXPECT_EQ(s.chunk_for(64 * MiB - 1), 2 * MiB);  // never above the square root
-  EXPECT_EQ(s.chunk_for(256 * MiB), 4 * MiB);       // never above the largest chunk
-  EXPECT_EQ(s.chunk_for(std::size_t{1} << 40), 4 * MiB);
-  EXPECT_TRUE(s.use_driver(4 * MiB));
-  EXPECT_FALSE(s.use_driver(4 * MiB + 1));
-  detail::staging_settings t = s;
-  t.driver_up_to = 0;
-  EXPECT_TRUE(t.use_driver(2 * MiB));       // two 1 MiB chunks: nothing to overlap
-  EXPECT_FALSE(t.use_driver(2 * MiB + 1));  // three chunks
-  t.min_chunk = 16 * MiB;                   // above chunk: chunk wins
-  EXPECT_EQ(t.chunk_for(1 * MiB), 4 * MiB);
+  constexpr std::size_t KiB = 1024;
+  std::vector<detail::staging_settings> settings(4);
+  settings[1].chunk = 64 * KiB, settings[1].min_chunk = 4 * KiB, settings[1].chunk_cost = KiB;
+  settings[2].driver_up_to = 0;
+  settings[3].min_chunk = 16 * settings[3].chunk;  // above the largest: the largest wins
+  for (const auto& s : settings) {
+    const std::size_t lo = std::min(s.min_chunk, s.chunk);
+    SCOPED_TRACE(testing::Message() << "chunks " << lo << ".." << s.chunk << ", cost "
+                                    << s.chunk_cost << ", driver up to " << s.driver_up_to);
+    std::size_t last = 0;
+    for (std::size_t n = 1; n < (std::size_t{1} << 40); n = n * 3 / 2 + 1) {
+      const std::size_t c = s.chunk_for(n);
+      ASSERT_GE(c, lo) << n;
+      ASSERT_LE(c, s.chunk) << n;
+      ASSERT_EQ(c % lo, 0u) << n;
+      ASSERT_EQ((c / lo) & (c / lo - 1), 0u) << n << ": " << c << " is not lo times a power of 2";
+      ASSERT_GE(c, last) << n << ": the chunk shrank as the copy grew";
+      last = c;
+      // At or below the square root (c * c <= n * cost), unless the smallest chunk is.
+      if (c > lo) {
+        ASSERT_LE(static_cast<double>(c) * c, static_cast<double>(n) * s.chunk_cost) << n;
+      }
+      // The next power of two up would pass the square root or the largest chunk.
+      if (c < s.chunk) {
+        ASSERT_GT(static_cast<double>(2 * c) * (2 * c), static_cast<double>(n) * s.chunk_cost)
+            << n;
+      }
+      ASSERT_EQ(s.use_driver(n), n <= s.driver_up_to || n <= 2 * c) << n;
+    }
+    EXPECT_EQ(last, s.chunk) << "the largest copies use the largest chunk";
+  }
 }
 
 TEST(Copy, AdaptiveStagingCopiesEveryByte) {
