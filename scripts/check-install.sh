@@ -36,5 +36,16 @@ for src in tests/aml/test_*.c; do
     MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=2 "$exe" >/dev/null
   done
 done
-echo "install check: find_package (shared, static), pkg-config, and AML programs through" \
-     "memarea-aml (pkg-config) and memarea::aml / memarea::aml_static work"
+# The installed Python package finds the installed library from where it lies (no
+# MEMAREA_LIBRARY), and allocates, copies and reads back through it.
+pydir=$(dirname "$(find "$work/prefix" -path '*/memarea/_install.py' | head -n 1)")
+(cd "$work" && env -u MEMAREA_LIBRARY MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=1 \
+  PYTHONPATH="$(dirname "$pydir")" /usr/bin/python3 -c '
+import memarea, os, sys
+assert memarea.library_path.startswith(sys.argv[1]), memarea.library_path
+b = memarea.Area(0).alloc(4096)
+data = os.urandom(4096)
+memarea.copy(b, data)
+assert b.tobytes() == data' "$work/prefix")
+echo "install check: find_package (shared, static), pkg-config, AML programs through" \
+     "memarea-aml (pkg-config) and memarea::aml / memarea::aml_static, and the Python package work"

@@ -15,7 +15,31 @@ cp build/gpu/examples/example_* out/gpu-bin/
 # The AML drop-in's tests (C programs linked with libmemarea-aml).
 cp build/gpu/tests/aml/aml_test_* out/gpu-bin/
 cp -P build/gpu/src/libmemarea.so* build/gpu/src/libmemarea-aml.so* out/gpu-bin/
+# The MPI component (built where MPI is found; the GPU machine's Open MPI 4.1 has the same
+# libmpi.so.40): its tests, example, bench and library (the example in example_* above).
+if [ -f build/gpu/src/mpi/libmemarea_mpi.so ]; then
+  cp -P build/gpu/src/mpi/libmemarea_mpi.so* out/gpu-bin/
+  cp build/gpu/tests/mpi/memarea_mpi_tests build/gpu/tests/mpi/memarea_mpi_c_test \
+     build/gpu/tools/memarea-bench-mpi out/gpu-bin/
+fi
 strip out/gpu-bin/*
+# HIP's NVIDIA platform as libamdhip64.so.5 (tools/hip-nvidia-shim), alone in its directory: the
+# suite's HIP pass puts that directory first on LD_LIBRARY_PATH. Copied after the strip above,
+# which takes files only.
+if [ ! -f build/gpu/hip-nvidia/libamdhip64.so.5 ]; then
+  echo "gpu-build: no build/gpu/hip-nvidia/libamdhip64.so.5: the HIP NVIDIA shim needs the HIP" \
+       "headers and the CUDA toolkit (see cmake's 'HIP NVIDIA shim' message)" >&2
+  exit 1
+fi
+mkdir -p out/gpu-bin/hip-nvidia
+cp build/gpu/hip-nvidia/libamdhip64.so.5 out/gpu-bin/hip-nvidia/
+strip out/gpu-bin/hip-nvidia/libamdhip64.so.5
+# The Python package with its tests, bench and example (pure Python: nothing built), copied
+# after the strip above, which takes files only.
+mkdir -p out/gpu-bin/python/examples
+cp -r python/memarea python/tests python/bench out/gpu-bin/python/
+cp examples/python/*.py out/gpu-bin/python/examples/
+find out/gpu-bin/python -name __pycache__ -prune -exec rm -rf {} +
 echo "$PWD/build/gpu/tests/memarea_test_helper" > out/gpu-bin/HELPER_PATH
 echo "$(git rev-parse HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD -- 2>/dev/null || echo '+uncommitted changes')" > out/gpu-bin/COMMIT
 du -sh out/gpu-bin

@@ -83,6 +83,26 @@ if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   run "$BIN/memarea" topo --json --svg "$RES/topo.svg"
 fi
 
+# The HIP backend, over HIP's NVIDIA platform built into a libamdhip64.so.5 (tools/hip-nvidia-shim,
+# docs/hip-nvidia.md): the same API suite a second time, through memarea's HIP code paths on these
+# NVIDIA GPUs. It proves HIP calls, layouts and error mapping, not AMD hardware behaviour.
+HIP_SHIM="$PWD/$BIN/hip-nvidia"
+if [ -f "$HIP_SHIM/libamdhip64.so.5" ]; then
+  # env(1) on each command, so that the log shows how it ran and nothing else inherits it.
+  hip=(env MEMAREA_BACKEND=hip "LD_LIBRARY_PATH=$HIP_SHIM${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  section "memarea info on HIP (HIP's NVIDIA platform, $HIP_SHIM)"
+  run "${hip[@]}" "$BIN/memarea" info
+  run "${hip[@]}" "$BIN/memarea" info --json
+  section "API tests on HIP over HIP's NVIDIA platform"
+  run "${hip[@]}" "$BIN/memarea_api_tests"
+  section "benchmark on HIP over HIP's NVIDIA platform (area; raw = the HIP driver layer)"
+  run "${hip[@]}" "$BIN/memarea" bench --filter area --reps 10 --json "$RES/bench-hip-area.json"
+else
+  section "HIP over HIP's NVIDIA platform"
+  echo "NOT RUN: no $BIN/hip-nvidia/libamdhip64.so.5 (scripts/gpu-build.sh builds it)" | tee -a "$LOG"
+  status=1
+fi
+
 section "benchmarks (memarea vs raw driver, same run)"
 run "$BIN/memarea" bench --reps 30 --json "$RES/bench.json"
 # Pools: a second run of their case alone (docs/pools.md quotes both).
@@ -94,6 +114,48 @@ for n in $(seq 2 "${MEMAREA_SUITE_IPC_RUNS:-3}"); do
   section "IPC benchmark, run $n of 3"
   run "$BIN/memarea" bench --filter ipc --json "$RES/bench-ipc-$n.json"
 done
+
+# libmemarea_mpi (docs/mpi.md): the sim CI's MPI tests on CUDA with 2 ranks (both on device 0
+# of one GPU; 3 where a rank is killed, so that two survive), the example, then the bench.
+# tests/mpi/run_mpi_test.sh judges each rank's verdict and checks /dev/shm after each job.
+if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
+  mpi_env=(env MEMAREA_BACKEND=cuda "LD_LIBRARY_PATH=$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  mpi_run=("${mpi_env[@]}" tests/mpi/run_mpi_test.sh "$(command -v mpirun)")
+  section "MPI windows on CUDA (tests/mpi, 2 ranks)"
+  run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_tests" window
+  run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_tests" fail_open
+  for at in arrive exchange open fence destroy; do
+    run "${mpi_run[@]}" 3 2 "$BIN/memarea_mpi_tests" kill "$at"
+  done
+  run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_c_test"
+  run "${mpi_run[@]}" 2 exit "$BIN/example_mpi_halo" --steps 100
+  # The bench lets MPI choose its own transports (a CUDA-aware Open MPI needs its smcuda BTL).
+  mpi_flags=(--oversubscribe)
+  [ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
+  section "MPI bench on CUDA (memarea-bench-mpi, 2 ranks)"
+  run "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -np 2 "$BIN/memarea-bench-mpi" --reps 30 \
+      --json "$RES/bench-mpi.json"
+else
+  section "MPI windows"
+  echo "NOT RUN: no $BIN/memarea_mpi_tests (MPI not found at build time) or no mpirun here" | tee -a "$LOG"
+fi
+
+# The Python package (python/, docs/python.md) with the image's python3 (PyTorch, CuPy, JAX):
+# the CI suite on CUDA plus the interop tests, the example (two processes), then the bench.
+if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
+  py=(env MEMAREA_BACKEND=cuda "MEMAREA_LIBRARY=$PWD/$BIN/libmemarea.so.0"
+      "PYTHONPATH=$PWD/$BIN/python" PYTHONDONTWRITEBYTECODE=1)
+  section "Python package on CUDA (pytest $BIN/python/tests)"
+  run "${py[@]}" timeout 900 python3 -m pytest -q -rs -p no:cacheprovider "$BIN/python/tests"
+  section "Python example: a torch tensor's memory shared with another process"
+  run "${py[@]}" timeout 300 python3 "$BIN/python/examples/share_tensor.py"
+  section "Python bench (per call; torch.empty and cupy.empty in the same run)"
+  run "${py[@]}" timeout 600 python3 "$BIN/python/bench/bench_python.py" --json "$RES/bench-python.json"
+else
+  section "Python package"
+  echo "NOT RUN: no $BIN/python/memarea (scripts/gpu-build.sh copies it) or no python3" | tee -a "$LOG"
+  status=1
+fi
 
 section "memarea ipc gc (what dead processes left in /dev/shm)"
 run "$BIN/memarea" ipc gc

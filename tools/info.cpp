@@ -1,6 +1,8 @@
 // `memarea info`: backends found or not (and why), devices and their properties, host NUMA nodes.
 #include "tools/commands.hpp"
 
+#include "core/report.hpp"
+
 #include <memarea/memarea.hpp>
 
 #include <fmt/format.h>
@@ -18,48 +20,8 @@ std::string gib(std::size_t bytes) {
 
 }  // namespace
 
-nlohmann::json info_json() {
-  nlohmann::json j;
-  j["memarea_version"] = MEMAREA_VERSION_STRING;
-  j["backend"] = backend_name();
-  auto& bs = j["backends"] = nlohmann::json::array();
-  for (auto& b : backends()) {
-    bs.push_back({{"name", b.name},
-                  {"active", b.active},
-                  {"devices", b.devices},
-                  {"reason", b.reason},
-                  {"version", b.version}});
-  }
-  auto& ds = j["devices"] = nlohmann::json::array();
-  const int n = device_count();
-  for (int d = 0; d < n; ++d) {
-    auto p = get_device_properties(d);
-    ds.push_back({{"ordinal", p.ordinal},
-                  {"name", p.name},
-                  {"backend", p.backend},
-                  {"pci_bus_id", p.pci_bus_id},
-                  {"total_memory", p.total_memory},
-                  {"free_memory", p.free_memory},
-                  {"compute_capability", fmt::format("{}.{}", p.compute_major, p.compute_minor)},
-                  {"unified_addressing", p.unified_addressing},
-                  {"managed_memory", p.managed_memory},
-                  {"concurrent_managed_access", p.concurrent_managed_access},
-                  {"pageable_memory_access", p.pageable_memory_access},
-                  {"can_map_host_memory", p.can_map_host_memory},
-                  {"virtual_memory_management", p.virtual_memory_management},
-                  {"ipc", p.ipc}});
-  }
-  auto& host = j["host"];
-  host["numa_available"] = host::numa_available();
-  auto& nodes = host["numa_nodes"] = nlohmann::json::array();
-  for (auto& node : host::numa_nodes()) {
-    nodes.push_back({{"id", node.id},
-                     {"total_memory", node.total_memory},
-                     {"free_memory", node.free_memory},
-                     {"cpus", node.cpus}});
-  }
-  return j;
-}
+// Built in the library (core/report_info.cpp), which memarea_info_json serves too: one document.
+nlohmann::json info_json() { return report::info_json(); }
 
 int run_info(bool json) {
   auto j = info_json();
@@ -78,6 +40,9 @@ int run_info(bool json) {
                              b["reason"].get<std::string>().empty()
                                  ? ""
                                  : "\n        why: " + b["reason"].get<std::string>());
+    // Where the backend has run at all (the HIP backend: never on AMD hardware).
+    if (const auto ran_on = b.value("ran_on", std::string()); !ran_on.empty())
+      std::cout << "        has run on: " << ran_on << "\n";
   }
   std::cout << fmt::format("\nDevices ({} backend): {}\n", j["backend"].get<std::string>(),
                            j["devices"].size());

@@ -10,6 +10,9 @@
 //   - hipMemAllocationProp took CUDA's layout in ROCm 6.
 //   - hipDeviceProp_t changed (hipDeviceProp_tR0600); it is not used: attributes are queried one
 //     by one, and their numbers are the same in both.
+// HIP's NVIDIA platform, built into a libamdhip64.so.5 by tools/hip-nvidia-shim, is how this code
+// runs on GPUs at all (no AMD GPU is reachable): it reports the CUDA runtime's version and keeps
+// ROCm 5's conventions; what it cannot do is in docs/hip-nvidia.md.
 #include "driver/hip/hip_driver.hpp"
 
 #include "driver/hip/hip_api.hpp"
@@ -17,6 +20,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <link.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -170,6 +174,11 @@ class hip_driver final : public driver {
     if (api_.hipDriverGetVersion(&v) == hipSuccess) driver_version_ = v;
     rocm6_ = runtime_version_ > 0 ? runtime_version_ >= 60000000
                                   : lib_name_.find(".so.5") == std::string::npos;
+    // HIP's NVIDIA platform answers with the CUDA runtime's version (13000 for 13.0); every
+    // ROCm version is major * 10^7 + ..., so above 10^7. It keeps ROCm 5's conventions where the
+    // platforms differ (tools/hip-nvidia-shim translates them), so rocm6_ stays false.
+    nvidia_platform_ = runtime_version_ > 0 && runtime_version_ < 10000000;
+    lib_path_ = loaded_path(lib_);
     loaded_ = true;
 
     int n = 0;
@@ -198,10 +207,20 @@ class hip_driver final : public driver {
   const char* name() const noexcept override { return "hip"; }
   std::string unavailable_reason() const override { return count_ > 0 ? "" : reason_; }
 
+  /// "HIP runtime 5.2.21153, driver ... (/opt/rocm/lib/libamdhip64.so.5)", or for HIP's NVIDIA
+  /// platform "HIP's NVIDIA platform over CUDA runtime 13.0, driver 13.0 (...)": which runtime
+  /// answered, and from which file, since several libamdhip64 may be on the library path.
   std::string version() const override {
     if (!loaded_) return "";
-    std::string text = "HIP runtime " + version_text(runtime_version_);
-    if (driver_version_ > 0) text += ", driver " + version_text(driver_version_);
+    std::string text;
+    if (nvidia_platform_) {
+      text = "HIP's NVIDIA platform over CUDA runtime " + cuda_version_text(runtime_version_);
+      if (driver_version_ > 0) text += ", driver " + cuda_version_text(driver_version_);
+    } else {
+      text = "HIP runtime " + version_text(runtime_version_);
+      if (driver_version_ > 0) text += ", driver " + version_text(driver_version_);
+    }
+    if (!lib_path_.empty()) text += " (" + lib_path_ + ")";
     return text;
   }
 
@@ -250,8 +269,16 @@ class hip_driver final : public driver {
     };
     for (const auto& f : fields) {
       int value = 0;
-      if (auto s = call(api_.hipDeviceGetAttribute(&value, f.attribute, device),
-                        fmt::format("hipDeviceGetAttribute({})", static_cast<int>(f.attribute)));
+      const hipError_t e = api_.hipDeviceGetAttribute(&value, f.attribute, device);
+      // HIP 5.2's NVIDIA platform maps no CUDA attribute to unified addressing and answers
+      // hipErrorInvalidValue. Every HIP device has it (this backend's copies rely on it: they
+      // all pass hipMemcpyDefault, which only unified addressing can resolve), so a runtime
+      // that does not know the attribute reports 1 rather than failing the whole query.
+      if (e == hipErrorInvalidValue && f.attribute == hipDeviceAttributeUnifiedAddressing) {
+        *f.field = 1;
+        continue;
+      }
+      if (auto s = call(e, fmt::format("hipDeviceGetAttribute({})", static_cast<int>(f.attribute)));
           !s.ok())
         return s;
       *f.field = value;
@@ -427,12 +454,15 @@ class hip_driver final : public driver {
 
     hipDeviceptr_t base = nullptr;
     size_t size = 0;
-    if (auto s = call(api_.hipMemGetAddressRange(&base, &size, const_cast<void*>(ptr)),
-                      "hipMemGetAddressRange");
-        !s.ok())
-      return s;
-    out.base = base;
-    out.size = size;
+    dstatus range = call(api_.hipMemGetAddressRange(&base, &size, const_cast<void*>(ptr)),
+                         "hipMemGetAddressRange");
+    // Pinned host memory is known by kind and device even where the runtime keeps no range for
+    // it (HIP's NVIDIA platform asks cuMemGetAddressRange, which covers device allocations);
+    // its range is then unknown (null, 0), as the CUDA backend reports it. The core's registry
+    // holds the range of everything memarea allocated itself.
+    if (!range.ok() && !host) return range;
+    out.base = range.ok() ? base : nullptr;
+    out.size = range.ok() ? size : 0;
     *info = out;
     return dstatus::success();
   }
@@ -1079,6 +1109,18 @@ class hip_driver final : public driver {
     return fmt::format("{}.{}.{}", v / 10000000, (v / 100000) % 100, v % 100000);
   }
 
+  /// "13.0" from CUDA's encoding (major * 1000 + minor * 10), which HIP's NVIDIA platform returns.
+  static std::string cuda_version_text(int v) {
+    return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+  }
+
+  /// The file the loader took for `lib` (a bare soname is searched on the library path), or "".
+  static std::string loaded_path(void* lib) {
+    link_map* map = nullptr;
+    if (::dlinfo(lib, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name) return "";
+    return map->l_name;
+  }
+
   /// "libamdhip64.so.6/.so.5/.so" for the default list, else the names joined.
   static std::string candidates_text(const std::vector<std::string>& libraries) {
     if (libraries == hip_library_candidates()) return "libamdhip64.so.6/.so.5/.so";
@@ -1089,9 +1131,11 @@ class hip_driver final : public driver {
 
   void* lib_ = nullptr;
   std::string lib_name_;
+  std::string lib_path_;
   hip_api api_;
   bool loaded_ = false;
   bool rocm6_ = false;
+  bool nvidia_platform_ = false;  ///< HIP's NVIDIA platform (tools/hip-nvidia-shim), not ROCm
   int runtime_version_ = 0;
   int driver_version_ = 0;
   int count_ = 0;

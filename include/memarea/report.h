@@ -1,0 +1,33 @@
+/* memarea — C API of the reports `memarea info --json` and `memarea topo --json` print, for
+ * programs and language bindings (the Python package's memarea.info() and memarea.topo()).
+ *
+ * Each call returns one NUL-terminated JSON document in memory the library allocates, because
+ * its length is only known once it is built (and a topology is measured, which a "call again
+ * with a larger buffer" protocol would have to do twice). Free it with memarea_string_free. */
+#ifndef MEMAREA_REPORT_H
+#define MEMAREA_REPORT_H
+
+#include <memarea/memarea.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** `memarea info --json`: version, backends (found or not, and why), devices and their
+ *  properties, host NUMA nodes. *json gets a string to free with memarea_string_free. */
+MEMAREA_API memarea_status memarea_info_json(char **json);
+
+/** `memarea topo --json --size size --reps reps`: peer access, links, and the bandwidth and
+ *  latency of memarea's copies between every ordered pair of devices (measured now: seconds on
+ *  a GPU). size 0 and reps <= 0 take the CLI's defaults (256 MiB and 10; sim 4 MiB and 3).
+ *  *json gets a string to free with memarea_string_free. */
+MEMAREA_API memarea_status memarea_topo_json(char **json, size_t size, int reps);
+
+/** Frees a string memarea_info_json or memarea_topo_json returned; NULL does nothing. */
+MEMAREA_API void memarea_string_free(char *s);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MEMAREA_REPORT_H */

@@ -1,0 +1,38 @@
+"""memarea: place, share and move memory across GPUs, the host and processes, from Python.
+
+A pure-Python package over libmemarea's C API (ctypes): the same package runs on any Python 3.9+
+with nothing compiled. It finds libmemarea.so through $MEMAREA_LIBRARY, then next to the
+package, then where `cmake --install` put it, then this checkout's build tree, then the system
+loader's path. Every call releases the GIL while the library runs (ctypes does so for every
+foreign call), so blocking calls -- synchronous copies, synchronize, IPC opens, topo() -- let
+other threads run.
+
+    import memarea, numpy as np
+    area = memarea.Area(device=0)                 # device memory on device 0
+    with area.alloc(1 << 20) as buf:              # a Buffer, freed at the end of the block
+        host = np.random.default_rng().integers(0, 256, 1 << 20, dtype=np.uint8)
+        memarea.copy(buf, host)                   # any array in, any array out
+        t = torch.from_dlpack(buf.view("float32"))  # zero-copy, on CUDA
+
+Errors raise memarea.Error (``.status``, ``.message``); bad Python arguments raise TypeError or
+ValueError before any call. See docs/python.md.
+"""
+
+from ._lib import Error, Status, library_path
+from ._interop import DType, dtype, live_exports
+from ._core import (ADVICE, CPU_DEVICE_ID, KINDS, AllocationInfo, Area, Buffer, Pool, Stream,
+                    View, advise, backend, can_access_peer, copy, copy_async, device_count,
+                    device_properties, disable_peer_access, dlpack_device, enable_peer_access,
+                    get_device, info, lookup, peer_access, prefetch, range_attributes,
+                    set_device, synchronize, topo)
+from . import ipc
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ADVICE", "CPU_DEVICE_ID", "KINDS", "AllocationInfo", "Area", "Buffer", "DType", "Error",
+    "Pool", "Status", "Stream", "View", "advise", "backend", "can_access_peer", "copy",
+    "copy_async", "device_count", "device_properties", "disable_peer_access", "dlpack_device",
+    "dtype", "enable_peer_access", "get_device", "info", "ipc", "library_path", "live_exports",
+    "lookup", "peer_access", "prefetch", "range_attributes", "set_device", "synchronize", "topo",
+]

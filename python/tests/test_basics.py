@@ -1,0 +1,125 @@
+"""Backends, devices, info/topo, errors, argument checks."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import memarea
+
+
+def test_library_found():
+    assert os.path.exists(memarea.library_path) or "/" not in memarea.library_path
+
+
+def test_backend_and_devices(backend, ndev):
+    assert backend in ("cuda", "hip", "sim", "none")
+    assert ndev >= 0
+    if os.environ.get("MEMAREA_BACKEND") == "sim":
+        assert backend == "sim"
+        assert ndev == int(os.environ.get("MEMAREA_SIM_DEVICES", "0"))
+
+
+def test_current_device(need_two):
+    prev = memarea.get_device()
+    try:
+        memarea.set_device(1)
+        assert memarea.get_device() == 1
+    finally:
+        memarea.set_device(prev)
+    with pytest.raises(memarea.Error) as e:
+        memarea.set_device(99)
+    assert e.value.status == memarea.Status.INVALID_DEVICE
+    assert memarea.get_device() == prev
+
+
+def test_device_properties(need_device, backend):
+    p = memarea.device_properties(0)
+    assert p["backend"] == backend
+    assert p["ordinal"] == 0
+    assert 0 < p["free_memory"] <= p["total_memory"]
+    assert isinstance(p["managed_memory"], bool)
+    with pytest.raises(memarea.Error) as e:
+        memarea.device_properties(1000)
+    assert e.value.status == memarea.Status.INVALID_DEVICE
+    assert "1000" in e.value.message or e.value.message
+
+
+def test_info_matches_properties(backend, ndev):
+    i = memarea.info()
+    assert i["backend"] == backend
+    assert len(i["devices"]) == ndev
+    assert any(b["name"] == backend and b["active"] for b in i["backends"]) or backend == "none"
+    for d, j in enumerate(i["devices"]):
+        p = memarea.device_properties(d)
+        assert j["name"] == p["name"] and j["total_memory"] == p["total_memory"]
+    assert i["host"]["numa_nodes"]
+
+
+def _cli():
+    """The CLI of the same build as the library: a build tree's tools/, or beside the library
+    (out/gpu-bin), else on PATH."""
+    lib = os.path.dirname(os.path.abspath(memarea.library_path))
+    for exe in (os.path.join(os.path.dirname(lib), "tools", "memarea"),
+                os.path.join(lib, "memarea")):
+        if os.path.isfile(exe) and os.access(exe, os.X_OK):
+            return exe
+    return shutil.which("memarea")
+
+
+def test_info_is_the_cli_document():
+    exe = _cli()
+    if not exe:
+        pytest.skip("the memarea CLI is not next to the library or on PATH")
+    cli = json.loads(subprocess.run([exe, "info", "--json"], check=True, capture_output=True,
+                                    text=True).stdout)
+    mine = memarea.info()
+    for d in mine["devices"] + cli["devices"]:
+        d.pop("free_memory")  # moves between the two calls
+    for n in mine["host"]["numa_nodes"] + cli["host"]["numa_nodes"]:
+        n.pop("free_memory")
+    assert mine == cli
+
+
+def test_topo(backend, ndev):
+    if backend != "sim":
+        pytest.skip("measures seconds on a GPU; the GPU suite runs `memarea topo`")
+    t = memarea.topo(size=1 << 16, reps=1)
+    assert t["backend"] == "sim" and t["size"] == 1 << 16 and t["reps"] == 1
+    assert len(t["access"]) == ndev
+    if ndev >= 2:
+        assert t["unidirectional_gbps"][0][1] > 0
+        assert t["unidirectional_gbps"][0][0] is None
+    with pytest.raises(ValueError):
+        memarea.topo(size=-1)
+
+
+def test_error_type():
+    e = memarea.Error(memarea.Status.BUSY, "pool destroy: 1 allocation(s) are still live")
+    assert e.status is memarea.Status.BUSY
+    assert "MEMAREA_ERROR_BUSY" in str(e) and "still live" in str(e)
+    assert memarea.Error(12345, "x").status == memarea.Status.UNKNOWN
+    import pickle
+    e2 = pickle.loads(pickle.dumps(e))
+    assert e2.status == e.status and e2.message == e.message
+
+
+def test_synchronize(need_device):
+    memarea.synchronize()
+    memarea.synchronize(0)
+    with pytest.raises(TypeError):
+        memarea.synchronize("0")
+
+
+def test_stream_lifecycle(need_device):
+    with memarea.Stream(0) as s:
+        assert s.device == 0 and s.handle
+        s.synchronize()
+    s.close()  # twice: nothing
+    with pytest.raises(ValueError):
+        s.synchronize()
+    with pytest.raises(memarea.Error) as e:
+        memarea.Stream(500)
+    assert e.value.status == memarea.Status.INVALID_DEVICE

@@ -1,0 +1,485 @@
+// The node group: a private communicator, and steps that never wait past a deadline.
+#include "mpi/group.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sched.h>
+#include <thread>
+#include <unistd.h>
+
+namespace memarea::mpi::detail {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// The tag of memarea's step messages on its private communicator.
+constexpr int kTag = 0x6d61;
+/// The tag of node_comm()'s MPI_Comm_create_group on the private communicator (distinct from
+/// kTag, so that its messages never match a step's).
+constexpr int kCreateTag = 0x6d62;
+
+std::string duration_text(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
+  return fmt::format("{} ms", d.count());
+}
+
+/// A decimal environment value in [lo, hi]; `fallback` when unset or empty. Anything else is a
+/// mistake in a test's settings, described in *bad (the first one kept).
+long env_number(const char* name, long lo, long hi, long fallback, std::string* bad) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  long n = std::strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n < lo || n > hi || !(*v >= '0' && *v <= '9')) {
+    if (bad->empty()) *bad = fmt::format("{}='{}' is not a number from {} to {}", name, v, lo, hi);
+    return fallback;
+  }
+  return n;
+}
+
+/// Waits a little between polls: spins first (a step of ranks that arrive together takes well
+/// under a microsecond), then yields, then sleeps, so that a rank waiting for a late one leaves
+/// the cores to the ranks that still work (CI oversubscribes them).
+void back_off(clock::duration waited) {
+  using namespace std::chrono_literals;
+  if (waited < 200us) return;
+  if (waited < 20ms) {
+    sched_yield();
+    return;
+  }
+  std::this_thread::sleep_for(200us);
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i == 8 && ranks.size() > 9) return s + fmt::format(", ... ({} in all)", ranks.size());
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  return s;
+}
+
+/// FNV-1a.
+std::uint64_t hash(std::uint64_t h, const std::string& s) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return (h ^ 0xff) * 0x100000001b3ull;  // a separator, so that ("ab","c") != ("a","bc")
+}
+
+/// What names this rank's node: the host name and the kernel's boot id (so that two hosts with
+/// the same name still differ), and the test split.
+std::uint64_t node_key(long test_nodes, int rank) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  std::uint64_t h = hash(hash(0xcbf29ce484222325ull, host), boot);
+  return hash(h, std::to_string(rank % test_nodes));
+}
+
+/// What every rank sends in the join allgather.
+struct join_record {
+  std::uint64_t key = 0;
+  std::int32_t status = 0;  ///< errc: non-zero when this rank's test settings are malformed
+  std::int32_t reserved = 0;
+};
+
+}  // namespace
+
+test_hooks test_hooks::parse() {
+  test_hooks h;
+  std::string bad;
+  h.nodes = env_number("MEMAREA_MPI_TEST_NODES", 1, 1L << 20, 1, &bad);
+  h.kill_rank = env_number("MEMAREA_MPI_TEST_KILL_RANK", 0, 1L << 30, -1, &bad);
+  h.fail_open_rank = env_number("MEMAREA_MPI_TEST_FAIL_OPEN_RANK", 0, 1L << 30, -1, &bad);
+  static constexpr const char* names[] = {"arrive", "exchange", "open", "fence", "destroy"};
+  const char* at = std::getenv("MEMAREA_MPI_TEST_KILL_AT");
+  if (at && *at) {
+    auto it = std::find_if(std::begin(names), std::end(names),
+                           [&](const char* n) { return std::strcmp(n, at) == 0; });
+    if (it == std::end(names)) {
+      if (bad.empty()) {
+        bad = fmt::format("MEMAREA_MPI_TEST_KILL_AT='{}' is none of arrive, exchange, open, "
+                          "fence, destroy", at);
+      }
+    } else {
+      h.kill_at = static_cast<phase>(it - std::begin(names));
+    }
+  }
+  if (!bad.empty()) {
+    test_hooks none;
+    none.error = std::move(bad);
+    return none;
+  }
+  return h;
+}
+
+const char* describe(step_kind k) noexcept {
+  switch (k) {
+    case step_kind::handles: return "making a window or share() (exchanging handles)";
+    case step_kind::opens: return "making a window or share() (reporting the opens)";
+    case step_kind::undo: return "making a window or share() (closing after a failed open)";
+    case step_kind::fence: return "fencing the window";
+    case step_kind::barrier: return "waiting in shared_buffers::barrier";
+    case step_kind::close: return "destroying the window or closing the shared buffers";
+  }
+  return "an unknown step";
+}
+
+errc status_of(std::int32_t s) noexcept {
+  switch (static_cast<errc>(s)) {
+    case errc::invalid_value:
+    case errc::invalid_device:
+    case errc::out_of_memory:
+    case errc::not_supported:
+    case errc::no_device:
+    case errc::not_found:
+    case errc::busy:
+    case errc::peer_access_unsupported:
+    case errc::peer_access_already_enabled:
+    case errc::peer_access_not_enabled:
+    case errc::too_many_peers:
+    case errc::invalid_handle:
+    case errc::invalid_context:
+    case errc::not_permitted:
+    case errc::initialization:
+    case errc::unknown:
+      return static_cast<errc>(s);
+    case errc::success:
+      break;
+  }
+  return errc::unknown;
+}
+
+void record::fail(errc code, const std::string& text) noexcept {
+  status = static_cast<std::int32_t>(code == errc::success ? errc::unknown : code);
+  set_message(text);
+}
+
+void record::set_message(const std::string& text) noexcept {
+  std::size_t n = std::min(text.size(), message.size() - 1);
+  std::memcpy(message.data(), text.data(), n);
+  message[n] = '\0';
+}
+
+comm_holder::~comm_holder() { reset(MPI_COMM_NULL); }
+
+void comm_holder::reset(MPI_Comm c) noexcept {
+  if (comm_ != MPI_COMM_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+  comm_ = c;
+}
+
+void check_mpi(int code, const char* call, const std::string& step) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "?");
+  throw collective_error(errc::unknown,
+                         fmt::format("{}: {} failed with MPI error {} ({}); the communicator "
+                                     "is unusable",
+                                     step, call, code, text),
+                         failure::mpi, -1);
+}
+
+void group::throw_mpi(int code, const char* call, const std::string& step) {
+  broken = true;
+  check_mpi(code, call, step);
+  throw collective_error(errc::unknown, fmt::format("{}: {} failed", step, call), failure::mpi, -1);
+}
+
+bool group::wait(std::vector<MPI_Request>& requests, const std::string& step) {
+  const auto start = clock::now();
+  const auto deadline = start + timeout;  // timeout <= max_timeout: no overflow
+  std::vector<int> done(requests.size());
+  for (;;) {
+    int count = 0;
+    int rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, done.data(),
+                          MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Testsome", step);
+    if (count == MPI_UNDEFINED) return true;  // every request has completed (all are null)
+    auto now = clock::now();
+    if (now >= deadline) return false;
+    back_off(now - start);
+  }
+}
+
+group::group(MPI_Comm comm, std::chrono::milliseconds t) : timeout(t) {
+  static const std::string step = "joining the node";
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    throw error(errc::invalid_value, initialized ? "MPI was finalized already"
+                                                 : "MPI is not initialized: call MPI_Init first");
+  }
+  if (comm == MPI_COMM_NULL) throw error(errc::invalid_value, "comm is MPI_COMM_NULL");
+  if (timeout.count() <= 0 || timeout > max_timeout) {
+    throw error(errc::invalid_value,
+                fmt::format("timeout {} ms is not in (0, {}] ms (about 116 days)",
+                            timeout.count(), max_timeout.count()));
+  }
+  int inter = 0;
+  check_mpi(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter", step);
+  if (inter) throw error(errc::invalid_value, "comm is an intercommunicator");
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", step);
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size", step);
+  hooks = test_hooks::parse();
+  maybe_die(phase::arrive);
+
+  // The arrival check: a nonblocking duplicate completes only once every rank has called it,
+  // and a deadline bounds it. Its output is written when it completes, which may be after a
+  // timeout: it lives on the heap and is let go (leaked) then, never freed under MPI's feet.
+  // Every later step is nonblocking and deadline-bounded too: a rank that arrives after the
+  // others gave up completes this one but then times out at the next, never blocks.
+  auto world = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Comm_idup(comm, world.get(), req.data()), "MPI_Comm_idup", step);
+  if (!wait(req, step)) {
+    broken = true;
+    (void)world.release();
+    throw collective_error(
+        errc::unknown,
+        fmt::format("{}: not every one of the communicator's {} ranks arrived within {} (a rank "
+                    "died, is stuck, or does not make this collective call); the communicator "
+                    "is unusable",
+                    step, size, duration_text(timeout)),
+        failure::timeout, -1);
+  }
+  priv.reset(*world);
+  MPI_Comm_set_errhandler(priv.get(), MPI_ERRORS_RETURN);
+  try {
+    join(comm);
+  } catch (...) {
+    // The group's destructor does not run for a constructor that throws; its holders do.
+    if (broken) priv.abandon();
+    throw;
+  }
+}
+
+void group::join(MPI_Comm comm) {
+  static const std::string step = "joining the node";
+  std::vector<MPI_Request> req(1);
+
+  // The node: every rank's node key (host, boot id, test split) and the state of its test
+  // settings, gathered without blocking. MEMAREA_MPI_TEST_NODES=k splits by rank modulo k, so
+  // that CI runs the path of several nodes on one machine.
+  auto sent = std::make_unique<join_record>();
+  auto all = std::make_unique<std::vector<join_record>>(static_cast<std::size_t>(size));
+  sent->key = node_key(hooks.nodes, rank);
+  if (!hooks.error.empty()) sent->status = static_cast<std::int32_t>(errc::invalid_value);
+  int rc = MPI_Iallgather(sent.get(), sizeof(join_record), MPI_BYTE, all->data(),
+                          sizeof(join_record), MPI_BYTE, priv.get(), req.data());
+  if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Iallgather", step);
+  if (!wait(req, step)) {
+    broken = true;
+    (void)sent.release(), (void)all.release();
+    throw collective_error(errc::unknown,
+                           fmt::format("{}: not every rank arrived within {} to map the nodes "
+                                       "(a rank died, is stuck, arrived too late or does not "
+                                       "make this collective call); the communicator is "
+                                       "unusable",
+                                       step, duration_text(timeout)),
+                           failure::timeout, -1);
+  }
+  for (int r = 0; r < size; ++r) {
+    if ((*all)[static_cast<std::size_t>(r)].status == 0) continue;
+    // Every rank sees the same records, so every rank throws this alike.
+    std::string mine = r == rank ? ": " + hooks.error : " (that rank's error names it)";
+    throw collective_error(errc::invalid_value,
+                           fmt::format("{}: rank {}'s test settings (MEMAREA_MPI_TEST_*) are "
+                                       "malformed{}",
+                                       step, r, mine),
+                           failure::rank, r);
+  }
+  node_of.assign(static_cast<std::size_t>(size), -1);
+  for (int r = 0; r < size; ++r) {
+    const auto key = (*all)[static_cast<std::size_t>(r)].key;
+    for (int f = 0; f <= r; ++f) {
+      if ((*all)[static_cast<std::size_t>(f)].key == key) {
+        node_of[static_cast<std::size_t>(r)] = f;
+        break;
+      }
+    }
+    if (key == sent->key) {
+      if (r == rank) node_rank = static_cast<int>(node_ranks.size());
+      node_ranks.push_back(r);
+    }
+  }
+  node_size = static_cast<int>(node_ranks.size());
+  if (MPI_Comm_get_errhandler(comm, &user_handler) != MPI_SUCCESS) {
+    user_handler = MPI_ERRHANDLER_NULL;
+  }
+}
+
+group::~group() {
+  if (broken) {
+    priv.abandon();
+    node_user.abandon();
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && user_handler != MPI_ERRHANDLER_NULL) MPI_Errhandler_free(&user_handler);
+}
+
+void group::maybe_die(phase p) const {
+  if (hooks.kill_rank == rank && hooks.kill_at == p) std::raise(SIGKILL);
+}
+
+MPI_Comm group::user_comm() {
+  if (node_user.get() != MPI_COMM_NULL) return node_user.get();
+  static const std::string step = "node_comm";
+  if (broken) {
+    throw collective_error(errc::unknown, "node_comm: an earlier collective failed; the "
+                                          "communicator is unusable", failure::timeout, -1);
+  }
+  MPI_Group all = MPI_GROUP_NULL, node = MPI_GROUP_NULL;
+  int rc = MPI_Comm_group(priv.get(), &all);
+  if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Comm_group", step);
+  rc = MPI_Group_incl(all, node_size, node_ranks.data(), &node);
+  MPI_Group_free(&all);
+  if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Group_incl", step);
+  MPI_Comm made = MPI_COMM_NULL;
+  rc = MPI_Comm_create_group(priv.get(), node, kCreateTag, &made);
+  MPI_Group_free(&node);
+  if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Comm_create_group", step);
+  node_user.reset(made);
+  if (user_handler != MPI_ERRHANDLER_NULL) MPI_Comm_set_errhandler(made, user_handler);
+  return made;
+}
+
+std::vector<record> group::exchange(const record& mine, step_kind kind, const std::string& step) {
+  // Point to point rather than an allgather: on a timeout, the receives that did not complete
+  // name the ranks that never sent. The buffers are on the heap and let go after a timeout: a
+  // late rank's message may still land in them.
+  if (broken) {
+    throw collective_error(errc::unknown,
+                           fmt::format("{}: an earlier collective failed; the communicator is "
+                                       "unusable", step),
+                           failure::timeout, -1);
+  }
+  struct buffers {
+    record mine;
+    std::vector<record> all;
+  };
+  auto b = std::make_unique<buffers>();
+  b->mine = mine;
+  b->mine.rank = rank;
+  b->mine.kind = static_cast<std::int32_t>(kind);
+  b->mine.seq = seq++;
+  b->all.resize(static_cast<std::size_t>(node_size));
+  b->all[static_cast<std::size_t>(node_rank)] = b->mine;
+  std::vector<MPI_Request> req;
+  std::vector<int> source;  // the node rank of each receive (receives first)
+  for (int r = 0; r < node_size; ++r) {
+    if (r == node_rank) continue;
+    req.push_back(MPI_REQUEST_NULL);
+    source.push_back(r);
+    int rc = MPI_Irecv(&b->all[static_cast<std::size_t>(r)], sizeof(record), MPI_BYTE,
+                       node_ranks[static_cast<std::size_t>(r)], kTag, priv.get(), &req.back());
+    if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Irecv", step);
+  }
+  for (int r = 0; r < node_size; ++r) {
+    if (r == node_rank) continue;
+    req.push_back(MPI_REQUEST_NULL);
+    int rc = MPI_Isend(&b->mine, sizeof(record), MPI_BYTE, node_ranks[static_cast<std::size_t>(r)],
+                       kTag, priv.get(), &req.back());
+    if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Isend", step);
+  }
+  if (!wait(req, step)) {
+    broken = true;
+    std::vector<int> missing;
+    for (std::size_t i = 0; i < source.size(); ++i) {
+      if (req[i] != MPI_REQUEST_NULL) missing.push_back(node_ranks[static_cast<std::size_t>(source[i])]);
+    }
+    (void)b.release();
+    int first = missing.empty() ? -1 : missing.front();
+    throw collective_error(
+        errc::unknown,
+        fmt::format("{}: rank{} {} of this node sent nothing within {} (dead, stuck, or not "
+                    "making this collective call); the communicator is unusable",
+                    step, missing.size() == 1 ? "" : "s", ranks_text(missing),
+                    duration_text(timeout)),
+        failure::timeout, first);
+  }
+  // Every message of the step was matched; the ranks agree only if they made the same step.
+  for (int r = 0; r < node_size; ++r) {
+    const record& theirs = b->all[static_cast<std::size_t>(r)];
+    if (theirs.kind == b->mine.kind && theirs.seq == b->mine.seq) continue;
+    broken = true;  // the ranks' objects are out of step: no further step can agree
+    auto their_kind = static_cast<step_kind>(theirs.kind);
+    throw collective_error(
+        errc::invalid_value,
+        fmt::format("{}: {} made another collective call: {} (its step {}) while this rank "
+                    "(rank {}) was {} (step {}); every rank of the node must make the same "
+                    "collective calls in the same order. The window or buffers are unusable: "
+                    "destroy them",
+                    step, who(r), describe(their_kind), theirs.seq, rank, describe(kind),
+                    b->mine.seq),
+        failure::mismatch, node_ranks[static_cast<std::size_t>(r)]);
+  }
+  return std::move(b->all);
+}
+
+void group::barrier(step_kind kind, const std::string& step) { (void)exchange(record{}, kind, step); }
+
+void group::throw_first_failure(const std::vector<record>& all, const std::string& step) const {
+  int first = -1, failed = 0;
+  for (int r = 0; r < node_size; ++r) {
+    if (all[static_cast<std::size_t>(r)].status == 0) continue;
+    if (first < 0) first = r;
+    ++failed;
+  }
+  if (first < 0) return;
+  const record& f = all[static_cast<std::size_t>(first)];
+  std::string text(f.message.data(), strnlen(f.message.data(), f.message.size()));
+  auto code = status_of(f.status);
+  throw collective_error(
+      code,
+      fmt::format("{} failed on {}{}: {}: {}", step, who(first),
+                  failed > 1 ? fmt::format(" (and on {} more)", failed - 1) : std::string(),
+                  to_string(code), text),
+      failure::rank, node_ranks[static_cast<std::size_t>(first)]);
+}
+
+std::string group::who(int r) const {
+  return fmt::format("rank {} (node rank {})", node_ranks[static_cast<std::size_t>(r)], r);
+}
+
+void group::check_node_rank(int r, const char* what) const {
+  if (r >= 0 && r < node_size) return;
+  throw error(errc::invalid_value,
+              fmt::format("{}: node rank {} is outside this node's {} ranks (node ranks 0-{}: "
+                          "ranks {} of the communicator); ranks of other nodes are never "
+                          "reachable (node_rank_of maps a rank)",
+                          what, r, node_size, node_size - 1, ranks_text(node_ranks)));
+}
+
+int group::node_rank_of(int r) const {
+  if (r < 0 || r >= size) {
+    throw error(errc::invalid_value,
+                fmt::format("node_rank_of: rank {} is not a rank of the communicator (size {})",
+                            r, size));
+  }
+  if (node_of[static_cast<std::size_t>(r)] != node_of[static_cast<std::size_t>(rank)]) {
+    throw error(errc::invalid_value,
+                fmt::format("node_rank_of: rank {} is on another node than rank {} (whose node "
+                            "holds ranks {}); memory is shared only within a node",
+                            r, rank, ranks_text(node_ranks)));
+  }
+  auto it = std::find(node_ranks.begin(), node_ranks.end(), r);
+  return static_cast<int>(it - node_ranks.begin());
+}
+
+}  // namespace memarea::mpi::detail

@@ -1,0 +1,156 @@
+// The ranks of one node as libmemarea_mpi sees them: a private duplicate of the user's
+// communicator, and the one way its collectives talk after the node is known: a step, an
+// exchange of fixed-size records among the node's ranks that carries the step's kind and
+// sequence number, bounded by a deadline so that a dead or absent rank fails the others instead
+// of blocking them. No blocking MPI call follows a deadline-bounded one (node_comm() excepted:
+// documented as blocking).
+#pragma once
+
+#include <memarea/mpi.hpp>
+
+#include <mpi.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memarea::mpi::detail {
+
+/// The points where a test may make this rank raise SIGKILL on itself
+/// (MEMAREA_MPI_TEST_KILL_RANK and MEMAREA_MPI_TEST_KILL_AT; docs/mpi.md, "Testing").
+enum class phase { arrive, exchange, open, fence, destroy };
+
+/// The test-only settings (MEMAREA_MPI_TEST_*), parsed once per collective call that makes a
+/// group. A malformed value never throws here: it is kept in `error` and fails every rank of
+/// the call alike (the group's first exchange carries it).
+struct test_hooks {
+  long nodes = 1;              ///< MEMAREA_MPI_TEST_NODES: split each node by rank modulo this
+  long kill_rank = -1;         ///< MEMAREA_MPI_TEST_KILL_RANK (-1: none)
+  phase kill_at = phase::exchange;  ///< MEMAREA_MPI_TEST_KILL_AT
+  long fail_open_rank = -1;    ///< MEMAREA_MPI_TEST_FAIL_OPEN_RANK (-1: none)
+  std::string error;           ///< non-empty: what is malformed (then the settings are unused)
+  /// Reads the environment now.
+  static test_hooks parse();
+};
+
+/// The kind of one step, carried in its records so that ranks making different collective
+/// calls (one fences while another destroys) are told so instead of matching each other.
+enum class step_kind : std::int32_t {
+  handles = 1,  ///< making a window or share(): the handle exchange
+  opens = 2,    ///< making a window or share(): the report of the opens
+  undo = 3,     ///< making a window or share(): closing after a failed open
+  fence = 4,    ///< shared_window::fence
+  barrier = 5,  ///< shared_buffers::barrier
+  close = 6,    ///< shared_window::destroy, shared_buffers::close
+};
+
+/// What a rank making a step of this kind is doing, in words ("fencing the window").
+const char* describe(step_kind k) noexcept;
+
+/// A peer's status as memarea::errc: values outside the enumeration (a damaged or foreign
+/// record) become errc::unknown, 0 included (a failed record never carries success).
+errc status_of(std::int32_t status) noexcept;
+
+/// What each rank tells the others at one step: its status and, on success, what it shares.
+struct record {
+  std::int32_t status = 0;  ///< memarea::errc of this rank's step (0: it succeeded)
+  std::int32_t rank = -1;   ///< the sender's rank in the user's communicator
+  std::int32_t device = -1; ///< the device of the sender's memory
+  std::int32_t kind = 0;    ///< step_kind of the step (set by group::exchange)
+  std::uint64_t seq = 0;    ///< the step's sequence number in its group (set by group::exchange)
+  std::uint64_t size = 0;   ///< bytes of the sender's memory, from its pointer to its end
+  std::uint64_t requested = 0;  ///< a window's bytes_per_rank (0: share())
+  std::array<unsigned char, 128> handle{};  ///< its IPC handle
+  std::array<char, 416> message{};          ///< the failure's message, NUL-terminated
+  /// Records a failure: status and message (cut to fit).
+  void fail(errc code, const std::string& text) noexcept;
+  /// Sets the message (cut to fit), NUL-terminated.
+  void set_message(const std::string& text) noexcept;
+};
+
+/// An MPI communicator that is freed when its holder goes (unless MPI was finalized), so that
+/// a constructor that throws midway leaks none; abandon() lets go of one that must not be
+/// touched any more (a collective on it timed out).
+class comm_holder {
+ public:
+  comm_holder() = default;
+  ~comm_holder();
+  comm_holder(const comm_holder&) = delete;
+  comm_holder& operator=(const comm_holder&) = delete;
+  /// The communicator (MPI_COMM_NULL when none).
+  MPI_Comm get() const noexcept { return comm_; }
+  /// Takes ownership of c (freeing the one held before).
+  void reset(MPI_Comm c) noexcept;
+  /// Forgets the communicator without freeing it.
+  void abandon() noexcept { comm_ = MPI_COMM_NULL; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+/// This rank's node: made collectively over a user communicator.
+struct group {
+  /// Collective over comm: the arrival check (MPI_Comm_idup), then a nonblocking allgather of
+  /// every rank's node key (host name and boot id, and the test split MEMAREA_MPI_TEST_NODES)
+  /// and test-settings status, each bounded by the timeout. Throws invalid_value at once for
+  /// bad arguments, collective_error(timeout) for a rank that did not arrive,
+  /// collective_error(rank) on every rank alike for a rank with malformed test settings.
+  group(MPI_Comm comm, std::chrono::milliseconds timeout);
+  /// Frees the communicators unless the group is broken (then MPI may not be called on them).
+  ~group();
+  group(const group&) = delete;
+  group& operator=(const group&) = delete;
+
+  /// One step: every node rank's record, ordered by node rank (this rank's own included).
+  /// Collective over the node. Throws collective_error(timeout) naming the ranks that sent
+  /// nothing, collective_error(mismatch) naming a rank whose step had another kind or number.
+  std::vector<record> exchange(const record& mine, step_kind kind, const std::string& step);
+  /// A step that carries nothing but its kind: waits for every rank of the node.
+  void barrier(step_kind kind, const std::string& step);
+  /// Throws collective_error(rank) for the first record that failed, on every rank alike; the
+  /// message names its rank and, when several failed, how many.
+  void throw_first_failure(const std::vector<record>& all, const std::string& step) const;
+  /// The caller's node communicator, made on the first call (MPI_Comm_create_group over the
+  /// node: a blocking call, collective over the node's ranks, with no deadline).
+  MPI_Comm user_comm();
+  /// Raises SIGKILL when the test settings name this rank and phase p.
+  void maybe_die(phase p) const;
+
+  /// "rank 2 (node rank 1)".
+  std::string who(int node_rank) const;
+  /// Throws invalid_value unless 0 <= node_rank < node_size, naming the node's ranks.
+  void check_node_rank(int node_rank, const char* what) const;
+  /// The node rank of a rank of the user's communicator; invalid_value for other nodes.
+  int node_rank_of(int rank) const;
+
+  std::chrono::milliseconds timeout;
+  test_hooks hooks;             ///< the test settings as this call read them
+  int rank = -1;                ///< in the user's communicator (and in `priv`)
+  int size = 0;                 ///< of the user's communicator
+  int node_rank = -1;
+  int node_size = 0;
+  std::vector<int> node_ranks;  ///< the user-communicator rank of each node rank
+  std::vector<int> node_of;     ///< for every rank of the user's communicator: its node's first rank
+  std::uint64_t seq = 0;        ///< the next step's sequence number
+  comm_holder priv;             ///< duplicate of the user's communicator: memarea's messages
+  comm_holder node_user;        ///< node_comm(): the caller's, made on first use
+  MPI_Errhandler user_handler = MPI_ERRHANDLER_NULL;  ///< the user communicator's, for node_user
+  /// Set when a step timed out, MPI failed or the ranks' steps differed: MPI must not be called
+  /// on the communicators any more.
+  bool broken = false;
+
+ private:
+  /// Waits for requests until the deadline; returns false on timeout (the requests left are
+  /// those not completed). Throws collective_error(mpi) on an MPI error.
+  bool wait(std::vector<MPI_Request>& requests, const std::string& step);
+  /// The constructor's steps after the arrival check: the node map.
+  void join(MPI_Comm comm);
+  [[noreturn]] void throw_mpi(int code, const char* call, const std::string& step);
+};
+
+/// Throws collective_error(mpi) when code is not MPI_SUCCESS.
+void check_mpi(int code, const char* call, const std::string& step);
+
+}  // namespace memarea::mpi::detail

@@ -1,0 +1,60 @@
+// What differs when the HIP backend runs over HIP's NVIDIA platform (tools/hip-nvidia-shim,
+// docs/hip-nvidia.md), checked where it does: scripts/gpu-suite.sh's HIP pass. Everywhere else
+// these skip.
+#include "api/common.hpp"
+
+#include <memarea/memarea.h>
+
+#include <string>
+
+using namespace memarea;
+using namespace memarea::test;
+
+namespace {
+
+/// The active backend is HIP, and its runtime is HIP's NVIDIA platform.
+bool hip_over_nvidia() {
+  if (backend_name() != "hip") return false;
+  for (const auto& b : backends())
+    if (b.name == "hip") return b.version.rfind("HIP's NVIDIA platform", 0) == 0;
+  return false;
+}
+
+#define REQUIRE_HIP_OVER_NVIDIA()                                                         \
+  do {                                                                                    \
+    if (!hip_over_nvidia()) GTEST_SKIP() << "the HIP backend over HIP's NVIDIA platform only"; \
+    MEMAREA_REQUIRE_DEVICES(1);                                                           \
+  } while (0)
+
+}  // namespace
+
+// HIP 5.2's NVIDIA platform has no virtual memory calls: shareable memory is refused, with why,
+// and nothing is allocated.
+TEST(HipOverNvidia, ShareableMemoryIsNotSupported) {
+  REQUIRE_HIP_OVER_NVIDIA();
+  const std::size_t live = live_allocations();
+  void* p = nullptr;
+  size_t allocated = 0;
+  EXPECT_STATUS(memarea_shareable_create(&p, &allocated, 4096, 0), MEMAREA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("virtual memory"), std::string::npos)
+      << memarea_last_error_message();
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(live_allocations(), live);
+  EXPECT_MEMAREA_ERROR(ipc::create_shareable(4096, 0), errc::not_supported);
+}
+
+// The properties the platform answers for itself, and the one it cannot (unified addressing,
+// which it does not map: the backend reports it, as every HIP device has it).
+TEST(HipOverNvidia, PropertiesComeFromTheCudaDevice) {
+  REQUIRE_HIP_OVER_NVIDIA();
+  for (int d = 0; d < devices(); ++d) {
+    const auto p = get_device_properties(d);
+    EXPECT_EQ(p.backend, "hip");
+    EXPECT_FALSE(p.name.empty());
+    EXPECT_GT(p.total_memory, 0u);
+    EXPECT_GE(p.compute_major, 1) << "compute capability comes from CUDA";
+    EXPECT_TRUE(p.unified_addressing);
+    EXPECT_FALSE(p.virtual_memory_management);
+    EXPECT_TRUE(p.ipc);
+  }
+}

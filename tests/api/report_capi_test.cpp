@@ -1,0 +1,76 @@
+// The C API of the reports (memarea/report.h): memarea_info_json and memarea_topo_json give the
+// documents `memarea info --json` and `memarea topo --json` print.
+#include "api/common.hpp"
+
+#include <memarea/report.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <string>
+
+namespace {
+
+/// Takes a string the C API returned, frees it, and parses it.
+nlohmann::json take(char* s) {
+  EXPECT_NE(s, nullptr);
+  std::string text = s ? s : "";
+  memarea_string_free(s);
+  return nlohmann::json::parse(text);
+}
+
+}  // namespace
+
+TEST(ReportCapi, InfoJsonDescribesTheBackendAndEveryDevice) {
+  char* s = nullptr;
+  ASSERT_EQ(memarea_info_json(&s), MEMAREA_SUCCESS) << memarea_last_error_message();
+  const auto j = take(s);
+  EXPECT_EQ(j["backend"], memarea::backend_name());
+  EXPECT_FALSE(j["memarea_version"].get<std::string>().empty());
+  const int n = memarea::test::devices();
+  ASSERT_EQ(j["devices"].size(), static_cast<std::size_t>(n));
+  for (int d = 0; d < n; ++d) {
+    const auto p = memarea::get_device_properties(d);
+    EXPECT_EQ(j["devices"][d]["ordinal"], d);
+    EXPECT_EQ(j["devices"][d]["name"], p.name);
+    EXPECT_EQ(j["devices"][d]["total_memory"], p.total_memory);
+  }
+  EXPECT_FALSE(j["backends"].empty());
+  EXPECT_FALSE(j["host"]["numa_nodes"].empty());
+}
+
+TEST(ReportCapi, TopoJsonMeasuresEveryOrderedPair) {
+  if (memarea::backend_name() != "sim")
+    GTEST_SKIP() << "measures seconds on a GPU (the GPU suite runs `memarea topo`)";
+  char* s = nullptr;
+  ASSERT_EQ(memarea_topo_json(&s, 1 << 16, 1), MEMAREA_SUCCESS) << memarea_last_error_message();
+  const auto j = take(s);
+  const int n = memarea::test::devices();
+  EXPECT_EQ(j["backend"], "sim");
+  EXPECT_EQ(j["size"], 1 << 16);
+  EXPECT_EQ(j["reps"], 1);
+  ASSERT_EQ(j["access"].size(), static_cast<std::size_t>(n));
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      if (a == b) {
+        EXPECT_TRUE(j["unidirectional_gbps"][a][b].is_null());
+      } else {
+        EXPECT_GT(j["unidirectional_gbps"][a][b].get<double>(), 0.0) << a << "->" << b;
+        EXPECT_EQ(j["link"][a][b], "sim");
+      }
+    }
+  EXPECT_EQ(j["all_pairs_at_once_total_gbps"].is_null(), n < 2);
+}
+
+TEST(ReportCapi, DefaultsAndRefusals) {
+  EXPECT_EQ(memarea_info_json(nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::strstr(memarea_last_error_message(), "json"), nullptr);
+  EXPECT_EQ(memarea_topo_json(nullptr, 0, 0), MEMAREA_ERROR_INVALID_VALUE);
+  memarea_string_free(nullptr);  // does nothing
+  if (memarea::backend_name() != "sim") return;
+  char* s = nullptr;  // size 0 and reps 0: the CLI's defaults for sim
+  ASSERT_EQ(memarea_topo_json(&s, 0, 0), MEMAREA_SUCCESS) << memarea_last_error_message();
+  const auto j = take(s);
+  EXPECT_EQ(j["size"], 4 << 20);
+  EXPECT_EQ(j["reps"], 3);
+}
