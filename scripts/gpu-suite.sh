@@ -11,7 +11,6 @@ BIN=${1:-out/gpu-bin}
 RES=${2:-${OUT:-out/gpu-results}}
 mkdir -p "$RES"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these shared hosts
-export MEMAREA_TEST_HELPER_PATH="$PWD/$BIN/memarea_test_helper"
 # The API tests were built elsewhere and know the helper by its build path: put it there.
 if [ -f "$BIN/HELPER_PATH" ] && [ -f "$BIN/memarea_test_helper" ]; then
   mkdir -p "$(dirname "$(cat "$BIN/HELPER_PATH")")"

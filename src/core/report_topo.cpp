@@ -171,8 +171,16 @@ void measure_all_pairs(std::size_t size, int reps, results& r) {
   const int n = r.n;
   std::vector<peer::scoped_access> access;
   for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      if (a != b && peer::can_access(a, b)) access.emplace_back(a, b);
+    for (int b = 0; b < n; ++b) {
+      if (a == b || !peer::can_access(a, b)) continue;
+      try {
+        access.emplace_back(a, b);
+      } catch (const error& e) {
+        // A device at its peer limit (8 on many GPUs): that pair copies without access, as a
+        // collective's all-to-all on such a machine would.
+        if (e.status() != errc::too_many_peers) throw;
+      }
+    }
   struct lane {
     int a, b;
     buffer src, dst;
