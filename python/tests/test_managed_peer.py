@@ -78,6 +78,12 @@ def test_peer_access(need_two, no_leak):
     assert memarea.can_access_peer(0, 0) is False
     if not memarea.can_access_peer(0, 1):
         pytest.skip("device 0 cannot reach device 1")
+    # Start from access off: an earlier test may have left it on (on 2×H200 one did: the first
+    # enable below answered PEER_ACCESS_ALREADY_ENABLED).
+    try:
+        memarea.disable_peer_access(0, 1)
+    except memarea.Error as e:
+        assert e.status == memarea.Status.PEER_ACCESS_NOT_ENABLED
     memarea.enable_peer_access(0, 1)
     try:
         with pytest.raises(memarea.Error) as e:
