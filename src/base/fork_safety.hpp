@@ -33,7 +33,7 @@ enum class lock_rank : std::uint16_t {
   ipc_import = 50,      ///< the IPC importer's mappings (takes the registry inside)
   pool_list = 52,       ///< the live pools (core/pool.cpp)
   pool_caches = 54,     ///< one pool's list of per-thread caches
-  pool_thread_caches = 55, ///< not a lock: every thread's cache of every pool (core/pool.cpp)
+  pool_thread_caches = 55, ///< not a lock: every thread's cache of every pool (core/pool_alloc.cpp)
   pool_arena = 56,      ///< one pool's blocks and free lists (takes the registry inside)
   shareables = 60,      ///< shareable (VMM) allocations (takes the registry inside)
   registry = 70,        ///< the allocation registry (its free hook takes ipc_export inside)

@@ -1,4 +1,4 @@
-// Internals of pools (src/core/pool.cpp) that the rest of core asks about.
+// Internals of pools (src/core/pool*.cpp) that the rest of core asks about.
 #pragma once
 
 #include "core/registry.hpp"

@@ -56,7 +56,7 @@ struct allocation {
 /// not expose (attach flags).
 class sim_driver final : public driver {
  public:
-  struct fork_hooks;  ///< its fork() handlers (sim_driver.cpp)
+  struct fork_hooks;  ///< its fork() handlers (sim_fork.cpp)
   explicit sim_driver(const sim_config& config);
   ~sim_driver() override;
   sim_driver(const sim_driver&) = delete;

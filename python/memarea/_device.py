@@ -1,0 +1,209 @@
+"""The backend, devices, argument checks and streams (memarea._core re-exports them)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+from ._lib import DeviceProperties, check, fn
+
+CPU_DEVICE_ID = -1
+"""The device id of the host (MEMAREA_CPU_DEVICE_ID), e.g. for prefetch(buffer, device=CPU_DEVICE_ID)."""
+
+# --- backend and devices ------------------------------------------------------------------------
+
+
+def backend() -> str:
+    """The active GPU backend: "cuda", "hip", "sim", or "none" when no backend has devices."""
+    name = ctypes.c_char_p()
+    check(fn.backend_name(ctypes.byref(name)))
+    return name.value.decode()
+
+
+_backend_cache: str | None = None
+
+
+def _backend() -> str:
+    # One backend is active per process, chosen at first use: ask once.
+    global _backend_cache
+    if _backend_cache is None:
+        _backend_cache = backend()
+    return _backend_cache
+
+
+def device_count() -> int:
+    """Number of devices of the active GPU backend (0 when there is none)."""
+    n = ctypes.c_int()
+    check(fn.get_device_count(ctypes.byref(n)))
+    return n.value
+
+
+def get_device() -> int:
+    """The calling thread's current device (0 until set)."""
+    d = ctypes.c_int()
+    check(fn.get_device(ctypes.byref(d)))
+    return d.value
+
+
+def set_device(device: int) -> None:
+    """Makes `device` the calling thread's current device."""
+    check(fn.set_device(_int(device, "device")))
+
+
+class _OnDevice:
+    """Makes a device current for a block and restores the previous one (the C API's peer
+    and stream calls act on the calling thread's current device)."""
+    __slots__ = ("device", "previous")
+
+    def __init__(self, device: int):
+        self.device = device
+
+    def __enter__(self):
+        self.previous = get_device()
+        if self.device != self.previous:
+            set_device(self.device)
+
+    def __exit__(self, *exc):
+        if self.device != self.previous:
+            set_device(self.previous)
+
+
+def device_properties(device: int = 0) -> dict:
+    """Properties of one device as a dict (the fields of memarea_device_properties; the flags
+    as bools, the compute capability as "major.minor")."""
+    p = DeviceProperties()
+    check(fn.get_device_properties(ctypes.byref(p), _int(device, "device")))
+    out = {}
+    for name, _ in DeviceProperties._fields_:
+        v = getattr(p, name)
+        out[name] = v.decode() if isinstance(v, bytes) else v
+    for flag in ("unified_addressing", "managed_memory", "concurrent_managed_access",
+                 "pageable_memory_access", "can_map_host_memory", "virtual_memory_management",
+                 "ipc"):
+        out[flag] = bool(out[flag])
+    out["compute_capability"] = f"{out.pop('compute_major')}.{out.pop('compute_minor')}"
+    return out
+
+
+def synchronize(device: int | None = None) -> None:
+    """Waits for all work on `device` (None: the calling thread's current device)."""
+    if device is None:
+        check(fn.device_synchronize())
+        return
+    with _OnDevice(_int(device, "device")):
+        check(fn.device_synchronize())
+
+
+def _json_call(f, *args) -> dict:
+    s = ctypes.c_char_p()
+    check(f(ctypes.byref(s), *args))
+    try:
+        return json.loads(s.value.decode())
+    finally:
+        fn.string_free(s)
+
+
+def info() -> dict:
+    """What `memarea info --json` prints: version, backends (found or not, and why), devices and
+    their properties, host NUMA nodes."""
+    return _json_call(fn.info_json)
+
+
+def topo(size: int = 0, reps: int = 0) -> dict:
+    """What `memarea topo --json` prints: peer access, links, and the bandwidth and latency of
+    memarea's copies between every ordered pair of devices, measured now (seconds on a GPU; the
+    GIL is released meanwhile). size 0 and reps 0 take the CLI's defaults."""
+    return _json_call(fn.topo_json, _size(size, "size", allow_zero=True), _int(reps, "reps"))
+
+
+# --- argument checks ------------------------------------------------------------------------------
+
+
+def _int(v, what: str) -> int:
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    return v.__index__()
+
+
+def _size(v, what: str, allow_zero: bool = False) -> int:
+    v = _int(v, what)
+    if v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {v}")
+    if v >= 1 << 64:
+        raise ValueError(f"{what} {v} does not fit in size_t")
+    return v
+
+
+# --- streams --------------------------------------------------------------------------------------
+
+
+class Stream:
+    """An in-order queue of work on one device (memarea_stream_t).
+
+    Stream(device=None) creates one on `device` (None: the calling thread's current device).
+    Objects handed to copy_async stay referenced by the stream until synchronize() or close(),
+    so their memory outlives the queued copy. Use it as a context manager, or close() it; the
+    garbage collector closes it otherwise."""
+    __slots__ = ("_handle", "device", "_keep", "__weakref__")
+
+    def __init__(self, device: int | None = None):
+        self._handle = None
+        self._keep = []
+        h = ctypes.c_void_p()
+        if device is None:
+            self.device = get_device()
+            check(fn.stream_create(ctypes.byref(h)))
+        else:
+            self.device = _int(device, "device")
+            with _OnDevice(self.device):
+                check(fn.stream_create(ctypes.byref(h)))
+        self._handle = h.value
+
+    @property
+    def handle(self) -> int:
+        """The memarea_stream_t, as an int (for C code sharing this stream)."""
+        self._check()
+        return self._handle
+
+    def _check(self):
+        if self._handle is None:
+            raise ValueError("the stream is closed")
+
+    def synchronize(self) -> None:
+        """Waits for all work queued on the stream (the GIL is released meanwhile)."""
+        self._check()
+        check(fn.stream_synchronize(self._handle))
+        self._keep.clear()
+
+    def close(self) -> None:
+        """Destroys the stream after its work completes. Closing twice does nothing."""
+        h, self._handle = self._handle, None
+        if h is not None:
+            try:
+                check(fn.stream_synchronize(h))
+            finally:
+                check(fn.stream_destroy(h))
+                self._keep.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None and fn is not None:
+            self.close()
+
+    def __repr__(self):
+        state = "closed" if self._handle is None else hex(self._handle)
+        return f"<memarea.Stream device={self.device} {state}>"
+
+
+def _stream_handle(stream) -> int | None:
+    if stream is None:
+        return None
+    if not isinstance(stream, Stream):
+        raise TypeError(f"stream must be a memarea.Stream or None, not {type(stream).__name__}")
+    stream._check()
+    return stream._handle

@@ -1,0 +1,439 @@
+// Pools' alloc and free (see pool_state.hpp for the files of pools). A free and re-allocation
+// of a like size on one thread stay in that thread's cache and touch no shared line; the rest
+// goes to the arena's free lists under its lock. Kept in one translation unit with the thread
+// cache, so that the fast path stays as it was compiled before the split.
+#include "core/pool_state.hpp"
+
+#include "core/area_impl.hpp"
+#include "core/stream_impl.hpp"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+namespace memarea::detail {
+
+namespace {
+
+/// The calling thread's caches (one per pool it used); given back at thread exit.
+struct thread_caches {
+  std::vector<thread_cache*> v;
+  thread_cache* last = nullptr;
+  ~thread_caches();
+};
+thread_local thread_caches t_caches;
+
+thread_cache* cache_for(pool_state& p) {
+  thread_cache* c = t_caches.last;
+  if (c && c->pool.load(std::memory_order_relaxed) == &p && c->serial == p.serial) [[likely]]
+    return c;
+  for (thread_cache* x : t_caches.v)
+    if (x->pool.load(std::memory_order_relaxed) == &p && x->serial == p.serial)
+      return t_caches.last = x;
+  // Caches of destroyed pools go now. destroy_pool cleared pool under the cache's flag and
+  // touches the cache no more once it let go of the flag: taking the flag waits for that.
+  std::erase_if(t_caches.v, [](thread_cache* x) {
+    x->lock();
+    const bool dead = x->pool.load(std::memory_order_relaxed) == nullptr;
+    x->unlock();
+    if (dead) delete x;
+    return dead;
+  });
+  t_caches.last = nullptr;
+  auto fresh = std::make_unique<thread_cache>();
+  fresh->pool = &p;
+  fresh->serial = p.serial;
+  {
+    std::lock_guard lock(p.caches_m);
+    p.caches.push_back(fresh.get());
+  }
+  t_caches.v.push_back(fresh.get());
+  return t_caches.last = fresh.release();
+}
+
+/// Returns entries taken out of a cache to its pool's arena.
+void give_back_entries(pool_state& p, const thread_cache::entry* es, std::size_t n) {
+  if (n == 0) return;
+  std::lock_guard lock(p.m);
+  for (std::size_t k = 0; k < n; ++k) {
+    const thread_cache::entry& e = es[k];
+    // Straight from cached to free (never through live, which a stale entry of this
+    // incarnation elsewhere could match): only the cache that held it moves it.
+    const std::uint16_t tag = p.tag_for(e.stream);
+    std::uint64_t want = word(e.incarnation, cached);
+    if (!p.spans[e.span].state.compare_exchange_strong(want, word(e.incarnation, free_span)))
+      continue;  // never
+    p.release_handed_locked(e.span, tag);
+  }
+}
+void give_back_entries(pool_state& p, const thread_cache::drained& d) {
+  give_back_entries(p, d.e.data(), d.n);
+}
+
+thread_caches::~thread_caches() {
+  if (v.empty()) return;
+  auto& list = pools();
+  std::lock_guard g(list.m);
+  for (thread_cache* c : v) {
+    pool_state* p = c->pool;
+    auto it = p ? list.live.find(p) : list.live.end();
+    if (p && it != list.live.end() && it->second == c->serial) {
+      thread_cache::drained es;
+      {
+        std::lock_guard cl(p->caches_m);
+        std::erase(p->caches, c);
+        c->lock();
+        es = c->drain();
+        c->pool = nullptr;
+        c->unlock();
+      }
+      try {
+        give_back_entries(*p, es);
+      } catch (...) {
+        // At thread exit nothing can report it; the spans stay cached until the pool goes.
+      }
+    }
+    delete c;
+  }
+  v.clear();
+  last = nullptr;
+}
+
+/// fork() holds every thread's cache of every pool, as it holds memarea's locks, so that a
+/// child never finds a cache half-changed by a thread it does not have. Runs after the pool
+/// list's and the cache lists' locks are taken (lower ranks): the lists stand still.
+struct pool_caches_fork final : fork_participant {
+  pool_caches_fork() noexcept : fork_participant(lock_rank::pool_thread_caches) {}
+  template <class F>
+  static void each_cache(F f) noexcept {
+    pool_list* list = g_pools.load(std::memory_order_acquire);
+    if (!list) return;
+    for (auto& [p, serial] : list->live) {
+      (void)serial;
+      for (thread_cache* c : const_cast<pool_state*>(p)->caches) f(*c);
+    }
+  }
+  void fork_prepare() noexcept override {
+    each_cache([](thread_cache& c) { c.lock(); });  // holders never block: short waits
+  }
+  void fork_parent() noexcept override {
+    each_cache([](thread_cache& c) { c.unlock(); });
+  }
+  void fork_child() noexcept override {
+    each_cache([](thread_cache& c) { c.unlock(); });
+    g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+pool_caches_fork g_pool_caches_fork;
+}  // namespace
+
+/// Counts the fork()s this process descends from: a pool made before one belongs to the parent.
+std::atomic<std::uint64_t> pool_internal::g_fork_generation{0};
+
+// Blocks go back to the driver here, beside free, which calls this after every free that
+// reached the arena (most often with nothing to give back): in one translation unit with it.
+void pool_state::release_blocks(const std::vector<record>& rs) {
+  for (const record& r : rs) {
+    ipc_forget_pool_block(r.id);
+    allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
+    (void)release(r);  // a driver that refuses a free keeps the memory; the pool forgets it
+  }
+}
+
+void pool_state::check_process(const char* what) const {
+  // Pageable host memory is copied into the child; device and pinned blocks are shared with
+  // the parent (sim) or belong to a context the child may not use (CUDA, HIP).
+  if (fork_generation != g_fork_generation.load(std::memory_order_relaxed) && !host_pool)
+    throw error(errc::not_supported,
+                fmt::format("{}: this pool was made before fork() by the parent process, whose "
+                            "memory it hands out; a child of fork() makes its own pools",
+                            what));
+}
+
+void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
+  check_process("pool alloc");
+  if (size == 0) throw error(errc::invalid_value, "pool alloc: size is 0");
+  if (size > (SIZE_MAX >> 2)) throw error(errc::out_of_memory, "pool alloc: size too large");
+  if (st && st->device != device)
+    throw error(errc::invalid_value,
+                fmt::format("pool alloc: the stream is on device {}, the pool on device {}",
+                            st->device, device));
+  const native_stream ns = st ? st->native : nullptr;
+  const std::size_t n = round_up(size, alignment);
+  thread_cache* c = cache_for(*this);
+  {
+    c->lock();
+    const int classes[2] = {insert_class(n), search_class(n)};
+    for (int k2 = 0; k2 < (classes[0] == classes[1] ? 1 : 2); ++k2) {
+      const int cls = classes[k2];
+      thread_cache::slot& sl = c->slot_of(cls);
+      if (sl.cls != cls) continue;
+      for (int k = sl.count - 1; k >= 0; --k) {
+        thread_cache::entry& e = sl.e[k];
+        if (e.stream != ns || e.size < n) continue;
+        const thread_cache::entry got = e;
+        e = sl.e[--sl.count];
+        c->cached_bytes -= got.size;
+        --c->cached_count;
+        // A new incarnation: a stale entry for the last one can no longer free it.
+        const std::uint64_t inc = got.incarnation + 1;
+        spans[got.span].state.store(word(inc, live), std::memory_order_relaxed);
+        c->recents[thread_cache::recent_slot(got.start)] = {got.start, got.span, inc};
+        c->unlock();
+        return reinterpret_cast<void*>(got.start);
+      }
+    }
+    c->unlock();
+  }
+  std::uint32_t i = kNone;
+  std::uintptr_t start = 0;
+  std::uint64_t inc = 0;
+  {
+    std::lock_guard lock(m);
+    const std::uint16_t tag = tag_for(ns);
+    i = take_locked(n, tag);
+    if (i == kNone && reclaim_locked(tag)) i = take_locked(n, tag);
+    if (i != kNone) {
+      start = spans[i].start;
+      inc = spans[i].incarnation();
+    }
+  }
+  if (i == kNone) {
+    // Short of memory: what threads' caches hold goes back to the arena first (their lock
+    // ranks below the arena's), then memory of streams that passed their frees, then a block.
+    // The driver is called with no lock of the pool held: its allocation can take
+    // milliseconds, and must not stall this pool's other threads.
+    flush_caches();
+    bool freed_for_retry = false;
+    for (int round = 0;; ++round) {
+      // Other threads may take each new block first; past a few rounds something else is wrong
+      // (a driver whose memory is less aligned than it promises).
+      if (round == 16)
+        throw error(errc::unknown, fmt::format("pool alloc of {} bytes: 16 new blocks did not "
+                                               "hold it",
+                                               size));
+      std::size_t want = 0;
+      {
+        std::lock_guard lock(m);
+        const std::uint16_t tag = tag_for(ns);
+        i = take_locked(n, tag);
+        if (i == kNone && reclaim_locked(tag)) i = take_locked(n, tag);
+        if (i == kNone) want = plan_block_locked(n);
+        if (i == kNone && want == 0) {
+          // Past the maximum. A stream that freed memory may be idle, its event only just
+          // recorded: up to 100 us for that, in this failing path only.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+          while (std::chrono::steady_clock::now() < until) {
+            if (reclaim_locked(tag) && (i = take_locked(n, tag)) != kNone) break;
+            std::this_thread::yield();
+          }
+          if (i == kNone)
+            throw error(errc::out_of_memory,
+                        fmt::format("pool alloc of {} bytes: past the pool's maximum ({})", size,
+                                    describe_locked()));
+        }
+        if (i != kNone) {
+          start = spans[i].start;
+          inc = spans[i].incarnation();
+          break;
+        }
+        growing += want;
+      }
+      record r;
+      try {
+        r = allocate_block(want);
+      } catch (const error& e) {
+        std::vector<record> empty;
+        {
+          std::lock_guard lock(m);
+          growing -= want;
+          if (e.status() != errc::out_of_memory || freed_for_retry) {
+            if (e.status() != errc::out_of_memory) throw;
+            throw error(errc::out_of_memory,
+                        fmt::format("pool alloc of {} bytes: {} ({})", size, e.what(),
+                                    describe_locked()));
+          }
+          // The driver is out of memory: give back what this pool holds empty (of streams that
+          // have passed their frees: no waiting here), then once more.
+          (void)reclaim_locked(0);
+          empty = take_empty_blocks_locked(0);
+        }
+        release_blocks(empty);
+        freed_for_retry = true;
+        continue;
+      } catch (...) {
+        std::lock_guard lock(m);
+        growing -= want;  // whatever failed (bad_alloc), the pool's maximum stays whole
+        throw;
+      }
+      std::lock_guard lock(m);
+      growing -= want;
+      try {
+        add_block_locked(r);
+      } catch (...) {
+        release_blocks({r});
+        throw;
+      }
+      // Another thread may take the new block's memory first: then round again.
+      if ((i = take_locked(n, tag_for(ns))) != kNone) {
+        start = spans[i].start;
+        inc = spans[i].incarnation();
+        break;
+      }
+    }
+  }
+  c->lock();
+  c->recents[thread_cache::recent_slot(start)] = {start, i, inc};
+  c->unlock();
+  return reinterpret_cast<void*>(start);
+}
+
+void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
+  check_process("pool free");
+  if (!p) throw error(errc::invalid_value, "pool free: pointer is NULL");
+  if (st && st->device != device)
+    throw error(errc::invalid_value,
+                fmt::format("pool free: the stream is on device {}, the pool on device {}",
+                            st->device, device));
+  const native_stream ns = st ? st->native : nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  thread_cache* c = cache_for(*this);
+  {
+    c->lock();
+    thread_cache::recent& r = c->recents[thread_cache::recent_slot(start)];
+    if (r.start == start) {
+      const thread_cache::recent seen = r;
+      r = {};
+      span& s = spans[seen.span];
+      // Only the incarnation this thread was handed: if the span was freed elsewhere since
+      // (and perhaps handed out again), the arena below decides.
+      std::uint64_t want = word(seen.incarnation, live);
+      if (s.state.compare_exchange_strong(want, word(seen.incarnation, cached),
+                                          std::memory_order_acq_rel)) {
+        const std::size_t sz = s.size;
+        if (size > sz) {
+          s.state.store(word(seen.incarnation, live), std::memory_order_relaxed);
+          c->recents[thread_cache::recent_slot(start)] = seen;
+          c->unlock();
+          throw error(errc::invalid_value,
+                      fmt::format("pool free: {} holds {} bytes, not {}", p, sz, size));
+        }
+        const int cls = insert_class(sz);
+        thread_cache::slot& sl = c->slot_of(cls);
+        // Another class in this slot: its pieces go to the arena, the newest class stays.
+        thread_cache::entry evicted[thread_cache::kPerSlot];
+        int n_evicted = 0;
+        // A pool with a release threshold caches only what the threshold would keep anyway.
+        const std::size_t limit = std::min(thread_cache::kMaxBytes, release_threshold);
+        const bool fits = c->cached_bytes + sz <= limit ||
+                          (c->cached_count == 0 && release_threshold == SIZE_MAX);
+        if (fits && sl.cls != cls) {
+          for (int k2 = 0; k2 < sl.count; ++k2) {
+            evicted[n_evicted++] = sl.e[k2];
+            c->cached_bytes -= sl.e[k2].size;
+            --c->cached_count;
+          }
+          sl.count = 0;
+          sl.cls = cls;
+        }
+        if (fits && sl.count < thread_cache::kPerSlot) {
+          sl.e[sl.count++] = {start, sz, seen.span, seen.incarnation, ns};
+          c->cached_bytes += sz;
+          ++c->cached_count;
+          c->unlock();
+          if (n_evicted) give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
+          return;
+        }
+        // No room in this cache: the arena takes it (it is ours: cached, no one else frees it).
+        c->unlock();
+        std::vector<record> empty;
+        {
+          std::lock_guard lock(m);
+          // Cached (ours) to free, never back through live: see the arena path below.
+          empty = release_locked(seen.span, ns);
+        }
+        release_blocks(empty);
+        return;
+      }
+    }
+    c->unlock();
+  }
+  std::vector<record> empty;
+  {
+    std::lock_guard lock(m);
+    empty = free_locked(p, ns, size);
+  }
+  release_blocks(empty);
+}
+
+std::vector<record> pool_state::free_locked(void* p, native_stream ns, std::size_t size) {
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  const std::uint32_t i = handed_out.find(start);
+  if (i == kNone) {
+    auto inside = std::find_if(blocks.begin(), blocks.end(), [&](const block& b) {
+      return start >= b.base && start < b.base + b.size;
+    });
+    if (inside != blocks.end())
+      throw error(errc::invalid_value,
+                  fmt::format("pool free: {} is not the start of a live allocation of this pool "
+                              "(freed already, or inside one)",
+                              p));
+    auto r = allocations().find(p);
+    if (r && r->made_by == origin::pool)
+      throw error(errc::invalid_value,
+                  fmt::format("pool free: {} belongs to another pool", p));
+    throw error(errc::invalid_value,
+                fmt::format("pool free: {} is not memory of this pool", p));
+  }
+  // Live, or cached by a thread (freed already). A thread's cache moves only the incarnation
+  // it holds, and compares first: the exchange settles a race between two frees of one piece.
+  std::uint64_t seen = spans[i].state.load(std::memory_order_relaxed);
+  const auto st = static_cast<span_state>(seen & 0xff);
+  if ((st == live || st == exported) && size > spans[i].size)
+    throw error(errc::invalid_value,
+                fmt::format("pool free: {} holds {} bytes, not {}", p, spans[i].size, size));
+  if (st == exported) {
+    // Shared through IPC: IPC says whether another process has it open. Asked under the
+    // arena's lock, so a second free of the piece waits and then finds it freed.
+    const std::uint16_t tag = tag_for(ns);  // what may throw, first
+    if (ipc_on_pool_free(piece_locked(i), false) == pool_free_outcome::deferred) {
+      // Out of every list, still counted as handed out: no one reuses it until IPC gives it
+      // back (pool_release_held), once the last importer closed it.
+      spans[i].set(held);
+      ipc_marks.at(i).tag = tag;
+      ++held_count;
+      return {};
+    }
+    ipc_marks.erase(i);
+    spans[i].set(free_span);
+    return release_locked(i, ns);
+  }
+  if (st != live || !spans[i].state.compare_exchange_strong(seen, word(seen >> 8, free_span),
+                                                            std::memory_order_acq_rel))
+    throw error(errc::invalid_value,
+                fmt::format("pool free: {} was freed already (double free)", p));
+  // The state stays free from here on: going back to live, even under the lock, would let a
+  // second free of the same piece through a thread's cache match it and succeed too.
+  return release_locked(i, ns);
+}
+
+std::vector<record> pool_state::past_threshold_locked() {
+  if (release_threshold == SIZE_MAX || reserved - handed_bytes <= release_threshold) return {};
+  (void)reclaim_locked(0);
+  const std::size_t keep = handed_bytes > SIZE_MAX - release_threshold
+                               ? SIZE_MAX
+                               : handed_bytes + release_threshold;
+  return take_empty_blocks_locked(keep);
+}
+
+void pool_state::flush_caches(bool all, native_stream only) {
+  std::lock_guard cl(caches_m);
+  for (thread_cache* c : caches) {
+    c->lock();
+    const thread_cache::drained d = c->drain(all, only);
+    c->unlock();
+    give_back_entries(*this, d);  // caches_m (54) before the arena (56): in rank order
+  }
+}
+
+}  // namespace memarea::detail

@@ -1,0 +1,125 @@
+// Pools' pieces as others see them: lookup() of the live piece that holds a pointer, and
+// pieces shared through IPC (marked exported; a free while another process has one open holds
+// it back until IPC gives it back). See pool_state.hpp for the files of pools.
+#include "core/pool_state.hpp"
+
+#include <mutex>
+
+namespace memarea::detail {
+
+std::uint32_t pool_state::piece_at_locked(std::uintptr_t a) const {
+  for (const auto& b : blocks) {
+    if (a < b.base || a >= b.base + b.size) continue;
+    for (std::uint32_t i = b.first; i != kNone; i = spans[i].phys_next) {
+      const span& s = spans[i];
+      if (a < s.start) break;
+      if (a < s.start + s.size) return s.st() == live || s.st() == exported ? i : kNone;
+    }
+    return kNone;
+  }
+  return kNone;
+}
+
+namespace {
+
+/// Runs f(pool) with the pool list's and the pool's arena lock held, if the pool (of that
+/// serial, when not 0) still lives; returns whether it did.
+template <class F>
+bool with_pool(const void* pool, std::uint64_t serial, F&& f) {
+  auto& list = pools();
+  std::lock_guard g(list.m);
+  auto* ps = static_cast<const pool_state*>(pool);
+  auto it = list.live.find(ps);
+  if (it == list.live.end() || (serial && it->second != serial)) return false;
+  auto& p = *const_cast<pool_state*>(ps);
+  std::lock_guard lock(p.m);
+  f(p);
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::pair<void*, std::size_t>> pool_sub_allocation(const record& r,
+                                                                  const void* p) {
+  std::optional<std::pair<void*, std::size_t>> out;
+  (void)with_pool(r.owner, 0, [&](pool_state& pool) {
+    const std::uint32_t i = pool.piece_at_locked(reinterpret_cast<std::uintptr_t>(p));
+    if (i != kNone)
+      out = std::make_pair(reinterpret_cast<void*>(pool.spans[i].start), pool.spans[i].size);
+  });
+  return out;
+}
+
+pool_piece pool_mark_exported(const record& r, const void* p) {
+  pool_piece piece;
+  const bool alive = with_pool(r.owner, 0, [&](pool_state& pool) {
+    pool.check_process("ipc export");
+    const std::uint32_t i = pool.piece_at_locked(reinterpret_cast<std::uintptr_t>(p));
+    if (i == kNone)
+      throw error(errc::invalid_value,
+                  fmt::format("ipc export: {} lies in free memory of a pool (no live allocation "
+                              "holds it)",
+                              p));
+    if (!pool.ipc_marks.count(i)) {
+      // The mark first (what may throw), then the state: a span marked exported always has
+      // its mark.
+      auto mark = pool.ipc_marks.emplace(i, pool_state::ipc_mark{allocations().next_id(), 0}).first;
+      // A thread's cache frees without the arena's lock (live -> cached): the exchange
+      // settles which came first.
+      const std::uint64_t inc = pool.spans[i].incarnation();
+      std::uint64_t want = word(inc, live);
+      if (!pool.spans[i].state.compare_exchange_strong(want, word(inc, exported),
+                                                       std::memory_order_acq_rel)) {
+        pool.ipc_marks.erase(mark);
+        throw error(errc::invalid_value,
+                    fmt::format("ipc export: {} was freed while being exported", p));
+      }
+    }
+    piece = pool.piece_locked(i);
+  });
+  if (!alive)
+    throw error(errc::invalid_value, fmt::format("ipc export: {} is memory of a destroyed pool", p));
+  return piece;
+}
+
+std::uint64_t pool_export_id(const record& r, const void* p) {
+  std::uint64_t id = 0;
+  (void)with_pool(r.owner, 0, [&](pool_state& pool) {
+    const std::uint32_t i = pool.piece_at_locked(reinterpret_cast<std::uintptr_t>(p));
+    if (auto m = i == kNone ? pool.ipc_marks.end() : pool.ipc_marks.find(i);
+        m != pool.ipc_marks.end())
+      id = m->second.export_id;
+  });
+  return id;
+}
+
+bool pool_still_exported(const pool_piece& piece) {
+  bool marked = false;
+  (void)with_pool(piece.pool, piece.serial, [&](pool_state& pool) {
+    auto m = pool.ipc_marks.find(piece.span);
+    marked = m != pool.ipc_marks.end() && m->second.export_id == piece.export_id &&
+             pool.spans[piece.span].state.load(std::memory_order_relaxed) ==
+                 word(piece.incarnation, exported);
+  });
+  return marked;
+}
+
+void pool_release_held(const pool_piece& piece) {
+  std::vector<record> empty;
+  (void)with_pool(piece.pool, piece.serial, [&](pool_state& pool) {
+    span& s = pool.spans[piece.span];
+    auto m = pool.ipc_marks.find(piece.span);
+    if (s.state.load(std::memory_order_relaxed) != word(piece.incarnation, held) ||
+        m == pool.ipc_marks.end() || m->second.export_id != piece.export_id)
+      return;  // never: only IPC gives a held piece back, once
+    const std::uint16_t tag = m->second.tag;
+    pool.ipc_marks.erase(m);
+    --pool.held_count;
+    s.set(free_span);
+    pool.release_handed_locked(piece.span, tag);
+    empty = pool.past_threshold_locked();
+  });
+  pool_state::release_blocks(empty);
+}
+
+}  // namespace memarea::detail

@@ -1,0 +1,590 @@
+// The pool's private state, shared by the files of pools (src/core/pool_*.cpp and pool.cpp):
+// what the rest of core asks of pools is in pool_impl.hpp.
+//
+// A pool is one pool_state; its parts are defined in one file per concern:
+//   pool_alloc.cpp  alloc and free: the per-thread caches (the fast path) and the arena's
+//                   free lists (the slow path), flushing the caches, fork()'s hold on them,
+//                   giving empty blocks back to the driver
+//   pool_arena.cpp  new blocks from the driver, stream-ordered reclaim of freed spans, trim,
+//                   statistics, retiring a stream
+//   pool_ipc.cpp    lookup of a block's live piece, and pieces shared through IPC
+//   pool.cpp        making and destroying pools, the list of live pools, the C API's calls
+//                   and the C++ classes
+// The hot paths (alloc, free, the thread cache) stay in one translation unit; what they call
+// in other files is inline here (the span lists, take_locked, give_back_locked).
+//
+// Layout of the work:
+// - The arena (one per pool, one lock) keeps the blocks and their spans. Free spans sit in
+//   two-level segregated-fit lists (TLSF: a power-of-two class split in 8), one set of lists per
+//   stream tag. A span freed on stream A goes to A's lists and is reused by allocations on A
+//   at once; tag 0 holds memory any stream may take. Spans of A move to tag 0 once an event
+//   recorded on A after their free has completed (queried when another stream is short of
+//   memory; never waited for). Neighbours of one tag coalesce on free.
+// - Per-thread caches (one per thread and pool) keep a few freed spans per size class and
+//   stream, and the thread's recent allocations: a free and re-allocation of a like size on
+//   one thread touch no shared line. A span in a cache stays known to the arena (its state
+//   says cached), so a free from another thread, or a double free, is refused exactly.
+// - Every block is one registry record (origin::pool, owner = the pool): copies and managed
+//   calls see the block; lookup() asks the pool for the live piece that holds a pointer.
+// - A piece shared through IPC is marked (state exported, an entry in ipc_marks): its free
+//   bypasses the threads' caches and asks IPC, which may hold it back (state held) until
+//   every importer closed it; then IPC gives it back (pool_release_held).
+#pragma once
+
+#include "base/fork_safety.hpp"
+#include "core/pool_impl.hpp"
+#include "core/registry.hpp"
+
+#include <memarea/pool.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace memarea::detail {
+
+/// The pool's building blocks. They were one file's private types; a namespace of their own
+/// keeps their plain names (span, word, live) apart from the rest of detail at link time, and
+/// the using-directive below lets the pool's files name them as before (this header is
+/// included by those files only).
+namespace pool_internal {
+
+inline constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+inline constexpr int kSub = 3;  // 8 second-level classes per power of two
+inline constexpr int kLists = 64 << kSub;
+inline constexpr std::size_t kMinBlock = std::size_t{2} << 20;
+inline constexpr std::size_t kMaxGrowth = std::size_t{1} << 30;
+
+/// exported: live, and shared through IPC; held: freed while another process has it open.
+enum span_state : std::uint8_t { unused = 0, free_span, live, cached, exported, held };
+
+/// A span's state word: its span_state in the low byte, above it the incarnation, which grows
+/// each time the span is handed out. A thread's cache frees by compare-and-swap on the word it
+/// saw at allocation, so a stale entry of an earlier incarnation never takes a later one.
+constexpr std::uint64_t word(std::uint64_t incarnation, span_state st) {
+  return incarnation << 8 | st;
+}
+
+/// One piece of a block. A cache line each: two threads' cached pieces never share one.
+struct alignas(64) span {
+  std::uintptr_t start = 0;
+  std::size_t size = 0;
+  std::uint32_t phys_prev = kNone, phys_next = kNone;
+  std::uint32_t free_prev = kNone, free_next = kNone;
+  std::uint64_t freed_seq = 0;  // the arena's free counter when it was freed (stream order)
+  std::uint16_t tag = 0;        // while free: the stream tag whose lists hold it
+  std::atomic<std::uint64_t> state{unused};
+
+  span_state st() const { return static_cast<span_state>(state.load(std::memory_order_relaxed) & 0xff); }
+  std::uint64_t incarnation() const { return state.load(std::memory_order_relaxed) >> 8; }
+  /// Under the arena's lock, or by the cache that holds the span: a new state, same incarnation.
+  void set(span_state v) { state.store(word(incarnation(), v), std::memory_order_relaxed); }
+};
+
+/// Spans by index, in chunks that never move: a thread's cache reads a span it holds without
+/// the arena's lock while the arena adds spans (a std::deque's index would move under it).
+class span_table {
+ public:
+  static constexpr std::uint32_t kChunk = 1024, kChunks = 4096;  // 4 Mi spans a pool
+  span_table() = default;
+  span_table(const span_table&) = delete;
+  span_table& operator=(const span_table&) = delete;
+  ~span_table() {
+    for (std::uint32_t k = 0; k < kChunks; ++k) delete[] chunks_[k].load(std::memory_order_relaxed);
+  }
+  span& operator[](std::uint32_t i) const {
+    return chunks_[i / kChunk].load(std::memory_order_acquire)[i % kChunk];
+  }
+  std::uint32_t size() const { return size_; }
+  /// Adds a span (under the arena's lock); out_of_memory past 4 Mi spans.
+  std::uint32_t push() {
+    if (size_ == kChunk * kChunks)
+      throw error(errc::out_of_memory, "pool: more than 4 Mi pieces in one pool");
+    if (size_ % kChunk == 0 && !chunks_[size_ / kChunk].load(std::memory_order_relaxed))
+      chunks_[size_ / kChunk].store(new span[kChunk], std::memory_order_release);
+    return size_++;
+  }
+  void pop() { --size_; }
+
+ private:
+  std::unique_ptr<std::atomic<span*>[]> chunks_{new std::atomic<span*>[kChunks]()};
+  std::uint32_t size_ = 0;
+};
+
+inline int floor_log2(std::size_t x) {
+  return 63 - std::countl_zero(static_cast<std::uint64_t>(x));
+}
+
+/// The class whose every span is >= s (search) or that holds a span of size s (insert).
+inline int insert_class(std::size_t s) {
+  const int fl = floor_log2(s);
+  const int sl = static_cast<int>((s >> (fl - kSub)) & ((1 << kSub) - 1));
+  return (fl << kSub) | sl;
+}
+inline int search_class(std::size_t s) {
+  const int fl = floor_log2(s);
+  const std::size_t up = s + ((std::size_t{1} << (fl - kSub)) - 1);
+  return up < s ? kLists - 1 : insert_class(up);
+}
+
+/// start -> span index; open addressing, linear probing, backward-shift deletion.
+class start_index {
+ public:
+  start_index() : slots_(64) {}
+  std::uint32_t find(std::uintptr_t k) const {
+    for (std::size_t i = home(k);; i = (i + 1) & mask()) {
+      if (slots_[i].key == k) return slots_[i].value;
+      if (slots_[i].key == 0) return kNone;
+    }
+  }
+  /// Makes room for one insert (the only step of insert that may throw).
+  void prepare_insert() {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+  }
+  void insert(std::uintptr_t k, std::uint32_t v) {
+    prepare_insert();
+    place(k, v);
+    ++count_;
+  }
+  void erase(std::uintptr_t k) {
+    std::size_t i = home(k);
+    while (slots_[i].key != k) {
+      if (slots_[i].key == 0) return;
+      i = (i + 1) & mask();
+    }
+    for (std::size_t j = (i + 1) & mask();; j = (j + 1) & mask()) {
+      if (slots_[j].key == 0) break;
+      const std::size_t h = home(slots_[j].key);
+      // Move j back into the hole at i unless its home lies cyclically in (i, j].
+      if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i] = {};
+    --count_;
+  }
+  std::size_t size() const { return count_; }
+
+ private:
+  struct slot {
+    std::uintptr_t key = 0;
+    std::uint32_t value = kNone;
+  };
+  std::size_t mask() const { return slots_.size() - 1; }
+  std::size_t home(std::uintptr_t k) const {
+    return static_cast<std::size_t>((k >> 4) * 0x9e3779b97f4a7c15ull >> 17) & mask();
+  }
+  void place(std::uintptr_t k, std::uint32_t v) {
+    std::size_t i = home(k);
+    while (slots_[i].key != 0) i = (i + 1) & mask();
+    slots_[i] = {k, v};
+  }
+  void grow() {
+    std::vector<slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const slot& s : old)
+      if (s.key) place(s.key, s.value);
+  }
+  std::vector<slot> slots_;
+  std::size_t count_ = 0;
+};
+
+/// One stream tag's free lists.
+struct free_lists {
+  std::uint64_t fl_map = 0;
+  std::uint8_t sl_map[64] = {};
+  std::uint32_t head[kLists];
+  std::size_t bytes = 0;
+  std::size_t spans = 0;
+  native_stream stream = nullptr;
+  native_event event = nullptr;    // recorded on stream to learn when its frees are safe
+  std::uint64_t event_seq = 0;     // frees up to this sequence number are covered by event
+  bool event_pending = false;
+  free_lists() { std::fill(std::begin(head), std::end(head), kNone); }
+};
+
+struct thread_cache;
+}  // namespace pool_internal
+
+using namespace pool_internal;  // the pool's files only: see above
+
+/// A pool's state (memarea_pool_t points at it).
+struct pool_state {
+  // What it draws from.
+  int device = 0;
+  unsigned area_flags = 0;
+  bool host_pool = false;  // pageable host memory (host_malloc)
+  int host_node = -1;
+  memarea_memory_kind kind = MEMAREA_MEMORY_DEVICE;
+  std::size_t alignment = 256;
+  std::size_t maximum = 0;
+  std::size_t release_threshold = SIZE_MAX;
+  std::uint64_t serial = 0;
+  std::uint64_t fork_generation = 0;  // g_fork_generation when made
+
+  ranked_mutex caches_m{lock_rank::pool_caches};
+  std::vector<thread_cache*> caches;
+
+  ranked_mutex m{lock_rank::pool_arena};
+  span_table spans;
+  std::vector<std::uint32_t> unused_spans;
+  std::vector<free_lists> tags;  // [0]: any stream
+  std::unordered_map<native_stream, std::uint16_t> tag_of_stream;
+  std::vector<std::uint16_t> retired_tags;  // of destroyed streams, empty, to reuse
+  start_index handed_out;        // live and cached spans by start
+  struct block {
+    std::uintptr_t base = 0;
+    std::size_t size = 0;
+    std::uint32_t first = kNone;
+    record rec;
+  };
+  std::vector<block> blocks;
+  std::uint64_t free_seq = 0;
+  std::size_t reserved = 0, peak_reserved = 0;
+  std::size_t handed_bytes = 0, peak_handed = 0;  // live + cached in threads
+  std::size_t driver_allocations = 0;
+  std::size_t growing = 0;  // bytes being allocated from the driver now (count to the maximum)
+  /// Pieces marked for IPC (exported or held), by span.
+  struct ipc_mark {
+    std::uint64_t export_id = 0;
+    std::uint16_t tag = 0;  // while held: the tag of the stream it was freed on
+  };
+  std::unordered_map<std::uint32_t, ipc_mark> ipc_marks;
+  std::size_t held_count = 0;
+
+  // --- spans ---
+  std::uint32_t new_span() {
+    if (!unused_spans.empty()) {
+      const std::uint32_t i = unused_spans.back();
+      unused_spans.pop_back();
+      return i;
+    }
+    const std::uint32_t i = spans.push();
+    // drop_span never allocates: room for every span is kept in unused_spans.
+    try {
+      unused_spans.reserve(spans.size());
+    } catch (...) {
+      spans.pop();
+      throw;
+    }
+    return i;
+  }
+  void drop_span(std::uint32_t i) {
+    span& s = spans[i];
+    s.set(unused);
+    s.start = 0;
+    s.size = 0;
+    unused_spans.push_back(i);  // capacity reserved by new_span: never reallocates
+  }
+
+  std::uint16_t tag_for(native_stream st) {
+    if (host_pool) return 0;  // pageable memory: no stream uses it, the CPU does
+    auto it = tag_of_stream.find(st);
+    if (it != tag_of_stream.end()) return it->second;
+    tag_of_stream.reserve(tag_of_stream.size() + 1);  // what may throw, first
+    std::uint16_t t;
+    if (!retired_tags.empty()) {
+      t = retired_tags.back();
+      retired_tags.pop_back();
+    } else {
+      if (tags.size() >= std::numeric_limits<std::uint16_t>::max())
+        throw error(errc::out_of_memory, "pool: too many streams");
+      tags.emplace_back();
+      t = static_cast<std::uint16_t>(tags.size() - 1);
+    }
+    tags[t].stream = st;
+    tag_of_stream.emplace(st, t);
+    return t;
+  }
+
+  void list_insert(std::uint32_t i, std::uint16_t tag) {
+    span& s = spans[i];
+    free_lists& f = tags[tag];
+    const int c = insert_class(s.size);
+    s.tag = tag;
+    s.free_prev = kNone;
+    s.free_next = f.head[c];
+    if (f.head[c] != kNone) spans[f.head[c]].free_prev = i;
+    f.head[c] = i;
+    f.fl_map |= std::uint64_t{1} << (c >> kSub);
+    f.sl_map[c >> kSub] |= static_cast<std::uint8_t>(1u << (c & ((1 << kSub) - 1)));
+    f.bytes += s.size;
+    ++f.spans;
+    s.set(free_span);
+  }
+  void list_remove(std::uint32_t i) {
+    span& s = spans[i];
+    free_lists& f = tags[s.tag];
+    const int c = insert_class(s.size);
+    if (s.free_prev != kNone) spans[s.free_prev].free_next = s.free_next;
+    else f.head[c] = s.free_next;
+    if (s.free_next != kNone) spans[s.free_next].free_prev = s.free_prev;
+    if (f.head[c] == kNone) {
+      f.sl_map[c >> kSub] &= static_cast<std::uint8_t>(~(1u << (c & ((1 << kSub) - 1))));
+      if (f.sl_map[c >> kSub] == 0) f.fl_map &= ~(std::uint64_t{1} << (c >> kSub));
+    }
+    f.bytes -= s.size;
+    --f.spans;
+    s.free_prev = s.free_next = kNone;
+  }
+  /// A free span of tag with size >= n, or kNone. First a few spans of n's own class (those
+  /// fit more tightly: less of the larger spans is cut away), then the first class above.
+  std::uint32_t find_fit(std::uint16_t tag, std::size_t n) const {
+    const free_lists& f = tags[tag];
+    int steps = 0;
+    for (std::uint32_t i = f.head[insert_class(n)]; i != kNone && steps < 8;
+         i = spans[i].free_next, ++steps)
+      if (spans[i].size >= n) return i;
+    const int c = search_class(n);
+    int fl = c >> kSub;
+    unsigned sl_map = f.sl_map[fl] & (~0u << (c & ((1 << kSub) - 1)));
+    if (!sl_map) {
+      if (fl >= 63) return kNone;
+      const std::uint64_t fl_map = f.fl_map & (~std::uint64_t{0} << (fl + 1));
+      if (!fl_map) return kNone;
+      fl = std::countr_zero(fl_map);
+      sl_map = f.sl_map[fl];
+    }
+    return f.head[(fl << kSub) | std::countr_zero(sl_map)];
+  }
+
+  /// Takes n bytes from a free span of tag (or tag 0); kNone when none fits.
+  std::uint32_t take_locked(std::size_t n, std::uint16_t tag) {
+    std::uint32_t i = find_fit(tag, n);
+    if (i == kNone && tag != 0) i = find_fit(0, n);
+    if (i == kNone) return kNone;
+    // What may throw comes first, while nothing has changed.
+    handed_out.prepare_insert();
+    const bool split = spans[i].size - n >= alignment;
+    const std::uint32_t r = split ? new_span() : kNone;
+    list_remove(i);
+    if (split) {
+      span& rest = spans[r];
+      span& s2 = spans[i];
+      rest.start = s2.start + n;
+      rest.size = s2.size - n;
+      rest.phys_prev = i;
+      rest.phys_next = s2.phys_next;
+      if (s2.phys_next != kNone) spans[s2.phys_next].phys_prev = r;
+      s2.phys_next = r;
+      s2.size = n;
+      rest.freed_seq = s2.freed_seq;
+      list_insert(r, s2.tag);
+    }
+    spans[i].state.store(word(spans[i].incarnation() + 1, live), std::memory_order_relaxed);
+    handed_out.insert(spans[i].start, i);
+    handed_bytes += spans[i].size;
+    peak_handed = std::max(peak_handed, handed_bytes);
+    return i;
+  }
+
+  /// Gives span i (live or cached, already out of handed_out's count) back to tag's lists.
+  void give_back_locked(std::uint32_t i, std::uint16_t tag) {
+    span& s = spans[i];
+    s.freed_seq = ++free_seq;
+    auto mergeable = [&](std::uint32_t j) {
+      return j != kNone && spans[j].st() == free_span && spans[j].tag == tag;
+    };
+    if (mergeable(s.phys_next)) {
+      const std::uint32_t n = s.phys_next;
+      list_remove(n);
+      s.size += spans[n].size;
+      s.phys_next = spans[n].phys_next;
+      if (s.phys_next != kNone) spans[s.phys_next].phys_prev = i;
+      drop_span(n);
+    }
+    if (mergeable(s.phys_prev)) {
+      const std::uint32_t p = s.phys_prev;
+      list_remove(p);
+      span& ps = spans[p];
+      ps.size += s.size;
+      ps.phys_next = s.phys_next;
+      if (ps.phys_next != kNone) spans[ps.phys_next].phys_prev = p;
+      ps.freed_seq = s.freed_seq;
+      drop_span(i);
+      i = p;
+    }
+    list_insert(i, tag);
+  }
+
+  /// Frees span i, handed out: the caller checked and set its state.
+  void release_handed_locked(std::uint32_t i, std::uint16_t tag) {
+    handed_out.erase(spans[i].start);
+    handed_bytes -= spans[i].size;
+    give_back_locked(i, tag);
+  }
+
+  /// Frees live span i on stream ns; returns the empty blocks to give back past the release
+  /// threshold (release_blocks, once the lock is dropped).
+  std::vector<record> release_locked(std::uint32_t i, native_stream ns) {
+    release_handed_locked(i, tag_for(ns));
+    return past_threshold_locked();
+  }
+  /// The empty blocks to give back after a free, past the release threshold.
+  std::vector<record> past_threshold_locked();
+  /// The piece of this pool's live or exported span that holds a, or kNone.
+  std::uint32_t piece_at_locked(std::uintptr_t a) const;
+  pool_piece piece_locked(std::uint32_t i) const {
+    pool_piece piece;
+    piece.pool = this;
+    piece.serial = serial;
+    piece.span = i;
+    piece.incarnation = spans[i].incarnation();
+    piece.export_id = ipc_marks.at(i).export_id;
+    piece.base = reinterpret_cast<void*>(spans[i].start);
+    piece.size = spans[i].size;
+    return piece;
+  }
+  /// Moves spans of other tags whose stream has passed their free to tag 0. Records an event
+  /// on a stream whose frees no event covers yet. Returns whether anything moved.
+  bool reclaim_locked(std::uint16_t except, bool wait = false);
+  /// Bytes of a new block that fits n, or 0 when the maximum forbids one.
+  std::size_t plan_block_locked(std::size_t n) const;
+  /// A new block from the driver, registered as the pool's (no lock of the pool held: the
+  /// driver's call is slow, and may make memarea's lazily made objects).
+  record allocate_block(std::size_t want);
+  /// Makes r's memory the pool's.
+  void add_block_locked(const record& r);
+  /// Takes empty blocks that every stream may use out of the pool until reserved <= keep.
+  std::vector<record> take_empty_blocks_locked(std::size_t keep);
+  /// Gives blocks taken out back to the driver (no lock of the pool held).
+  static void release_blocks(const std::vector<record>& rs);
+  std::string describe_locked() const {
+    return fmt::format("reserved {} of maximum {}, in use {}, {} block(s)", reserved,
+                       maximum ? fmt::format("{}", maximum) : std::string("none"),
+                       handed_bytes, blocks.size());
+  }
+  std::size_t largest_free_locked() const {
+    std::size_t best = 0;
+    const free_lists& f = tags[0];
+    if (!f.fl_map) return 0;
+    const int fl = 63 - std::countl_zero(f.fl_map);
+    const int sl = 7 - std::countl_zero(static_cast<std::uint8_t>(f.sl_map[fl]));
+    for (std::uint32_t i = f.head[(fl << kSub) | sl]; i != kNone; i = spans[i].free_next)
+      best = std::max(best, spans[i].size);
+    return best;
+  }
+
+  /// not_supported in a child of fork() for a pool of the parent (but pageable host pools).
+  void check_process(const char* what) const;
+  void* alloc(std::size_t size, memarea_stream_t s);
+  /// Frees p on s; size, when not 0, must be at most the piece's size (a pooled area's munmap).
+  void free(void* p, memarea_stream_t s, std::size_t size = 0);
+  /// free()'s arena part: p is not (or no longer) in the calling thread's cache.
+  std::vector<record> free_locked(void* p, native_stream ns, std::size_t size);
+  void trim(std::size_t keep);
+  memarea_pool_stats stats();
+  /// Gives what threads' caches hold back to the arena: everything, or what was freed on only.
+  void flush_caches(bool all = true, native_stream only = nullptr);
+};
+
+namespace pool_internal {
+
+/// Counts the fork()s this process descends from: a pool made before one belongs to the parent.
+extern std::atomic<std::uint64_t> g_fork_generation;  // pool_alloc.cpp
+
+/// One thread's cache for one pool.
+struct alignas(64) thread_cache {  // a line of its own: no false sharing between threads
+  std::atomic<bool> busy{false};
+  std::atomic<pool_state*> pool{nullptr};  // null once the pool is gone (read by its thread)
+  std::uint64_t serial = 0;
+  struct entry {
+    std::uintptr_t start = 0;
+    std::size_t size = 0;
+    std::uint32_t span = kNone;
+    std::uint64_t incarnation = 0;  // the span's, when this thread cached it
+    native_stream stream = nullptr;
+  };
+  static constexpr int kSlots = 32, kPerSlot = 4;
+  struct slot {
+    int cls = -1;
+    int count = 0;
+    entry e[kPerSlot];
+  };
+  slot slots[kSlots];
+  std::size_t cached_bytes = 0;
+  std::size_t cached_count = 0;
+  /// What a thread may keep cached: 4 MiB, or one piece of any size (so that a loop of
+  /// large round trips stays in the cache too). Kept small: cached pieces are reserved memory
+  /// that no other size and no other thread can use.
+  static constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
+  struct recent {
+    std::uintptr_t start = 0;
+    std::uint32_t span = kNone;
+    std::uint64_t incarnation = 0;  // the span's when this thread was handed it
+  };
+  static constexpr int kRecent = 64;
+  recent recents[kRecent];
+
+  void lock() noexcept {
+    while (busy.exchange(true, std::memory_order_acquire)) {
+      // Only trim, destroy or a thread's exit contend: short sections.
+    }
+  }
+  void unlock() noexcept { busy.store(false, std::memory_order_release); }
+  static int recent_slot(std::uintptr_t p) {
+    return static_cast<int>((p >> 8) * 0x9e3779b97f4a7c15ull >> 58);
+  }
+  slot& slot_of(int cls) {
+    // Classes of powers of two differ only in their high bits: hash them over the slots.
+    return slots[(static_cast<unsigned>(cls) * 0x9E3779B1u) >> (32 - 5)];
+  }
+  static_assert(kSlots == 32, "slot_of takes the top 5 bits");
+
+  /// What drain() takes out: at most every slot's entries. No allocation, so a cache's flag
+  /// is never held across a throw.
+  struct drained {
+    std::array<entry, kSlots * kPerSlot> e;
+    std::size_t n = 0;
+  };
+  /// Takes the entries out (caller holds busy): all of them, or only those freed on `only`.
+  drained drain(bool all = true, native_stream only = nullptr) {
+    drained out;
+    for (slot& s : slots) {
+      int keep = 0;
+      for (int k = 0; k < s.count; ++k) {
+        if (all || s.e[k].stream == only) {
+          out.e[out.n++] = s.e[k];
+          cached_bytes -= s.e[k].size;
+          --cached_count;
+        } else {
+          s.e[keep++] = s.e[k];
+        }
+      }
+      s.count = keep;
+      if (keep == 0) s.cls = -1;
+    }
+    if (all)
+      for (recent& r : recents) r = {};
+    return out;
+  }
+};
+
+/// Every live pool, and a serial per pool (a cache or a lookup finds out whether its pool still
+/// lives, even if a new pool reuses the address).
+struct pool_list {
+  ranked_mutex m{lock_rank::pool_list};
+  std::unordered_map<const pool_state*, std::uint64_t> live;
+  std::uint64_t next_serial = 1;
+};
+extern std::atomic<pool_list*> g_pools;  // for fork's handlers, which must make nothing (pool.cpp)
+/// The live pools (made on first use).
+pool_list& pools();
+
+inline std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) & ~(a - 1); }
+
+}  // namespace pool_internal
+
+}  // namespace memarea::detail
