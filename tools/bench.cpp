@@ -1,6 +1,7 @@
 #include "tools/bench.hpp"
 #include "tools/output_file.hpp"
 
+#include <memarea/copy.hpp>
 #include <memarea/device.hpp>
 #include <memarea/error.hpp>
 
@@ -8,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 
@@ -31,20 +34,7 @@ spread spread_of(std::vector<double> t) {
   return {*lo, median(t), *hi};
 }
 
-double median_us(int reps, const std::function<void()>& fn) {
-  std::vector<double> t;
-  t.reserve(static_cast<std::size_t>(reps));
-  fn();  // warm-up
-  for (int i = 0; i < reps; ++i) {
-    auto a = std::chrono::steady_clock::now();
-    fn();
-    auto b = std::chrono::steady_clock::now();
-    t.push_back(std::chrono::duration<double, std::micro>(b - a).count());
-  }
-  return median(std::move(t));
-}
-
-paired_times paired_median_us(int reps, const std::function<void()>& a,
+paired_times paired_times_us(int reps, const std::function<void()>& a,
                               const std::function<void()>& b) {
   auto time_us = [](const std::function<void()>& fn) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -77,7 +67,89 @@ paired_times paired_median_us(int reps, const std::function<void()>& a,
                             tb.begin() + static_cast<long>(from + per)});
     if (mb > 0) ratios.push_back(ma / mb);
   }
-  return {median(ta), median(tb), ratios.empty() ? 0.0 : median(ratios)};
+  return {std::move(ta), std::move(tb), ratios.empty() ? 0.0 : median(ratios)};
+}
+
+bool higher_is_better(const std::string& unit) { return unit == "GB/s" || unit == "Mop/s"; }
+
+row measured_row(std::string group, std::string variant, std::string unit,
+                 const std::vector<double>& memarea, const std::vector<double>& raw,
+                 std::string raw_name) {
+  row r;
+  r.group = std::move(group);
+  r.variant = std::move(variant);
+  r.unit = std::move(unit);
+  r.memarea_spread = spread_of(memarea);
+  r.memarea = r.memarea_spread.median;
+  if (!raw.empty()) {
+    r.raw_spread = spread_of(raw);
+    r.raw = r.raw_spread.median;
+  }
+  r.raw_name = std::move(raw_name);
+  return r;
+}
+
+std::vector<double> gbps_of(std::size_t n, const std::vector<double>& times_us) {
+  std::vector<double> g;
+  g.reserve(times_us.size());
+  for (double us : times_us) g.push_back(us > 0 ? static_cast<double>(n) / us / 1e3 : 0);
+  return g;
+}
+
+// --- byte checks ----------------------------------------------------------------------------
+
+namespace {
+constexpr std::size_t kCheckChunk = std::size_t{64} << 20;
+
+/// Byte i of fill_random's stream for seed: splitmix64 of the 8-byte word's index, so that any
+/// chunk can be made on its own and no byte pattern repeats within a copy.
+void random_bytes(std::uint64_t seed, std::size_t from, std::size_t n, unsigned char* out) {
+  for (std::size_t i = 0; i < n;) {
+    const std::size_t word = (from + i) / 8;
+    std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + word + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    unsigned char w[8];
+    std::memcpy(w, &z, 8);
+    for (std::size_t k = (from + i) % 8; k < 8 && i < n; ++k, ++i) out[i] = w[k];
+  }
+}
+}  // namespace
+
+host_copy memarea_host_copy() {
+  return [](void* dst, const void* src, std::size_t n) { copy(dst, src, n); };
+}
+
+void fill_random(void* p, std::size_t n, std::uint64_t seed, const host_copy& put) {
+  std::vector<unsigned char> chunk(std::min(n, kCheckChunk));
+  for (std::size_t at = 0; at < n; at += chunk.size()) {
+    const std::size_t m = std::min(chunk.size(), n - at);
+    random_bytes(seed, at, m, chunk.data());
+    put(static_cast<unsigned char*>(p) + at, chunk.data(), m);
+  }
+}
+
+void expect_random(const void* p, std::size_t n, std::uint64_t seed, const host_copy& get,
+                   const std::string& what) {
+  // Only the bench's own CLI test sets this: it proves that a mismatch fails the run.
+  const char* corrupt = std::getenv("MEMAREA_BENCH_TEST_CORRUPT");
+  const bool flip = corrupt && std::string(corrupt) == "1";
+  std::vector<unsigned char> want(std::min(n, kCheckChunk)), got(want.size());
+  for (std::size_t at = 0; at < n; at += want.size()) {
+    const std::size_t m = std::min(want.size(), n - at);
+    random_bytes(seed, at, m, want.data());
+    get(got.data(), static_cast<const unsigned char*>(p) + at, m);
+    if (flip && at == 0) got[m / 2] ^= 0xff;
+    if (std::memcmp(got.data(), want.data(), m) != 0) {
+      std::size_t k = 0;
+      while (got[k] == want[k]) ++k;
+      throw error(errc::unknown,
+                  fmt::format("{}: the bytes moved differ from the source's at offset {} of {} "
+                              "(read {:#04x}, expected {:#04x})",
+                              what, at + k, n, got[k], want[k]));
+    }
+  }
 }
 
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
@@ -107,43 +179,50 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
     }
   }
   // Which way a row leans is said in words ("N.NNx faster"), never as a bare ratio: time is
-  // better lower and bandwidth higher, so one ratio column read both ways (issue 20). The JSON
-  // keeps the ratio (memarea / raw) beside the verdict.
-  std::cout << fmt::format("{:<28} {:<30} {:>26} {:>26} {:<16} {:<24} {}\n", "benchmark",
+  // better lower and bandwidth higher, so one ratio column would read both ways (issue 20).
+  // The factor is always >= 1 and compares the two medians (docs/bench.md).
+  std::cout << fmt::format("{:<28} {:<34} {:>34} {:>34} {:<16} {:<26} {}\n", "benchmark",
                            "variant", "memarea (min-median-max)", "raw (min-median-max)",
                            "memarea is", "target", "raw call");
-  // "min-median-max unit" where the case kept the spread, else the median alone.
-  auto figure = [](double median, const spread& s, const std::string& unit) {
-    if (s.max > 0) return fmt::format("{:.3f}-{:.3f}-{:.3f} {}", s.min, s.median, s.max, unit);
-    return fmt::format("{:.3f} {}", median, unit);
+  auto figure = [](const spread& s, const std::string& unit) {
+    return fmt::format("{:.3f}-{:.3f}-{:.3f} {}", s.min, s.median, s.max, unit);
   };
   auto spread_json = [](const spread& s) {
-    return s.max > 0 ? nlohmann::json{{"min", s.min}, {"median", s.median}, {"max", s.max}}
-                     : nlohmann::json(nullptr);
+    return nlohmann::json{{"min", s.min}, {"median", s.median}, {"max", s.max}};
   };
   bool all_met = true;
   nlohmann::json j = nlohmann::json::array();
   for (auto& r : rows) {
-    const double ratio = r.raw > 0 ? r.memarea / r.raw : 0;
-    // Which way is better: time is better lower, bandwidth higher.
-    const bool higher_better = r.unit == "GB/s" || r.unit == "Mop/s";
-    std::string verdict = "-";
-    if (ratio > 0 && r.memarea > 0) {
-      const double speedup = higher_better ? ratio : 1 / ratio;
-      verdict = speedup >= 1 ? fmt::format("{:.2f}x faster", speedup)
-                             : fmt::format("{:.2f}x slower", 1 / speedup);
+    const bool has_raw = r.raw > 0 && r.memarea > 0;
+    std::string verdict = "-", direction;
+    double factor = 0;
+    if (has_raw) {
+      // memarea's speed over the baseline's, whichever way the unit leans.
+      const double speedup = higher_is_better(r.unit) ? r.memarea / r.raw : r.raw / r.memarea;
+      direction = speedup >= 1 ? "faster" : "slower";
+      factor = speedup >= 1 ? speedup : 1 / speedup;
+      verdict = fmt::format("{:.2f}x {}", factor, direction);
     }
     all_met &= r.met;
-    std::cout << fmt::format("{:<28} {:<30} {:>26} {:>26} {:<16} {:<24} {}{}\n", r.group,
-                             r.variant, figure(r.memarea, r.memarea_spread, r.unit),
-                             r.raw > 0 ? figure(r.raw, r.raw_spread, r.unit) : "-", verdict,
+    std::cout << fmt::format("{:<28} {:<34} {:>34} {:>34} {:<16} {:<26} {}{}\n", r.group,
+                             r.variant, figure(r.memarea_spread, r.unit),
+                             r.raw > 0 ? figure(r.raw_spread, r.unit) : "-", verdict,
                              r.target.empty() ? "-" : r.target + (r.met ? " ok" : " MISSED"),
                              r.raw_name, r.note.empty() ? "" : "  (" + r.note + ")");
-    j.push_back({{"group", r.group}, {"variant", r.variant}, {"unit", r.unit},
-                 {"memarea", r.memarea}, {"raw", r.raw}, {"ratio", ratio},
+    j.push_back({{"group", r.group},
+                 {"variant", r.variant},
+                 {"unit", r.unit},
+                 {"higher_is_better", higher_is_better(r.unit)},
+                 {"memarea", r.memarea},
+                 {"raw", r.raw},
                  {"memarea_spread", spread_json(r.memarea_spread)},
-                 {"raw_spread", spread_json(r.raw_spread)}, {"verdict", verdict},
-                 {"raw_call", r.raw_name}, {"target", r.target}, {"met", r.met},
+                 {"raw_spread", r.raw > 0 ? spread_json(r.raw_spread) : nlohmann::json(nullptr)},
+                 {"direction", has_raw ? nlohmann::json(direction) : nlohmann::json(nullptr)},
+                 {"factor", has_raw ? nlohmann::json(factor) : nlohmann::json(nullptr)},
+                 {"verdict", verdict},
+                 {"raw_call", r.raw_name},
+                 {"target", r.target},
+                 {"met", r.met},
                  {"note", r.note}});
   }
   for (auto& f : failed) std::cout << "FAILED " << f << "\n";

@@ -3,9 +3,7 @@
 //
 // - cold: the first export, and the first import, in a fresh process (both libraries made
 //   ready first: memarea has allocated, the runtime has set its device and allocated). Each
-//   sample is its own process; half of them time memarea first, half the runtime. A third
-//   cold row times memarea's driver layer alone in memarea's place: the rest of memarea's
-//   cold cost is its bookkeeping.
+//   sample is its own process; half of them time memarea first, half the runtime.
 // - first of an allocation, in a warm process: export of a new allocation; import of a handle
 //   not opened before.
 // - a warm re-import (memarea's cache), back to back, 70 ms apart and 1 s apart, against the
@@ -16,14 +14,16 @@
 //   100 separate allocations of the same size with the raw open (issue 13).
 //
 // Exporting needs another process: the bench re-executes this binary with MEMAREA_BENCH_IPC_ROLE
-// set, and main() runs that role (run_child_role) instead of the command line. Every opened mapping's first
-// 4 KiB are checked against the exporter's pattern (untimed). On CUDA the raw calls are the
-// runtime's (cudaIpc*), loaded at run time; elsewhere, the driver layer's.
-#include "core/ipc_impl.hpp"
-#include "core/system.hpp"
+// set, and main() runs that role (run_child_role) instead of the command line. The exporter
+// makes both sides' buffers: memarea's through memarea (exported with ipc::export_handle), the
+// baseline's with the raw calls (exported with the raw get-handle call), each filled with
+// random bytes of its own; every opened mapping's first 4 KiB are checked against them
+// (untimed), each side's through its own copies. On CUDA the raw calls are the runtime's
+// (cudaIpc*), loaded at run time; elsewhere, the driver layer's on a driver of its own
+// (raw_driver.hpp). Estimator: docs/bench.md.
 #include "tools/bench.hpp"
-#include "tools/raw_cuda.hpp"
 #include "tools/raw_cudart.hpp"
+#include "tools/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
@@ -61,6 +61,8 @@ constexpr const char* kArgEnv = "MEMAREA_BENCH_IPC_ARG";
 /// two sides were not importing alike.
 constexpr std::size_t kBytes = std::size_t{2} << 20;
 constexpr std::size_t kChecked = 4096;  ///< bytes of each mapping compared with the pattern
+/// The baseline's buffer i holds pattern(kRawBase + i): no two buffers of either side alike.
+constexpr std::size_t kRawBase = std::size_t{1} << 32;
 using clock_type = std::chrono::steady_clock;
 
 /// Buffer i's first kChecked bytes.
@@ -71,12 +73,16 @@ std::vector<unsigned char> pattern(std::size_t i) {
   return v;
 }
 
-/// Whether the mapping at p holds buffer i's pattern (a copy back to the host, untimed).
-bool holds(const void* p, std::size_t i) {
+/// Whether the mapping at p holds buffer i's pattern (read back through `via`, untimed).
+/// MEMAREA_BENCH_TEST_CORRUPT=1 (tests of the bench only) makes every check fail.
+bool holds(const void* p, std::size_t i, const host_copy& via) {
   std::vector<unsigned char> got(kChecked, 0);
-  copy(got.data(), p, kChecked);
+  via(got.data(), p, kChecked);
+  const char* corrupt = std::getenv("MEMAREA_BENCH_TEST_CORRUPT");
+  if (corrupt && std::string(corrupt) == "1") got[kChecked / 2] ^= 0xff;
   return got == pattern(i);
 }
+bool holds(const void* p, std::size_t i) { return holds(p, i, memarea_host_copy()); }
 
 template <class F>
 double time_us(F&& f) {
@@ -85,11 +91,28 @@ double time_us(F&& f) {
   return std::chrono::duration<double, std::micro>(clock_type::now() - a).count();
 }
 
+/// The baseline's IPC handle: the vendor's 64 bytes (cudaIpcMemHandle_t; the sim's payload).
+struct raw_handle {
+  unsigned char bytes[64];
+  std::string hex() const {
+    std::string h;
+    for (unsigned char c : bytes) h += fmt::format("{:02x}", c);
+    return h;
+  }
+  static raw_handle from_hex(const std::string& h) {
+    if (h.size() != 128) throw error(errc::invalid_value, "bench ipc: a raw handle is 128 hex digits");
+    raw_handle r;
+    for (std::size_t i = 0; i < 64; ++i)
+      r.bytes[i] = static_cast<unsigned char>(std::stoul(h.substr(2 * i, 2), nullptr, 16));
+    return r;
+  }
+};
+
 /// What "the raw call" is on this backend: the CUDA runtime where the backend is CUDA and
-/// libcudart loads, else memarea's driver layer (a table lookup on sim).
+/// libcudart loads, else the driver layer on a driver of its own (a table lookup on sim).
 struct raw_ipc {
   const cudart_api* rt = nullptr;
-  detail::driver& gpu = detail::system::get().gpu();
+  decltype(raw_driver()) gpu = nullptr;
 
   raw_ipc() {
 #ifdef MEMAREA_HAVE_CUDA
@@ -98,68 +121,90 @@ struct raw_ipc {
     if (backend_name() == "cuda" && !rt) std::cerr << "bench ipc: " << why << "\n";
     if (rt && rt->SetDevice(0) != 0) rt = nullptr;
 #endif
+    if (!rt) gpu = raw_driver();
   }
+  bool available() const { return rt || gpu; }
   std::string name(const char* what) const {
-    return rt ? fmt::format("cuda{} (runtime)", what) : fmt::format("driver layer {}", what);
+    return rt ? fmt::format("cuda{} (runtime)", what) : raw_driver_name(what);
   }
-  void* malloc() const {
+  void* malloc(std::size_t n = kBytes) const {
     void* p = nullptr;
     if (rt) {
-      if (rt->Malloc(&p, kBytes) != 0) throw error(errc::out_of_memory, "raw cudaMalloc failed");
+      if (rt->Malloc(&p, n) != 0) throw error(errc::out_of_memory, "raw cudaMalloc failed");
     } else {
-      detail::check(gpu.malloc_device(0, kBytes, &p), "raw malloc");
+      detail::check(gpu->malloc_device(0, n, &p), "raw malloc");
     }
     return p;
   }
   void free(void* p) const {
     if (rt) (void)rt->Free(p);
-    else (void)gpu.free_device(p);
+    else (void)gpu->free_device(p);
   }
-  void get_handle(void* p) const {
+  /// The baseline's own copies, for filling and checking its buffers.
+  host_copy copier() const {
+    if (rt)
+      return [rt = rt](void* d, const void* s, std::size_t n) {
+        if (rt->Memcpy(d, s, n, 4 /* cudaMemcpyDefault */) != 0)
+          throw error(errc::unknown, "bench ipc: raw cudaMemcpy failed");
+      };
+    return [g = gpu](void* d, const void* s, std::size_t n) {
+      detail::check(g->memcpy_async(d, s, n, 0, nullptr), "bench ipc: raw copy");
+      detail::check(g->stream_synchronize(0, nullptr), "bench ipc: raw sync");
+    };
+  }
+  raw_handle get_handle(void* p) const {
+    raw_handle h;
     if (rt) {
-      cudart_ipc_handle h;
-      if (rt->IpcGetMemHandle(&h, p) != 0) throw error(errc::unknown, "raw get handle failed");
+      cudart_ipc_handle c;
+      if (rt->IpcGetMemHandle(&c, p) != 0) throw error(errc::unknown, "raw get handle failed");
+      std::memcpy(h.bytes, c.reserved, sizeof h.bytes);
     } else {
-      detail::ipc_native_handle h;
-      detail::check(gpu.ipc_get_handle(p, &h), "raw get handle");
+      detail::ipc_native_handle n;
+      detail::check(gpu->ipc_get_handle(p, &n), "raw get handle");
+      std::memcpy(h.bytes, n.bytes, sizeof h.bytes);
     }
+    return h;
   }
-  void* open(const detail::ipc_native_handle& n) const {
+  void* open(const raw_handle& h) const {
     void* p = nullptr;
     if (rt) {
-      cudart_ipc_handle h;
-      std::memcpy(h.reserved, n.bytes, sizeof h.reserved);
-      if (rt->IpcOpenMemHandle(&p, h, 1 /* cudaIpcMemLazyEnablePeerAccess */) != 0)
+      cudart_ipc_handle c;
+      std::memcpy(c.reserved, h.bytes, sizeof c.reserved);
+      if (rt->IpcOpenMemHandle(&p, c, 1 /* cudaIpcMemLazyEnablePeerAccess */) != 0)
         throw error(errc::unknown, "raw open failed");
     } else {
-      detail::check(gpu.ipc_open_handle(0, n, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, &p),
+      detail::ipc_native_handle n;
+      std::memcpy(n.bytes, h.bytes, sizeof n.bytes);
+      detail::check(gpu->ipc_open_handle(0, n, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, &p),
                     "raw open");
     }
     return p;
   }
   void close(void* p) const {
     if (rt) (void)rt->IpcCloseMemHandle(p);
-    else (void)gpu.ipc_close_handle(p);
+    else (void)gpu->ipc_close_handle(p);
   }
 };
 
-/// The driver handle inside a memarea handle, from its hex form.
-detail::ipc_native_handle native_of_hex(const std::string& hex) {
-  return detail::ipc_internal::native_of(ipc::handle::from_hex(hex));
-}
-
 // --- the roles of child processes ----------------------------------------------------------------
 
-/// exporter N: N buffers, buffer i filled with pattern(i); prints their handles, one per line;
-/// lives until stdin closes.
+/// exporter N: N buffers of memarea's, buffer i filled with pattern(i), and N of the
+/// baseline's, buffer i filled with pattern(kRawBase + i); prints memarea's handles, one per
+/// line, then the baseline's; lives until stdin closes.
 int exporter_role(std::size_t n) {
+  const raw_ipc raw;
   std::vector<buffer> bufs;
+  std::vector<void*> raws;
   for (std::size_t i = 0; i < n; ++i) {
     bufs.push_back(area(0).allocate(kBytes));
     const auto v = pattern(i);
     copy(bufs.back().data(), v.data(), v.size());
+    raws.push_back(raw.malloc());
+    const auto w = pattern(kRawBase + i);
+    raw.copier()(raws.back(), w.data(), w.size());
   }
   for (auto& b : bufs) std::printf("%s\n", ipc::export_handle(b.data()).to_hex().c_str());
+  for (void* q : raws) std::printf("%s\n", raw.get_handle(q).hex().c_str());
   std::fflush(stdout);
   char c;
   while (::read(0, &c, 1) > 0) {
@@ -168,12 +213,14 @@ int exporter_role(std::size_t n) {
 }
 
 /// pool-exporter ROUNDS PIECES BYTES: per round, a pool whose one block holds PIECES pieces of
-/// BYTES, and PIECES separate area allocations of BYTES (one driver allocation each); piece or
-/// allocation i (counted over both, in print order) filled with pattern(i). Prints, per round,
-/// the pieces' handles, then the allocations'; lives until stdin closes.
+/// BYTES, and PIECES separate raw allocations of BYTES (the baseline's, one driver allocation
+/// each); piece or allocation i (counted over both, in print order) filled with pattern(i) or
+/// pattern(kRawBase + i). Prints, per round, the pieces' handles, then the allocations' raw
+/// handles; lives until stdin closes.
 int pool_exporter_role(std::size_t rounds, std::size_t pieces, std::size_t bytes) {
+  const raw_ipc raw;
   std::vector<pool> pools;
-  std::vector<buffer> separate;
+  std::vector<void*> separate;
   std::size_t i = 0;
   for (std::size_t r = 0; r < rounds; ++r) {
     pool_options o;
@@ -189,10 +236,10 @@ int pool_exporter_role(std::size_t rounds, std::size_t pieces, std::size_t bytes
     if (pools.back().stats().driver_allocations != 1)
       throw error(errc::unknown, "bench ipc: the pieces of a round span more than one block");
     for (std::size_t k = 0; k < pieces; ++k, ++i) {
-      separate.push_back(area(0).allocate(bytes));
-      const auto v = pattern(i);
-      copy(separate.back().data(), v.data(), v.size());
-      lines.push_back(ipc::export_handle(separate.back().data()).to_hex());
+      separate.push_back(raw.malloc(bytes));
+      const auto v = pattern(kRawBase + i);
+      raw.copier()(separate.back(), v.data(), v.size());
+      lines.push_back(raw.get_handle(separate.back()).hex());
     }
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
   }
@@ -203,61 +250,40 @@ int pool_exporter_role(std::size_t rounds, std::size_t pieces, std::size_t bytes
   return 0;
 }
 
-/// cold-export ORDER SETTLE / cold-import ORDER SETTLE I HEX J NATIVEHEX: both libraries made
+/// cold-export ORDER SETTLE / cold-import ORDER SETTLE I HEX J RAWHEX: both libraries made
 /// ready, then the first export (of a new allocation each) or the first import (memarea:
-/// handle HEX of buffer I; the runtime: buffer J's driver handle) of this process, timed;
-/// prints "MEMAREA RAW". ORDER: m (memarea first) or r; SETTLE: settled or racing. ORDER md
-/// or rd times memarea's driver layer alone in memarea's place (where the cost lies: memarea's
-/// bookkeeping, or its driver calls).
+/// handle HEX of memarea's buffer I; the baseline: raw handle RAWHEX of its buffer J) of this
+/// process, timed; prints "MEMAREA RAW". ORDER: m (memarea first) or r; SETTLE: settled or
+/// racing.
 int cold_role(const std::string& role, const std::vector<std::string>& args) {
   const raw_ipc raw;
   buffer mine = area(0).allocate(kBytes);  // memarea ready
   void* theirs = raw.malloc();              // the runtime ready
   const bool memarea_first = args.at(0)[0] == 'm';
-  const bool driver_layer_only = args.at(0).size() > 1 && args.at(0)[1] == 'd';
-  auto& gpu = detail::system::get().gpu();
   // "settled": the program does a little work (5 ms) before its first IPC call, time in which
   // memarea's background preparation (lease, segment) finishes; otherwise the call races it.
   if (args.at(1) == "settled") std::this_thread::sleep_for(std::chrono::milliseconds(5));
   double m = 0, r = 0;
   if (role == "cold-export") {
-    auto mem = [&] {
-      if (!driver_layer_only) {
-        m = time_us([&] { (void)ipc::export_handle(mine.data()); });
-        return;
-      }
-      detail::ipc_native_handle n;
-      m = time_us([&] { detail::check(gpu.ipc_get_handle(mine.data(), &n), "driver get"); });
-    };
-    auto rawf = [&] { r = time_us([&] { raw.get_handle(theirs); }); };
+    auto mem = [&] { m = time_us([&] { (void)ipc::export_handle(mine.data()); }); };
+    auto rawf = [&] { r = time_us([&] { (void)raw.get_handle(theirs); }); };
     if (memarea_first) mem(), rawf();
     else rawf(), mem();
   } else {
     const std::size_t i = std::stoul(args.at(2)), j = std::stoul(args.at(4));
     const ipc::handle h = ipc::handle::from_hex(args.at(3));
-    const auto native = native_of_hex(args.at(5));
+    const raw_handle native = raw_handle::from_hex(args.at(5));
     void* p = nullptr;
     void* q = nullptr;
-    auto mem = [&] {
-      if (!driver_layer_only) {
-        m = time_us([&] { p = ipc::open(h, 0); });
-        return;
-      }
-      const auto mine_native = native_of_hex(args.at(3));
-      m = time_us([&] {
-        detail::check(gpu.ipc_open_handle(0, mine_native, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, &p),
-                      "driver open");
-      });
-    };
+    auto mem = [&] { m = time_us([&] { p = ipc::open(h, 0); }); };
     auto rawf = [&] { r = time_us([&] { q = raw.open(native); }); };
     if (memarea_first) mem(), rawf();
     else rawf(), mem();
-    if (!holds(p, i) || !holds(q, j)) {
-      std::fprintf(stderr, "bench ipc: a cold import holds the wrong bytes\n");
+    if (!holds(p, i) || !holds(q, kRawBase + j, raw.copier())) {
+      std::printf("wrong bytes\n");  // the parent fails the case with this
       return 3;
     }
-    if (driver_layer_only) (void)gpu.ipc_close_handle(p);
-    else ipc::close(p);
+    ipc::close(p);
     raw.close(q);
   }
   raw.free(theirs);
@@ -348,18 +374,7 @@ class role_process {
 
 row make_row(const std::string& group, const std::string& variant, const std::vector<double>& m,
              const std::vector<double>& r, const std::string& raw_name) {
-  row x;
-  x.group = group;
-  x.variant = variant;
-  x.unit = "us";
-  x.memarea_spread = spread_of(m);
-  x.memarea = x.memarea_spread.median;
-  if (!r.empty()) {
-    x.raw_spread = spread_of(r);
-    x.raw = x.raw_spread.median;
-  }
-  x.raw_name = raw_name;
-  return x;
+  return measured_row(group, variant, "us", m, r, raw_name);
 }
 
 void pooled_import_rows(context& ctx, const raw_ipc& raw);
@@ -370,25 +385,27 @@ void ipc_bench(context& ctx) {
     return;
   }
   const raw_ipc raw;
+  if (!raw.available()) {
+    std::cerr << "bench ipc: no baseline on the " << backend_name() << " backend, no rows\n";
+    return;
+  }
   const bool quick = ctx.quick;
   const int cold_runs = quick ? 4 : 8;
   const int first_reps = quick ? 10 : 40;
-  // Buffers of the exporter: 2 per cold import (three kinds), 2 per first import, 3 for the
-  // warm rows.
-  const std::size_t n_buffers = static_cast<std::size_t>(6 * cold_runs + 2 * first_reps + 3);
+  // Buffers of the exporter, per side: 1 per cold import (two kinds), 1 per first import, and
+  // for the warm rows 1 of memarea's and 2 of the baseline's (re-opened; held open).
+  const std::size_t n_buffers = static_cast<std::size_t>(2 * cold_runs + first_reps + 2);
   role_process exporter("exporter", std::to_string(n_buffers));
-  std::vector<std::string> hex(n_buffers);
+  std::vector<std::string> hex(n_buffers), raw_hex(n_buffers);
   for (auto& h : hex) h = exporter.line();
-  std::size_t next = 0;  // the next buffer no one opened yet
+  for (auto& h : raw_hex) h = exporter.line();
+  std::size_t next = 0, next_raw = 0;  // the next buffer of each side no one opened yet
 
   // --- cold: first export and first import in a fresh process ---
-  // The third kind: memarea's driver layer alone in memarea's place, settled.
-  for (const char* kind : {"settled", "racing", "driver layer"}) {
-    const bool driver_layer = std::string(kind) == "driver layer";
-    const char* settle = driver_layer ? "settled" : kind;
+  for (const char* settle : {"settled", "racing"}) {
     std::vector<double> em, er, im, ir;
     for (int k = 0; k < cold_runs; ++k) {
-      const std::string order = std::string(k % 2 == 0 ? "m" : "r") + (driver_layer ? "d" : "");
+      const std::string order = k % 2 == 0 ? "m" : "r";
       {
         role_process p("cold-export", order + " " + settle);
         double a = 0, b = 0;
@@ -397,28 +414,24 @@ void ipc_bench(context& ctx) {
         em.push_back(a);
         er.push_back(b);
       }
-      const std::size_t i = next++, j = next++;
+      const std::size_t i = next++, j = next_raw++;
       role_process p("cold-import", fmt::format("{} {} {} {} {} {}", order, settle, i, hex[i], j,
-                                                hex[j]));
+                                                raw_hex[j]));
       double a = 0, b = 0;
-      if (std::sscanf(p.line().c_str(), "%lf %lf", &a, &b) != 2)
-        throw error(errc::unknown, "bench ipc: cold import printed no times (wrong bytes?)");
+      const std::string got = p.line();
+      if (got == "wrong bytes")
+        throw error(errc::unknown, "bench ipc: a cold import holds the wrong bytes");
+      if (std::sscanf(got.c_str(), "%lf %lf", &a, &b) != 2)
+        throw error(errc::unknown, "bench ipc: cold import printed no times");
       im.push_back(a);
       ir.push_back(b);
     }
-    const bool settled = std::string(kind) == "settled";
-    const std::string variant = settled        ? "cold: first in a process"
-                                : driver_layer ? "cold: driver layer alone"
-                                               : "cold, racing its set-up";
-    const std::string note =
-        driver_layer
-            ? fmt::format("{} processes, half timing it first; memarea's driver layer's call "
-                          "alone, without IPC bookkeeping, 5 ms after the first allocation",
-                          cold_runs)
-            : fmt::format("{} processes, half timing memarea first; {}", cold_runs,
-                          settled ? "5 ms after the first allocation"
-                                  : "right after the first allocation, while memarea's "
-                                    "background set-up may still run");
+    const bool settled = std::string(settle) == "settled";
+    const std::string variant = settled ? "cold: first in a process" : "cold, racing its set-up";
+    const std::string note = fmt::format("{} processes, half timing memarea first; {}", cold_runs,
+                                         settled ? "5 ms after the first allocation"
+                                                 : "right after the first allocation, while "
+                                                   "memarea's background set-up may still run");
     row e = make_row("ipc export", variant, em, er, raw.name("IpcGetMemHandle"));
     if (settled) {
       e.target = "<= raw + 15 us";
@@ -442,7 +455,7 @@ void ipc_bench(context& ctx) {
       buffer b = area(0).allocate(kBytes);
       void* q = raw.malloc();
       auto mem = [&] { m.push_back(time_us([&] { (void)ipc::export_handle(b.data()); })); };
-      auto rawf = [&] { r.push_back(time_us([&] { raw.get_handle(q); })); };
+      auto rawf = [&] { r.push_back(time_us([&] { (void)raw.get_handle(q); })); };
       if (k % 2 == 0) mem(), rawf();
       else rawf(), mem();
       raw.free(q);
@@ -459,14 +472,14 @@ void ipc_bench(context& ctx) {
     buffer b = area(0).allocate(kBytes);
     void* q = raw.malloc();
     (void)ipc::export_handle(b.data());
-    raw.get_handle(q);
+    (void)raw.get_handle(q);
     std::vector<double> m, r;
     for (int k = 0; k < (quick ? 20 : 100); ++k) {
       m.push_back(time_us([&] {
                     for (int i = 0; i < kBatch; ++i) (void)ipc::export_handle(b.data());
                   }) / kBatch);
       r.push_back(time_us([&] {
-                    for (int i = 0; i < kBatch; ++i) raw.get_handle(q);
+                    for (int i = 0; i < kBatch; ++i) (void)raw.get_handle(q);
                   }) / kBatch);
     }
     raw.free(q);
@@ -479,16 +492,16 @@ void ipc_bench(context& ctx) {
   {
     std::vector<double> m, r;
     for (int k = 0; k < first_reps; ++k) {
-      const std::size_t i = next++, j = next++;
+      const std::size_t i = next++, j = next_raw++;
       const ipc::handle h = ipc::handle::from_hex(hex[i]);
-      const auto native = native_of_hex(hex[j]);
+      const raw_handle native = raw_handle::from_hex(raw_hex[j]);
       void* p = nullptr;
       void* q = nullptr;
       auto mem = [&] { m.push_back(time_us([&] { p = ipc::open(h, 0); })); };
       auto rawf = [&] { r.push_back(time_us([&] { q = raw.open(native); })); };
       if (k % 2 == 0) mem(), rawf();
       else rawf(), mem();
-      if (!holds(p, i) || !holds(q, j))
+      if (!holds(p, i) || !holds(q, kRawBase + j, raw.copier()))
         throw error(errc::unknown, "bench ipc: an imported buffer holds the wrong bytes");
       ipc::close(p);
       raw.close(q);
@@ -501,18 +514,20 @@ void ipc_bench(context& ctx) {
 
   // --- warm re-import at three spacings ---
   {
-    const std::size_t w = next++, x = next++, y = next++;
+    const std::size_t w = next++, x = next_raw++, y = next_raw++;
     const ipc::handle mh = ipc::handle::from_hex(hex[w]);
-    const auto reopen_native = native_of_hex(hex[x]);
-    const auto held_native = native_of_hex(hex[y]);
+    const raw_handle reopen_native = raw_handle::from_hex(raw_hex[x]);
+    const raw_handle held_native = raw_handle::from_hex(raw_hex[y]);
     // memarea's cache holds w (opened once, closed); the driver holds y open for its refcount.
     void* p = ipc::open(mh, 0);
     if (!holds(p, w)) throw error(errc::unknown, "bench ipc: wrong bytes");
     ipc::close(p);
     void* held = raw.open(held_native);
-    if (!holds(held, y)) throw error(errc::unknown, "bench ipc: wrong bytes");
+    if (!holds(held, kRawBase + y, raw.copier()))
+      throw error(errc::unknown, "bench ipc: wrong bytes");
     void* q = raw.open(reopen_native);
-    if (!holds(q, x)) throw error(errc::unknown, "bench ipc: wrong bytes");
+    if (!holds(q, kRawBase + x, raw.copier()))
+      throw error(errc::unknown, "bench ipc: wrong bytes");
     raw.close(q);
     // A user's own cache: driver handle bytes -> the pointer it opened.
     std::unordered_map<std::string, void*> user_cache;
@@ -637,9 +652,9 @@ void pooled_import_rows(context& ctx, const raw_ipc& raw) {
     for (auto& h : pieces) h = exporter.line();
     for (auto& h : separate) h = exporter.line();
     std::vector<ipc::handle> hs;
-    std::vector<detail::ipc_native_handle> natives;
+    std::vector<raw_handle> natives;
     for (const auto& h : pieces) hs.push_back(ipc::handle::from_hex(h));
-    for (const auto& h : separate) natives.push_back(native_of_hex(h));
+    for (const auto& h : separate) natives.push_back(raw_handle::from_hex(h));
     std::vector<void*> p(kPieces), q(kPieces);
     const std::size_t opens_before = ipc::driver_opens();
     auto mem = [&] {
@@ -664,7 +679,7 @@ void pooled_import_rows(context& ctx, const raw_ipc& raw) {
     if (ipc::driver_opens() - opens_before != 1)
       throw error(errc::unknown, "bench ipc: the pieces of one block took more than one open");
     for (std::size_t k = 0; k < kPieces; ++k)
-      if (!holds(p[k], i + k) || !holds(q[k], i + kPieces + k))
+      if (!holds(p[k], i + k) || !holds(q[k], kRawBase + i + kPieces + k, raw.copier()))
         throw error(errc::unknown, "bench ipc: an imported piece holds the wrong bytes");
     for (void* x : p) ipc::close(x);
     for (void* x : q) raw.close(x);

@@ -1,11 +1,14 @@
-// Issue 6's benchmark: managed prefetch host->device and device->host through memarea vs the raw
-// driver call (CUDA: cuMemPrefetchAsync with a CUmemLocation, CUDA 12.2+/13 signature) in one
-// run, with pinned copies of the same size for reference. Managed memory is kept to a small
-// share of the device's free memory (at most 1 GiB, one buffer reused for every size).
-#include "core/stream_impl.hpp"
-#include "core/system.hpp"
+// Issue 6's benchmark: managed prefetch host->device and device->host through memarea against
+// the raw prefetch a user would make instead (CUDA: cuMemPrefetchAsync with a CUmemLocation,
+// the CUDA 12.2+/13 signature, on the same stream; elsewhere the driver layer's own call on a
+// driver of its own, see raw_driver.hpp), with pinned copies of the same size for reference.
+// Each side prefetches and copies memory of its own, filled with random bytes; after the timed
+// repetitions the managed memory must still hold its bytes and each copy's destination its
+// source's, byte for byte. Managed memory is kept to a small share of the device's free memory
+// (at most 1 GiB a side, one buffer reused for every size). Estimator: docs/bench.md.
 #include "tools/bench.hpp"
 #include "tools/raw_cuda.hpp"
+#include "tools/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
@@ -26,20 +29,10 @@ namespace {
 
 namespace mm = memarea::managed;
 
-double seconds_of(const std::function<void()>& fn) {
+double us_of(const std::function<void()>& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-/// The median over reps of the timed part; `setup` runs untimed before each.
-double median_s(int reps, const std::function<void()>& setup, const std::function<void()>& timed) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    setup();
-    t.push_back(seconds_of(timed));
-  }
-  return median(std::move(t));
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::string size_name(std::size_t n) {
@@ -47,15 +40,110 @@ std::string size_name(std::size_t n) {
   return fmt::format("{} MiB", n >> 20);
 }
 
-/// One raw prefetch (no memarea in between) of [p, p+n) to `to` on the stream, waited for.
-using raw_prefetch = std::function<void(void* p, std::size_t n, bool to_device)>;
+/// Host memory (pageable, pinned or managed) as both ends of a host_copy.
+host_copy host_memcpy() {
+  return [](void* d, const void* s, std::size_t n) { std::memcpy(d, s, n); };
+}
+
+/// The baseline: its own managed, pinned and device memory, and its calls on them.
+struct raw_side {
+  std::string prefetch_name, copy_name;
+  void* managed = nullptr;
+  void* pinned = nullptr;
+  void* device = nullptr;
+  /// One prefetch of [p, p+n) to the device or the host, waited for.
+  std::function<void(void* p, std::size_t n, bool to_device)> prefetch;
+  /// One copy, waited for.
+  std::function<void(void* dst, const void* src, std::size_t n)> copy;
+  std::function<void()> release;
+  bool available() const { return managed != nullptr; }
+};
+
+constexpr int dev = 0;  // a constant: lambdas below use it without capturing it
+
+raw_side make_raw(std::size_t n, const stream& s) {
+  raw_side r;
+#ifdef MEMAREA_HAVE_CUDA
+  if (auto* cu = raw_cuda()) {
+    if (!cu->MemPrefetchAsync) {
+      r.prefetch_name = r.copy_name = no_raw("the CUDA driver has no cuMemPrefetchAsync v2 (12.2+)");
+      return r;
+    }
+    raw_cuda_use_device(*cu, dev);
+    CUdeviceptr m, d;
+    void* h = nullptr;
+    if (cu->MemAllocManaged(&m, n, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS ||
+        cu->MemHostAlloc(&h, n, 0) != CUDA_SUCCESS || cu->MemAlloc(&d, n) != CUDA_SUCCESS)
+      throw error(errc::out_of_memory, "bench managed: the raw allocations failed");
+    r.managed = reinterpret_cast<void*>(m);
+    r.pinned = h;
+    r.device = reinterpret_cast<void*>(d);
+    r.prefetch_name = "cuMemPrefetchAsync(CUmemLocation)";
+    r.copy_name = "cuMemcpyAsync";
+    CUdevice cudev;
+    cu->DeviceGet(&cudev, dev);
+    // The same stream as memarea's: what a user mixing the two would queue on.
+    auto st = static_cast<CUstream>(s.native_handle());
+    r.prefetch = [cu, cudev, st](void* p, std::size_t len, bool to_device) {
+      raw_cuda_use_device(*cu, dev);
+      CUmemLocation loc;
+      loc.type = to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+      loc.id = to_device ? static_cast<int>(cudev) : 0;
+      if (cu->MemPrefetchAsync(reinterpret_cast<CUdeviceptr>(p), len, loc, 0u, st) !=
+              CUDA_SUCCESS ||
+          cu->StreamSynchronize(st) != CUDA_SUCCESS)
+        throw error(errc::unknown, "bench managed: raw cuMemPrefetchAsync failed");
+    };
+    r.copy = [cu, st](void* dst, const void* src, std::size_t len) {
+      raw_cuda_use_device(*cu, dev);
+      if (cu->MemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src),
+                          len, st) != CUDA_SUCCESS ||
+          cu->StreamSynchronize(st) != CUDA_SUCCESS)
+        throw error(errc::unknown, "bench managed: raw cuMemcpyAsync failed");
+    };
+    r.release = [cu, r] {
+      raw_cuda_use_device(*cu, dev);
+      cu->MemFree(reinterpret_cast<CUdeviceptr>(r.managed));
+      cu->MemFreeHost(r.pinned);
+      cu->MemFree(reinterpret_cast<CUdeviceptr>(r.device));
+    };
+    return r;
+  }
+#endif
+  (void)s;
+  auto* d = raw_driver();
+  if (!d) {
+    r.prefetch_name = r.copy_name = no_raw("no raw prefetch");
+    return r;
+  }
+  detail::check(d->malloc_managed(dev, n, MEMAREA_MEM_ATTACH_GLOBAL, &r.managed),
+                "bench managed: raw malloc_managed");
+  detail::check(d->malloc_host(dev, n, 0, &r.pinned), "bench managed: raw malloc_host");
+  detail::check(d->malloc_device(dev, n, &r.device), "bench managed: raw malloc_device");
+  r.prefetch_name = raw_driver_name("mem_prefetch_async");
+  r.copy_name = raw_driver_name("memcpy_async");
+  r.prefetch = [d](void* p, std::size_t len, bool to_device) {
+    const auto loc = to_device ? detail::location::device(dev) : detail::location::host();
+    detail::check(d->mem_prefetch_async(p, len, loc, dev, nullptr), "bench managed: raw prefetch");
+    detail::check(d->stream_synchronize(dev, nullptr), "bench managed: raw sync");
+  };
+  r.copy = [d](void* dst, const void* src, std::size_t len) {
+    detail::check(d->memcpy_async(dst, src, len, dev, nullptr), "bench managed: raw copy");
+    detail::check(d->stream_synchronize(dev, nullptr), "bench managed: raw sync");
+  };
+  r.release = [d, r] {
+    (void)d->free_managed(r.managed);
+    (void)d->free_host(r.pinned);
+    (void)d->free_device(r.device);
+  };
+  return r;
+}
 
 void managed_prefetch(context& ctx) {
   if (device_count() == 0) {
     std::cerr << "bench managed: no devices, no rows\n";
     return;
   }
-  constexpr int dev = 0;  // a constant: lambdas below use it without capturing it
   auto props = get_device_properties(dev);
   if (!props.managed_memory) {
     std::cerr << "bench managed: device 0 has no managed memory, no rows\n";
@@ -67,8 +155,9 @@ void managed_prefetch(context& ctx) {
   } else {
     sizes = {std::size_t{256} << 20, std::size_t{1} << 30};
   }
-  // Never more than an eighth of what is free (managed overcommit can hang a GPU).
-  const std::size_t cap = std::min(props.free_memory / 8, std::size_t{1} << 30);
+  // Never more than an eighth of what is free for both sides' managed memory (managed
+  // overcommit can hang a GPU).
+  const std::size_t cap = std::min(props.free_memory / 16, std::size_t{1} << 30);
   sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::size_t s) { return s > cap; }),
               sizes.end());
   if (sizes.empty()) {
@@ -79,64 +168,28 @@ void managed_prefetch(context& ctx) {
   set_device(dev);
   stream s(dev);
   mm::managed_buffer m(biggest);
-  std::memset(m.data(), 0x5a, biggest);  // populate every page on the host
   buffer pinned = area(dev, area_flags::host).allocate(biggest);
   buffer device_mem = area(dev).allocate(biggest);
-  std::memset(pinned.data(), 0x3c, biggest);
-
-  auto& gpu = detail::system::get().gpu();
-  const memarea_stream_t h = s.get();
-  std::string raw_name = "driver layer mem_prefetch_async";
-  raw_prefetch raw = [&](void* p, std::size_t n, bool to_device) {
-    auto loc = to_device ? detail::location::device(dev) : detail::location::host();
-    detail::check(gpu.mem_prefetch_async(p, n, loc, h->device, h->native), "raw prefetch");
-    detail::check(gpu.stream_synchronize(h->device, h->native), "raw sync");
-  };
-  std::string copy_raw_name = "driver layer memcpy_async";
-  std::function<void(void*, const void*, std::size_t)> raw_copy = [&](void* d, const void* src,
-                                                                       std::size_t n) {
-    detail::check(gpu.memcpy_async(d, src, n, h->device, h->native), "raw copy");
-    detail::check(gpu.stream_synchronize(h->device, h->native), "raw sync");
-  };
-#ifdef MEMAREA_HAVE_CUDA
-  if (auto* cu = raw_cuda()) {
-    if (!cu->MemPrefetchAsync) {
-      std::cerr << "bench managed: the CUDA driver has no cuMemPrefetchAsync v2 (12.2+)\n";
-    } else {
-      raw_name = "cuMemPrefetchAsync(CUmemLocation)";
-      copy_raw_name = "cuMemcpyAsync";
-      CUdevice cudev;
-      cu->DeviceGet(&cudev, dev);
-      auto stream_of = [h] { return static_cast<CUstream>(h->native); };
-      raw = [cu, cudev, stream_of](void* p, std::size_t n, bool to_device) {
-        raw_cuda_use_device(*cu, dev);
-        CUmemLocation loc;
-        loc.type = to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
-        loc.id = to_device ? static_cast<int>(cudev) : 0;
-        if (cu->MemPrefetchAsync(reinterpret_cast<CUdeviceptr>(p), n, loc, 0u, stream_of()) !=
-                CUDA_SUCCESS ||
-            cu->StreamSynchronize(stream_of()) != CUDA_SUCCESS)
-          throw error(errc::unknown, "raw cuMemPrefetchAsync failed");
-      };
-      raw_copy = [cu, stream_of](void* d, const void* src, std::size_t n) {
-        raw_cuda_use_device(*cu, dev);
-        if (cu->MemcpyAsync(reinterpret_cast<CUdeviceptr>(d), reinterpret_cast<CUdeviceptr>(src),
-                            n, stream_of()) != CUDA_SUCCESS ||
-            cu->StreamSynchronize(stream_of()) != CUDA_SUCCESS)
-          throw error(errc::unknown, "raw cuMemcpyAsync failed");
-      };
+  raw_side raw = make_raw(biggest, s);
+  struct release_raw {
+    raw_side& r;
+    ~release_raw() {
+      if (r.release) r.release();
     }
-  }
-#endif
+  } release{raw};
+
   const bool noop = !props.concurrent_managed_access;
   const int reps = std::max(3, std::min(ctx.repetitions, ctx.quick ? 20 : 7));
-  auto gbps = [](std::size_t n, double s) { return s > 0 ? static_cast<double>(n) / s / 1e9 : 0; };
   auto mem_to = [&](std::size_t n, bool to_device) {
     mm::prefetch(m.data(), n, to_device ? mm::location::device(dev) : mm::location::host(), s);
     s.synchronize();
   };
-
+  std::uint64_t seed = 0x3A3A;
   for (std::size_t n : sizes) {
+    // Random bytes in both sides' managed memory, written by the host (managed memory is).
+    const std::uint64_t s_mem = ++seed, s_raw = ++seed;
+    fill_random(m.data(), n, s_mem, host_memcpy());
+    if (raw.available()) fill_random(raw.managed, n, s_raw, host_memcpy());
     for (bool to_device : {true, false}) {
       // Alternate memarea and raw one repetition at a time, so drift in the driver's state
       // (device->host prefetch varies by 10% from block to block on H200) hits both alike;
@@ -144,41 +197,62 @@ void managed_prefetch(context& ctx) {
       std::vector<double> mems, raws;
       for (int i = 0; i < 3 * reps; ++i) {
         mem_to(n, !to_device);
-        mems.push_back(seconds_of([&] { mem_to(n, to_device); }));
-        raw(m.data(), n, !to_device);
-        raws.push_back(seconds_of([&] { raw(m.data(), n, to_device); }));
+        mems.push_back(us_of([&] { mem_to(n, to_device); }));
+        if (!raw.available()) continue;
+        raw.prefetch(raw.managed, n, !to_device);
+        raws.push_back(us_of([&] { raw.prefetch(raw.managed, n, to_device); }));
       }
-      row r;
-      r.group = "managed prefetch";
-      r.variant = fmt::format("{} {}", to_device ? "host->device" : "device->host", size_name(n));
-      r.unit = "GB/s";
-      r.memarea = gbps(n, median(mems));
-      r.raw = gbps(n, median(raws));
-      r.raw_name = raw_name;
-      r.target = ">= 0.95x raw";
-      r.met = r.memarea >= 0.95 * r.raw;
+      // The pages moved, and moved back: the bytes must be the ones written.
+      const std::string what = fmt::format("bench managed: prefetch {} {}",
+                                           to_device ? "host->device" : "device->host",
+                                           size_name(n));
+      expect_random(m.data(), n, s_mem, host_memcpy(), what + ", memarea");
+      if (raw.available()) expect_random(raw.managed, n, s_raw, host_memcpy(), what + ", raw");
+      row r = measured_row("managed prefetch",
+                           fmt::format("{} {}", to_device ? "host->device" : "device->host",
+                                       size_name(n)),
+                           "GB/s", gbps_of(n, mems), gbps_of(n, raws), raw.prefetch_name);
+      if (raw.available()) {
+        r.target = ">= 0.95x raw";
+        r.met = r.memarea >= 0.95 * r.raw;
+      }
       if (noop) r.note = "no concurrent managed access: prefetch is a no-op";
       ctx.add(r);
     }
     // Reference: pinned host <-> device copies of the same size.
     for (bool to_device : {true, false}) {
       void* dst = to_device ? device_mem.data() : pinned.data();
-      const void* src = to_device ? pinned.data() : device_mem.data();
-      auto nothing = [] {};
-      const double mem = median_s(reps, nothing, [&] {
-        copy_async(dst, src, n, s);
-        s.synchronize();
-      });
-      const double rawc = median_s(reps, nothing, [&] { raw_copy(dst, src, n); });
-      row r;
-      r.group = "pinned copy (reference)";
-      r.variant = fmt::format("{} {}", to_device ? "host->device" : "device->host", size_name(n));
-      r.unit = "GB/s";
-      r.memarea = gbps(n, mem);
-      r.raw = gbps(n, rawc);
-      r.raw_name = copy_raw_name;
+      void* src = to_device ? pinned.data() : device_mem.data();
+      void* raw_dst = to_device ? raw.device : raw.pinned;
+      void* raw_src = to_device ? raw.pinned : raw.device;
+      const std::uint64_t s_mem_c = ++seed, s_raw_c = ++seed;
+      fill_random(src, n, s_mem_c, memarea_host_copy());
+      fill_random(dst, n, ~s_mem_c, memarea_host_copy());
+      if (raw.available()) {
+        fill_random(raw_src, n, s_raw_c, raw.copy);
+        fill_random(raw_dst, n, ~s_raw_c, raw.copy);
+      }
+      const paired_times t = paired_times_us(
+          reps,
+          [&] {
+            copy_async(dst, src, n, s);
+            s.synchronize();
+          },
+          [&] {
+            if (raw.available()) raw.copy(raw_dst, raw_src, n);
+          });
+      const std::string what =
+          fmt::format("bench managed: pinned copy {} {}",
+                      to_device ? "host->device" : "device->host", size_name(n));
+      expect_random(dst, n, s_mem_c, memarea_host_copy(), what + ", memarea");
+      if (raw.available()) expect_random(raw_dst, n, s_raw_c, raw.copy, what + ", raw");
+      row r = measured_row("pinned copy (reference)",
+                           fmt::format("{} {}", to_device ? "host->device" : "device->host",
+                                       size_name(n)),
+                           "GB/s", gbps_of(n, t.a),
+                           raw.available() ? gbps_of(n, t.b) : std::vector<double>{},
+                           raw.copy_name);
       r.target = "reference";
-      r.met = true;
       ctx.add(r);
     }
   }

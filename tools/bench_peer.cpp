@@ -1,12 +1,17 @@
-// Issue 4's benchmark: memarea's peer copy vs the raw driver peer copy (cuMemcpyPeerAsync on
-// CUDA, the driver layer elsewhere) in the same run, peer access on and off, one direction and
-// both at once. With access off memarea pipelines through pinned host buffers and the raw call
-// lets the driver stage on its own.
-#include "core/copy_impl.hpp"
-#include "core/stream_impl.hpp"
-#include "core/system.hpp"
+// Issue 4's benchmark: memarea's peer copy against the raw peer copy a user would make instead
+// (cuMemcpyPeerAsync on CUDA; elsewhere the driver layer's own call on a driver of its own, see
+// raw_driver.hpp), in one run, peer access on and off, one direction and both at once. Each
+// side copies between buffers of its own, filled with random bytes, and both sides'
+// destinations are compared byte for byte with their sources after the timed copies.
+// Which path memarea's copy takes is named on every row: with access on, the driver's peer
+// copy; with access off, the driver's own staging up to 4 MiB (docs/peer.md), memarea's
+// pipeline through pinned host buffers above. Estimator: docs/bench.md.
+//
+// (The staging sweep that tuned the pipeline's chunk sizes is internal tuning, not a user's
+// measurement: it lives in bench/staging_sweep.cpp, a developer binary.)
 #include "tools/bench.hpp"
 #include "tools/raw_cuda.hpp"
+#include "tools/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
@@ -16,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -29,92 +35,169 @@ std::string size_name(std::size_t n) {
   return fmt::format("{} KiB", n >> 10);
 }
 
-/// The raw peer copy of one direction, queued on a stream of the source device.
+#ifdef MEMAREA_HAVE_CUDA
+void check_cu(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS)
+    throw error(errc::unknown, fmt::format("bench peer: raw {} failed: {}", what,
+                                           static_cast<int>(r)));
+}
+#endif
+
+/// The raw peer copy of one direction: a source on `src` and a destination on `dst` of its
+/// own, and a stream of its own on the source device.
 class raw_copier {
  public:
-  raw_copier(const stream& s, int src, int dst) : s_(s), src_(src), dst_(dst) {
+  raw_copier(int src, int dst, std::size_t n) : src_(src), dst_(dst), n_(n) {
 #ifdef MEMAREA_HAVE_CUDA
     if ((cu_ = raw_cuda())) {
       CUdevice d;
-      check_cu(cu_->DeviceGet(&d, src));
-      check_cu(cu_->DevicePrimaryCtxRetain(&src_ctx_, d));
-      check_cu(cu_->DeviceGet(&d, dst));
-      check_cu(cu_->DevicePrimaryCtxRetain(&dst_ctx_, d));
-      check_cu(cu_->CtxSetCurrent(src_ctx_));
-      check_cu(cu_->StreamCreate(&raw_, CU_STREAM_NON_BLOCKING));
+      check_cu(cu_->DeviceGet(&d, src), "cuDeviceGet");
+      check_cu(cu_->DevicePrimaryCtxRetain(&src_ctx_, d), "cuDevicePrimaryCtxRetain");
+      check_cu(cu_->DeviceGet(&d, dst), "cuDeviceGet");
+      check_cu(cu_->DevicePrimaryCtxRetain(&dst_ctx_, d), "cuDevicePrimaryCtxRetain");
+      CUdeviceptr p;
+      check_cu(cu_->CtxSetCurrent(dst_ctx_), "cuCtxSetCurrent");
+      check_cu(cu_->MemAlloc(&p, n), "cuMemAlloc");
+      to_ = reinterpret_cast<void*>(p);
+      check_cu(cu_->CtxSetCurrent(src_ctx_), "cuCtxSetCurrent");
+      check_cu(cu_->MemAlloc(&p, n), "cuMemAlloc");
+      from_ = reinterpret_cast<void*>(p);
+      check_cu(cu_->StreamCreate(&cs_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      return;
     }
 #endif
+    if ((d_ = raw_driver())) {
+      detail::check(d_->malloc_device(dst, n, &to_), "bench peer: raw malloc_device");
+      detail::check(d_->malloc_device(src, n, &from_), "bench peer: raw malloc_device");
+      detail::check(d_->stream_create(src, &ds_), "bench peer: raw stream_create");
+    }
   }
   ~raw_copier() {
 #ifdef MEMAREA_HAVE_CUDA
-    if (cu_ && raw_) {
+    if (cu_) {
       cu_->CtxSetCurrent(src_ctx_);
-      cu_->StreamSynchronize(raw_);
-      cu_->StreamDestroy(raw_);
+      if (cs_) {
+        cu_->StreamSynchronize(cs_);
+        cu_->StreamDestroy(cs_);
+      }
+      if (from_) cu_->MemFree(reinterpret_cast<CUdeviceptr>(from_));
+      if (to_) cu_->MemFree(reinterpret_cast<CUdeviceptr>(to_));
+      return;
     }
 #endif
+    if (d_) {
+      if (ds_) {
+        (void)d_->stream_synchronize(src_, ds_);
+        (void)d_->stream_destroy(src_, ds_);
+      }
+      if (from_) (void)d_->free_device(from_);
+      if (to_) (void)d_->free_device(to_);
+    }
   }
   raw_copier(const raw_copier&) = delete;
   raw_copier& operator=(const raw_copier&) = delete;
 
+  /// Whether this backend has a raw peer copy to compare with.
+  bool available() const { return from_ != nullptr; }
   std::string name() const {
 #ifdef MEMAREA_HAVE_CUDA
     if (cu_) return "cuMemcpyPeerAsync";
 #endif
-    return "driver layer memcpy_peer_async";
+    if (d_) return raw_driver_name("memcpy_peer_async");
+    return no_raw("no raw peer copy");
   }
-  /// Queues one copy.
-  void enqueue(void* dst, const void* src, std::size_t n) {
+  void* source() const { return from_; }
+  void* destination() const { return to_; }
+  /// Queues one copy of the whole buffer.
+  void enqueue() {
 #ifdef MEMAREA_HAVE_CUDA
     if (cu_) {
       cu_->CtxSetCurrent(src_ctx_);
-      check_cu(cu_->MemcpyPeerAsync(reinterpret_cast<CUdeviceptr>(dst), dst_ctx_,
-                                    reinterpret_cast<CUdeviceptr>(src), src_ctx_, n, raw_));
+      check_cu(cu_->MemcpyPeerAsync(reinterpret_cast<CUdeviceptr>(to_), dst_ctx_,
+                                    reinterpret_cast<CUdeviceptr>(from_), src_ctx_, n_, cs_),
+               "cuMemcpyPeerAsync");
       return;
     }
 #endif
-    detail::check(detail::system::get().gpu().memcpy_peer_async(dst, dst_, src, src_, n, src_,
-                                                                s_.get()->native),
-                  "raw peer copy");
+    detail::check(d_->memcpy_peer_async(to_, dst_, from_, src_, n_, src_, ds_),
+                  "bench peer: raw memcpy_peer_async");
   }
   /// Waits for what was queued.
   void wait() {
 #ifdef MEMAREA_HAVE_CUDA
     if (cu_) {
       cu_->CtxSetCurrent(src_ctx_);
-      check_cu(cu_->StreamSynchronize(raw_));
+      check_cu(cu_->StreamSynchronize(cs_), "cuStreamSynchronize");
       return;
     }
 #endif
-    s_.synchronize();
+    detail::check(d_->stream_synchronize(src_, ds_), "bench peer: raw stream_synchronize");
+  }
+  /// The baseline's own host copies, for filling and checking its buffers.
+  host_copy host() {
+#ifdef MEMAREA_HAVE_CUDA
+    if (cu_)
+      return [this](void* d, const void* s, std::size_t n) {
+        cu_->CtxSetCurrent(src_ctx_);
+        check_cu(cu_->MemcpyAsync(reinterpret_cast<CUdeviceptr>(d),
+                                  reinterpret_cast<CUdeviceptr>(s), n, nullptr),
+                 "cuMemcpyAsync");
+        check_cu(cu_->StreamSynchronize(nullptr), "cuStreamSynchronize");
+      };
+#endif
+    return [this](void* d, const void* s, std::size_t n) {
+      detail::check(d_->memcpy_async(d, s, n, src_, nullptr), "bench peer: raw memcpy_async");
+      detail::check(d_->stream_synchronize(src_, nullptr), "bench peer: raw stream_synchronize");
+    };
   }
 
  private:
 #ifdef MEMAREA_HAVE_CUDA
-  static void check_cu(CUresult r) {
-    if (r != CUDA_SUCCESS)
-      throw error(errc::unknown, fmt::format("raw CUDA call failed: {}", static_cast<int>(r)));
-  }
   const detail::cuda::api* cu_ = nullptr;
   CUcontext src_ctx_ = nullptr, dst_ctx_ = nullptr;
-  CUstream raw_ = nullptr;
+  CUstream cs_ = nullptr;
 #endif
-  const stream& s_;
+  decltype(raw_driver()) d_ = nullptr;
+  detail::native_stream ds_ = nullptr;
   int src_, dst_;
+  std::size_t n_;
+  void* from_ = nullptr;
+  void* to_ = nullptr;
 };
 
-/// Median over rounds (alternating memarea and raw, so drift hits both) of the median time of
-/// one operation; returns {memarea us, raw us}.
-std::pair<double, double> time_pair(int reps, const std::function<void()>& mem,
-                                    const std::function<void()>& raw) {
-  std::vector<double> m, r;
-  for (int round = 0; round < 3; ++round) {
-    m.push_back(median_us(reps, mem));
-    r.push_back(median_us(reps, raw));
+/// Peer access between a and b on the sim's own baseline driver for a scope (memarea's
+/// scoped_access covers CUDA and HIP, whose access state is the process's, not a driver
+/// object's).
+class raw_access {
+ public:
+  raw_access(int a, int b) : a_(a), b_(b) {
+    if (backend_name() != "sim" || !(d_ = raw_driver())) return;
+    detail::check(d_->enable_peer_access(a, b, 0), "bench peer: raw enable_peer_access");
+    detail::check(d_->enable_peer_access(b, a, 0), "bench peer: raw enable_peer_access");
   }
-  std::sort(m.begin(), m.end());
-  std::sort(r.begin(), r.end());
-  return {m[1], r[1]};
+  ~raw_access() {
+    if (!d_) return;
+    (void)d_->disable_peer_access(a_, b_);
+    (void)d_->disable_peer_access(b_, a_);
+  }
+  raw_access(const raw_access&) = delete;
+  raw_access& operator=(const raw_access&) = delete;
+
+ private:
+  decltype(raw_driver()) d_ = nullptr;
+  int a_, b_;
+};
+
+/// The path memarea's copy of n bytes takes (docs/peer.md), named on the row.
+std::string path_of(bool access, std::size_t n) {
+  if (access) return "path: the driver's peer copy (memarea adds its lookups and path choice)";
+  for (const char* v : {"MEMAREA_STAGING_CHUNK", "MEMAREA_STAGING_MIN_CHUNK",
+                        "MEMAREA_STAGING_CHUNK_COST", "MEMAREA_STAGING_BUFFERS",
+                        "MEMAREA_STAGING_DRIVER_UP_TO"})
+    if (std::getenv(v)) return "path: as the MEMAREA_STAGING_* settings choose";
+  // The defaults: up to 4 MiB the driver stages; from 16 MiB a copy is more than two chunks.
+  if (n <= (std::size_t{4} << 20)) return "path: the driver's own staging (<= 4 MiB)";
+  return "path: memarea's pipeline through pinned host buffers";
 }
 
 void peer_copies(context& ctx) {
@@ -128,62 +211,93 @@ void peer_copies(context& ctx) {
                                  std::size_t{1} << 20, std::size_t{16} << 20};
   if (!ctx.quick)
     sizes.insert(sizes.end(), {std::size_t{64} << 20, std::size_t{256} << 20, std::size_t{1} << 30});
-  // Each device holds a source and a destination of the largest size.
+  // Each device holds memarea's source and destination and the baseline's: four of the size.
   const std::size_t fits =
-      std::min(get_device_properties(a).free_memory, get_device_properties(b).free_memory) / 3;
+      std::min(get_device_properties(a).free_memory, get_device_properties(b).free_memory) / 5;
   const bool can = peer::can_access(a, b) && peer::can_access(b, a);
   stream sa(a), sb(b);
+  std::uint64_t seed = 0x9EE2;
   for (bool access : {true, false}) {
     if (access && !can) {
       std::cerr << "bench peer: devices 0 and 1 cannot reach each other; access-on rows skipped\n";
       continue;
     }
     std::optional<peer::scoped_access> ab, ba;
+    std::optional<raw_access> raw_on;
     if (access) {
       ab.emplace(a, b);
       ba.emplace(b, a);
+      raw_on.emplace(a, b);
     }
     for (std::size_t n : sizes) {
       if (n > fits) {
         std::cerr << "bench peer: " << size_name(n) << " does not fit; skipped\n";
         continue;
       }
+      // memarea's: xa -> xb one way, yb -> ya the other. The baseline's: its own pair each way.
       buffer xa = area(a).allocate(n), xb = area(b).allocate(n);
       buffer ya = area(a).allocate(n), yb = area(b).allocate(n);
-      raw_copier raw_ab(sa, a, b), raw_ba(sb, b, a);
-      const int reps = n >= (std::size_t{256} << 20) ? std::max(3, ctx.repetitions / 4)
-                                                     : ctx.repetitions;
-      const bool big = n >= (std::size_t{64} << 20);
+      raw_copier raw_ab(a, b, n), raw_ba(b, a, n);
+      const bool has_raw = raw_ab.available();
+      const std::uint64_t s_ab = ++seed, s_ba = ++seed, s_raw_ab = ++seed, s_raw_ba = ++seed;
+      const host_copy mine = memarea_host_copy();
+      fill_random(xa.data(), n, s_ab, mine);
+      fill_random(yb.data(), n, s_ba, mine);
+      if (has_raw) {
+        fill_random(raw_ab.source(), n, s_raw_ab, raw_ab.host());
+        fill_random(raw_ba.source(), n, s_raw_ba, raw_ba.host());
+      }
+      // Destinations start with other bytes, so that a copy that did nothing cannot pass.
+      auto poison = [&] {
+        fill_random(xb.data(), n, ~s_ab, mine);
+        fill_random(ya.data(), n, ~s_ba, mine);
+        if (has_raw) {
+          fill_random(raw_ab.destination(), n, ~s_raw_ab, raw_ab.host());
+          fill_random(raw_ba.destination(), n, ~s_raw_ba, raw_ba.host());
+        }
+      };
       const std::string on = access ? "access on" : "access off";
+      auto check = [&](bool both) {
+        const std::string what = fmt::format("bench peer: {} {}", on, size_name(n));
+        expect_random(xb.data(), n, s_ab, mine, what + " 0->1, memarea");
+        if (both) expect_random(ya.data(), n, s_ba, mine, what + " 1->0, memarea");
+        if (!has_raw) return;
+        expect_random(raw_ab.destination(), n, s_raw_ab, raw_ab.host(), what + " 0->1, raw");
+        if (both)
+          expect_random(raw_ba.destination(), n, s_raw_ba, raw_ba.host(), what + " 1->0, raw");
+      };
+      const int reps = 3 * (n >= (std::size_t{256} << 20) ? std::max(3, ctx.repetitions / 4)
+                                                          : ctx.repetitions);
+      const bool big = n >= (std::size_t{64} << 20);
+      auto timed = [&](const std::function<void()>& mem, const std::function<void()>& raw) {
+        return has_raw ? paired_times_us(reps, mem, raw) : paired_times_us(reps, mem, [] {});
+      };
       // One direction.
-      auto [mem1, raw1] = time_pair(
-          reps,
+      poison();
+      const paired_times t1 = timed(
           [&] {
             copy_peer_async(xb.data(), b, xa.data(), a, n, sa);
             sa.synchronize();
           },
           [&] {
-            raw_ab.enqueue(xb.data(), xa.data(), n);
+            raw_ab.enqueue();
             raw_ab.wait();
           });
-      row r;
-      r.group = "peer copy " + on;
-      r.variant = "0->1 " + size_name(n);
-      r.unit = "GB/s";
-      r.memarea = static_cast<double>(n) / mem1 / 1e3;
-      r.raw = static_cast<double>(n) / raw1 / 1e3;
-      r.raw_name = raw_ab.name() + (access ? "" : " (driver stages)");
-      if (big) {
+      check(false);
+      row r = measured_row("peer copy " + on, "0->1 " + size_name(n), "GB/s", gbps_of(n, t1.a),
+                           has_raw ? gbps_of(n, t1.b) : std::vector<double>{},
+                           raw_ab.name() + (access || !has_raw ? "" : " (driver stages)"));
+      if (big && has_raw) {
         r.target = access ? ">= 0.98x raw" : ">= 1.3x raw";
         r.met = r.memarea >= (access ? 0.98 : 1.3) * r.raw;
       }
-      r.note = access ? "" : "memarea pipelines through pinned host buffers";
+      r.note = path_of(access, n);
       if (backend_name() == "sim" && !access)
         r.note += "; sim's raw copy does not stage, so the target cannot hold here";
       ctx.add(r);
       // Both directions at once.
-      auto [mem2, raw2] = time_pair(
-          reps,
+      poison();
+      const paired_times t2 = timed(
           [&] {
             copy_peer_async(xb.data(), b, xa.data(), a, n, sa);
             copy_peer_async(ya.data(), a, yb.data(), b, n, sb);
@@ -191,16 +305,16 @@ void peer_copies(context& ctx) {
             sb.synchronize();
           },
           [&] {
-            raw_ab.enqueue(xb.data(), xa.data(), n);
-            raw_ba.enqueue(ya.data(), yb.data(), n);
+            raw_ab.enqueue();
+            raw_ba.enqueue();
             raw_ab.wait();
             raw_ba.wait();
           });
-      row r2 = r;
-      r2.variant = "0<->1 " + size_name(n);
-      r2.memarea = 2.0 * static_cast<double>(n) / mem2 / 1e3;
-      r2.raw = 2.0 * static_cast<double>(n) / raw2 / 1e3;
-      if (big) {
+      check(true);
+      row r2 = measured_row(r.group, "0<->1 " + size_name(n), "GB/s", gbps_of(2 * n, t2.a),
+                            has_raw ? gbps_of(2 * n, t2.b) : std::vector<double>{}, r.raw_name);
+      r2.note = r.note;
+      if (big && has_raw) {
         r2.target = access ? ">= 0.98x raw (bidir)" : ">= 1.3x raw (bidir)";
         r2.met = r2.memarea >= (access ? 0.98 : 1.3) * r2.raw;
       }
@@ -209,76 +323,7 @@ void peer_copies(context& ctx) {
   }
 }
 
-/// Tuning data for the staged path (access off, one direction): the defaults and fixed chunk
-/// sizes with 4 and 8 slots, against the driver's staged copy in the same run.
-/// Not a target: it shows why the defaults are what they are (docs/gpu-results.md).
-void staging_sweep(context& ctx) {
-  if (ctx.quick) return;
-  if (device_count() < 2) {
-    std::cerr << "bench staging: needs 2 devices; no rows\n";
-    return;
-  }
-  const int a = 0, b = 1;
-  if (peer::is_enabled(a, b) || peer::is_enabled(b, a)) {
-    std::cerr << "bench staging: peer access is on between 0 and 1; no rows\n";
-    return;
-  }
-  constexpr std::size_t MiB = std::size_t{1} << 20;
-  const detail::staging_settings defaults = detail::staging();
-  struct setting {
-    std::string name;
-    detail::staging_settings s;
-  };
-  std::vector<setting> settings{{"default", defaults}};
-  for (std::size_t c : {MiB, 2 * MiB, 4 * MiB, 8 * MiB, 16 * MiB})
-    for (int nb : {4, 8}) {
-      detail::staging_settings s = defaults;
-      s.chunk = s.min_chunk = c;
-      s.buffers = nb;
-      s.driver_up_to = 0;
-      settings.push_back({fmt::format("{} x{}", size_name(c), nb), s});
-    }
-  stream sa(a);
-  raw_copier raw(sa, a, b);
-  const std::size_t fits =
-      std::min(get_device_properties(a).free_memory, get_device_properties(b).free_memory) / 3;
-  for (std::size_t n : {4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB}) {
-    if (n > fits) continue;
-    buffer x = area(a).allocate(n), y = area(b).allocate(n);
-    const int reps = n >= 256 * MiB ? std::max(3, ctx.repetitions / 4) : ctx.repetitions;
-    auto median3 = [&](const std::function<void()>& fn) {
-      std::vector<double> t;
-      for (int round = 0; round < 3; ++round) t.push_back(median_us(reps, fn));
-      std::sort(t.begin(), t.end());
-      return t[1];
-    };
-    const double raw_us = median3([&] {
-      raw.enqueue(y.data(), x.data(), n);
-      raw.wait();
-    });
-    for (const auto& st : settings) {
-      detail::set_staging(st.s);
-      const double mem_us = median3([&] {
-        copy_peer_async(y.data(), b, x.data(), a, n, sa);
-        sa.synchronize();
-      });
-      row r;
-      r.group = "staging sweep";
-      r.variant = fmt::format("0->1 {}, {}", size_name(n), st.name);
-      r.unit = "GB/s";
-      r.memarea = static_cast<double>(n) / mem_us / 1e3;
-      r.raw = static_cast<double>(n) / raw_us / 1e3;
-      r.raw_name = raw.name() + " (driver stages)";
-      r.note = fmt::format("path {}, chunk {}", detail::to_string(detail::last_copy_path()),
-                           size_name(st.s.chunk_for(n)));
-      ctx.add(r);
-    }
-  }
-  detail::set_staging(defaults);
-}
-
 const registrar reg("peer", peer_copies);
-const registrar reg_staging("staging", staging_sweep);
 
 }  // namespace
 }  // namespace memarea::cli::bench

@@ -2,8 +2,10 @@
 // one run. On CUDA that is the runtime's stream-ordered allocator (cudaMallocAsync and
 // cudaFreeAsync on the device's default memory pool, its release threshold at the maximum, so
 // it keeps what it has) and cudaMallocHost for pinned memory; on another backend, the driver
-// layer's own allocation (a pool-less baseline). Every row keeps each sample's per-call time,
-// the memory handed out is written and read back, and the trace's checksum is checked.
+// layer's own allocation on a driver of its own (a pool-less baseline, see raw_driver.hpp).
+// Every row keeps each sample's per-call time; the memory handed out on both sides is written
+// with random bytes and read back, and the trace's checksum is checked. Estimator:
+// docs/bench.md.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,10 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/stream_impl.hpp"
-#include "core/system.hpp"
 #include "tools/bench.hpp"
 #include "tools/raw_cudart.hpp"
+#include "tools/raw_driver.hpp"
 
 namespace memarea::cli::bench {
 namespace {
@@ -42,7 +43,7 @@ std::string size_name(std::size_t n) {
 struct raw_allocator {
   const cudart_api* rt = nullptr;
   void* rt_pool = nullptr;  // the device's default cudaMemPool_t
-  detail::driver& gpu = detail::system::get().gpu();
+  decltype(raw_driver()) gpu = raw_driver();  // off CUDA
 
   raw_allocator() {
 #ifdef MEMAREA_HAVE_CUDA
@@ -62,39 +63,73 @@ struct raw_allocator {
     }
 #endif
   }
+  /// Whether this backend has a baseline at all (CUDA's runtime, or a driver of its own).
+  bool available() const { return rt || gpu; }
   std::string device_name() const {
-    return rt ? "cudaMallocAsync+cudaFreeAsync (threshold max)"
-              : "driver layer malloc_device+free_device (no pool)";
+    if (rt) return "cudaMallocAsync+cudaFreeAsync (threshold max)";
+    return gpu ? raw_driver_name("malloc_device+free_device (no pool)")
+               : no_raw("no raw allocation call");
   }
   std::string pinned_name() const {
-    return rt ? "cudaMallocHost+cudaFreeHost" : "driver layer malloc_host+free_host";
+    if (rt) return "cudaMallocHost+cudaFreeHost";
+    return gpu ? raw_driver_name("malloc_host+free_host") : no_raw("no raw allocation call");
   }
-  void* alloc_device(std::size_t n, detail::native_stream s) const {
+  /// One plain allocation: what a program without a pool pays every time.
+  std::string plain_name() const {
+    if (rt) return "cudaMalloc (no pool)";
+    return gpu ? raw_driver_name("malloc_device (no pool)") : no_raw("no raw allocation call");
+  }
+  /// s: the stream's native handle (stream::native_handle); the stream-ordered runtime uses
+  /// it, the driver layer's plain allocation does not.
+  void* alloc_device(std::size_t n, void* s) const {
     void* p = nullptr;
-    if (rt ? rt->MallocAsync(&p, n, s) != 0 : !gpu.malloc_device(0, n, &p).ok())
+    if (rt ? rt->MallocAsync(&p, n, s) != 0 : !gpu->malloc_device(0, n, &p).ok())
       throw error(errc::out_of_memory, fmt::format("bench pool: raw allocation of {} failed", n));
     return p;
   }
-  void free_device(void* p, detail::native_stream s) const {
-    if (rt ? rt->FreeAsync(p, s) != 0 : !gpu.free_device(p).ok())
+  void free_device(void* p, void* s) const {
+    if (rt ? rt->FreeAsync(p, s) != 0 : !gpu->free_device(p).ok())
       throw error(errc::unknown, "bench pool: raw free failed");
+  }
+  void* alloc_plain(std::size_t n) const {
+    void* p = nullptr;
+    if (rt ? rt->Malloc(&p, n) != 0 : !gpu->malloc_device(0, n, &p).ok())
+      throw error(errc::out_of_memory, "bench pool: raw plain allocation failed");
+    return p;
+  }
+  void free_plain(void* p) const {
+    if (rt ? rt->Free(p) != 0 : !gpu->free_device(p).ok())
+      throw error(errc::unknown, "bench pool: raw plain free failed");
   }
   void* alloc_pinned(std::size_t n) const {
     void* p = nullptr;
-    if (rt ? rt->MallocHost(&p, n) != 0 : !gpu.malloc_host(0, n, 0, &p).ok())
+    if (rt ? rt->MallocHost(&p, n) != 0 : !gpu->malloc_host(0, n, 0, &p).ok())
       throw error(errc::out_of_memory, "bench pool: raw pinned allocation failed");
     return p;
   }
   void free_pinned(void* p) const {
-    if (rt ? rt->FreeHost(p) != 0 : !gpu.free_host(p).ok())
+    if (rt ? rt->FreeHost(p) != 0 : !gpu->free_host(p).ok())
       throw error(errc::unknown, "bench pool: raw pinned free failed");
   }
-  void synchronize(detail::native_stream s) const {
-    if (rt ? rt->StreamSynchronize(s) != 0 : !gpu.stream_synchronize(0, s).ok())
+  /// Waits for the stream-ordered frees (the driver layer's plain calls have none to wait for).
+  void synchronize(void* s) const {
+    if (rt && rt->StreamSynchronize(s) != 0)
       throw error(errc::unknown, "bench pool: stream synchronize failed");
   }
+  /// The baseline's own host copies (cudaMemcpy; the driver layer's copy), for the byte check.
+  host_copy copier() const {
+    if (rt)
+      return [rt = rt](void* d, const void* s, std::size_t n) {
+        if (rt->Memcpy(d, s, n, 4 /* cudaMemcpyDefault */) != 0)
+          throw error(errc::unknown, "bench pool: raw cudaMemcpy failed");
+      };
+    return [g = gpu](void* d, const void* s, std::size_t n) {
+      detail::check(g->memcpy_async(d, s, n, 0, nullptr), "bench pool: raw copy");
+      detail::check(g->stream_synchronize(0, nullptr), "bench pool: raw sync");
+    };
+  }
   /// The runtime pool's high-water mark of reserved bytes, reset; 0 off CUDA.
-  std::uint64_t reserved_high_and_reset(detail::native_stream s) const {
+  std::uint64_t reserved_high_and_reset(void* s) const {
     if (!rt) return 0;
     synchronize(s);
     std::uint64_t high = 0, zero = 0;
@@ -131,35 +166,23 @@ turns time_in_turns(int samples, int batch_a, const std::function<void()>& a, in
   return t;
 }
 
-/// Writes random bytes into p (any memory) through memarea's copy, reads them back, compares.
-void check_bytes(void* p, std::size_t n, const char* what) {
+/// Writes random bytes into the first MiB of p (at most) through `via`, reads them back,
+/// compares: the memory handed out is usable, on either side.
+void check_bytes(void* p, std::size_t n, const std::string& what, const host_copy& via) {
+  static std::uint64_t seed = 0x9001;
   const std::size_t m = std::min<std::size_t>(n, 1 << 20);
-  std::vector<unsigned char> want(m), got(m, 0);
-  std::mt19937_64 rng(clock_type::now().time_since_epoch().count());
-  for (auto& c : want) c = static_cast<unsigned char>(rng() | 1);
-  copy(p, want.data(), m);
-  copy(got.data(), p, m);
-  if (got != want)
-    throw error(errc::unknown, fmt::format("bench pool: {}: the bytes read back differ", what));
+  fill_random(p, m, ++seed, via);
+  expect_random(p, m, seed, via, "bench pool: " + what);
 }
 
 row make_row(const char* group, std::string variant, const turns& t, std::string raw_name) {
-  row r;
-  r.group = group;
-  r.variant = std::move(variant);
-  r.unit = "us";
-  r.memarea_spread = spread_of(t.a);
-  r.raw_spread = spread_of(t.b);
-  r.memarea = r.memarea_spread.median;
-  r.raw = r.raw_spread.median;
-  r.raw_name = std::move(raw_name);
-  return r;
+  return measured_row(group, std::move(variant), "us", t.a, t.b, std::move(raw_name));
 }
 
 /// One thread: device round trips of every size, through C++ and through C.
 void round_trips(context& ctx, const raw_allocator& raw) {
   const stream s(0);
-  const detail::native_stream ns = s.get()->native;
+  void* const ns = s.native_handle();
   pool p(area(0));
   memarea_pool_t c = p.get();
   const int samples = ctx.quick ? 5 : std::max(ctx.repetitions, 20);
@@ -169,8 +192,12 @@ void round_trips(context& ctx, const raw_allocator& raw) {
                 : std::vector<std::size_t>{256, 65536, std::size_t{1} << 20, std::size_t{64} << 20};
   for (std::size_t n : sizes) {
     void* q = p.allocate(n, s.get());
-    check_bytes(q, n, "pool, device");
+    check_bytes(q, n, "memarea pool, device " + size_name(n), memarea_host_copy());
     p.deallocate(q, s.get());
+    void* theirs = raw.alloc_device(n, ns);
+    raw.synchronize(ns);  // a stream-ordered allocation is usable elsewhere once it completed
+    check_bytes(theirs, n, "raw, device " + size_name(n), raw.copier());
+    raw.free_device(theirs, ns);
     const int raw_batch = raw.rt ? batch : std::max(1, batch / 100);
     auto raw_op = [&] { raw.free_device(raw.alloc_device(n, ns), ns); };
     const turns cpp = time_in_turns(
@@ -224,14 +251,13 @@ void round_trips(context& ctx, const raw_allocator& raw) {
       void* x = fresh.allocate(n, s.get());
       t.a.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
       fresh.deallocate(x, s.get());
-      void* y = nullptr;
       t0 = clock_type::now();
-      if (!raw.gpu.malloc_device(0, n, &y).ok()) throw error(errc::out_of_memory, "raw malloc");
+      void* y = raw.alloc_plain(n);
       t.b.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
-      (void)raw.gpu.free_device(y);
+      raw.free_plain(y);
     }
     ctx.add(make_row("pool round trip", "device 1 MiB, a new pool's first", t,
-                     "driver layer malloc_device (no pool)"));
+                     raw.plain_name()));
   }
 }
 
@@ -254,13 +280,14 @@ void threads(context& ctx, const raw_allocator& raw) {
     for (int i = 0; i < k; ++i)
       ts.emplace_back([&, i] {
         memarea_stream_t st = streams[static_cast<std::size_t>(i)]->get();
+        void* const native = streams[static_cast<std::size_t>(i)]->native_handle();
         // Each thread's first round trip, before the clock: its cache, the runtime's per-stream
         // state.
         try {
           if (pooled)
             p.deallocate(p.allocate(n, st), st);
           else
-            raw.free_device(raw.alloc_device(n, st->native), st->native);
+            raw.free_device(raw.alloc_device(n, native), native);
         } catch (...) {
           bad = true;
         }
@@ -271,7 +298,7 @@ void threads(context& ctx, const raw_allocator& raw) {
             if (pooled)
               p.deallocate(p.allocate(n, st), st);
             else
-              raw.free_device(raw.alloc_device(n, st->native), st->native);
+              raw.free_device(raw.alloc_device(n, native), native);
           }
         } catch (...) {
           bad = true;
@@ -314,9 +341,13 @@ void pinned(context& ctx, const raw_allocator& raw) {
   pool p(area(0, area_flags::host));
   const std::size_t n = std::size_t{1} << 20;
   void* q = p.allocate(n);
-  std::memset(q, 0x5a, n);  // pinned memory: the CPU writes it directly
-  check_bytes(q, n, "pool, pinned");
+  check_bytes(q, n, "memarea pool, pinned", memarea_host_copy());
   p.deallocate(q);
+  void* theirs = raw.alloc_pinned(n);
+  check_bytes(theirs, n, "raw, pinned", [](void* d, const void* src, std::size_t len) {
+    std::memcpy(d, src, len);  // pinned memory is host memory
+  });
+  raw.free_pinned(theirs);
   const turns t = time_in_turns(
       ctx.quick ? 5 : 20, ctx.quick ? 200 : 2000, [&] { p.deallocate(p.allocate(n)); }, 1,
       [&] { raw.free_pinned(raw.alloc_pinned(n)); });
@@ -422,7 +453,7 @@ void trace(context& ctx, const raw_allocator& raw) {
   // On sim (and --quick) a prefix: the whole trace holds up to 465 MiB live.
   const std::size_t count = ctx.quick ? 5000 : ops.size();
   const stream s(0);
-  const detail::native_stream ns = s.get()->native;
+  void* const ns = s.native_handle();
   {
     pool p(area(0));
     (void)replay(
@@ -467,6 +498,10 @@ void pool_case(context& ctx) {
     return;
   }
   const raw_allocator raw;
+  if (!raw.available()) {
+    std::cerr << "bench pool: no baseline on the " << backend_name() << " backend, no rows\n";
+    return;
+  }
   round_trips(ctx, raw);
   threads(ctx, raw);
   pinned(ctx, raw);

@@ -1,9 +1,8 @@
 // `memarea info`: backends found or not (and why), devices and their properties, host NUMA nodes.
 #include "tools/commands.hpp"
 
-#include "core/report.hpp"
-
-#include <memarea/memarea.hpp>
+#include <memarea/error.hpp>
+#include <memarea/report.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,8 +19,16 @@ std::string gib(std::size_t bytes) {
 
 }  // namespace
 
-// Built in the library (core/report_info.cpp), which memarea_info_json serves too: one document.
-nlohmann::json info_json() { return report::info_json(); }
+// Built in the library and served by its C API, which the Python package's memarea.info() calls
+// too: one document.
+nlohmann::json info_json() {
+  char* text = nullptr;
+  if (const memarea_status st = memarea_info_json(&text); st != MEMAREA_SUCCESS)
+    throw error(static_cast<errc>(st), memarea_last_error_message());
+  nlohmann::json j = nlohmann::json::parse(text);
+  memarea_string_free(text);
+  return j;
+}
 
 int run_info(bool json) {
   auto j = info_json();
@@ -69,10 +76,12 @@ int run_info(bool json) {
                              gib(n["total_memory"].get<std::size_t>()),
                              gib(n["free_memory"].get<std::size_t>()), n["cpus"].size());
   }
-  // No GPU: say how to try memarea anyway (the sim backend needs no hardware).
+  // No device: say how to try memarea anyway (the sim backend needs no hardware). The command
+  // names the backend, so it works whatever MEMAREA_BACKEND the reader has set.
   if (j["devices"].empty())
-    std::cout << "\nNo GPU here. To try memarea on simulated devices: "
-                 "MEMAREA_SIM_DEVICES=4 memarea topo\n";
+    std::cout << fmt::format("\nNo device in the {} backend. To try memarea without a GPU: "
+                             "MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 memarea topo\n",
+                             j["backend"].get<std::string>());
   return 0;
 }
 

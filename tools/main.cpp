@@ -11,7 +11,8 @@
 
 namespace memarea::cli {
 /// `memarea topo` (tools/topo.cpp).
-int run_topo(bool json, const std::string& svg, const std::string& size, int reps);
+int run_topo(bool json, const std::string& svg, const std::string& size, int reps,
+             bool baseline);
 }
 
 int main(int argc, char** argv) {
@@ -34,10 +35,13 @@ int main(int argc, char** argv) {
   auto* topo = app.add_subcommand("topo", "peer access, links and copy bandwidth between devices");
   std::string topo_svg, topo_size;
   int topo_reps = 0;
+  bool topo_baseline = false;
   topo->add_flag("--json", json, "print JSON for scripts");
   topo->add_option("--svg", topo_svg, "write a heatmap of the measurements to this SVG file");
   topo->add_option("--size", topo_size, "bytes per copy, e.g. 256M (default: 256M; sim 4M)");
-  topo->add_option("--reps", topo_reps, "copies per measurement")->check(CLI::Range(1, 100000));
+  topo->add_option("--reps", topo_reps, "copies per timed trial")->check(CLI::Range(1, 100000));
+  topo->add_flag("--baseline", topo_baseline,
+                 "also time the bare driver calls the same way (\"raw\")");
   auto* ipc = app.add_subcommand("ipc", "inter-process sharing");
   ipc->require_subcommand(1);
   auto* gc = ipc->add_subcommand(
@@ -53,7 +57,8 @@ int main(int argc, char** argv) {
   try {
     if (*info) return memarea::cli::run_info(json);
     if (*gc) return memarea::cli::run_ipc_gc(dry_run, json);
-    if (*topo) return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps);
+    if (*topo) return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps,
+                                                   topo_baseline);
     if (*bench) return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
   } catch (const memarea::error& e) {
     // message() names the driver's error already (what() would add the status a second time).

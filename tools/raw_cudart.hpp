@@ -32,6 +32,8 @@ struct cudart_api {
   int (*IpcGetMemHandle)(cudart_ipc_handle*, void*) = nullptr;  ///< cudaIpcGetMemHandle
   int (*Malloc)(void**, std::size_t) = nullptr;                  ///< cudaMalloc
   int (*Free)(void*) = nullptr;                                  ///< cudaFree
+  /// cudaMemcpy (kind 4: cudaMemcpyDefault), for the benches' byte checks of raw memory
+  int (*Memcpy)(void*, const void*, std::size_t, int) = nullptr;
   /// cudaIpcOpenMemHandle (the handle by value, as the runtime takes it)
   int (*IpcOpenMemHandle)(void**, cudart_ipc_handle, unsigned) = nullptr;
   int (*IpcCloseMemHandle)(void*) = nullptr;                     ///< cudaIpcCloseMemHandle
@@ -59,6 +61,7 @@ enum cudart_mempool_attr : int {
   cudart_pool_used_mem_high = 8,         ///< cudaMemPoolAttrUsedMemHigh (uint64)
 };
 #if defined(MEMAREA_HAVE_CUDA) && __has_include(<cuda_runtime_api.h>)
+static_assert(static_cast<int>(cudaMemcpyDefault) == 4, "cudaMemcpy's kind 4 infers the direction");
 static_assert(static_cast<int>(cudart_pool_release_threshold) == static_cast<int>(cudaMemPoolAttrReleaseThreshold));
 static_assert(static_cast<int>(cudart_pool_reserved_mem_high) == static_cast<int>(cudaMemPoolAttrReservedMemHigh));
 static_assert(static_cast<int>(cudart_pool_used_mem_high) == static_cast<int>(cudaMemPoolAttrUsedMemHigh));
@@ -84,6 +87,8 @@ inline const cudart_api* raw_cudart(std::string* why) {
           dlsym(lib, "cudaIpcGetMemHandle"));
       a->Malloc = reinterpret_cast<int (*)(void**, std::size_t)>(dlsym(lib, "cudaMalloc"));
       a->Free = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaFree"));
+      a->Memcpy = reinterpret_cast<int (*)(void*, const void*, std::size_t, int)>(
+          dlsym(lib, "cudaMemcpy"));
       a->IpcOpenMemHandle = reinterpret_cast<int (*)(void**, cudart_ipc_handle, unsigned)>(
           dlsym(lib, "cudaIpcOpenMemHandle"));
       a->IpcCloseMemHandle =
@@ -104,10 +109,11 @@ inline const cudart_api* raw_cudart(std::string* why) {
       a->MallocHost =
           reinterpret_cast<int (*)(void**, std::size_t)>(dlsym(lib, "cudaMallocHost"));
       a->FreeHost = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cudaFreeHost"));
-      if (a->SetDevice && a->IpcGetMemHandle && a->Malloc && a->Free && a->IpcOpenMemHandle &&
-          a->IpcCloseMemHandle)
+      if (a->SetDevice && a->IpcGetMemHandle && a->Malloc && a->Free && a->Memcpy &&
+          a->IpcOpenMemHandle && a->IpcCloseMemHandle)
         return a;
-      reason = name + " lacks one of cudaSetDevice, cudaMalloc, cudaFree or the cudaIpc calls";
+      reason = name + " lacks one of cudaSetDevice, cudaMalloc, cudaFree, cudaMemcpy or the "
+                      "cudaIpc calls";
       delete a;
       dlclose(lib);
     }

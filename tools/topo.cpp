@@ -1,11 +1,14 @@
 // `memarea topo`: which devices can reach which, over what link, and how fast memarea copies
-// between them (unidirectional and bidirectional bandwidth, small-copy latency), as nvbandwidth
-// measures it. Text, JSON, or an SVG heatmap.
-#include "core/report.hpp"
+// between them and the host, by nvbandwidth's and p2pBandwidthLatencyTest's methods
+// (docs/topo.md). Text, JSON, or an SVG picture (tools/topo_svg.cpp). The measurement and the
+// JSON are the library's, through its public C API (memarea/report.h), so the CLI prints what
+// memarea_topo_json_ex and the Python package's memarea.topo() return.
 #include "tools/output_file.hpp"
+#include "tools/topo_svg.hpp"
 
 #include <memarea/device.hpp>
 #include <memarea/error.hpp>
+#include <memarea/report.h>
 #include <memarea/sim.hpp>
 
 #include <fmt/format.h>
@@ -13,181 +16,132 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <iostream>
 #include <string>
-#include <vector>
 
 namespace memarea::cli {
 namespace {
 
-// The measurements and the JSON are the library's (core/report_topo.cpp), which
-// memarea_topo_json serves too; this file prints them as text or an SVG heatmap.
-using results = report::topology;
-
 /// Progress on stderr, only for a person watching.
-void progress(const std::string& what) {
+void progress(const char* what, void*) {
   if (isatty(STDERR_FILENO)) std::cerr << "\rtopo: " << what << "\x1b[K" << std::flush;
 }
 
-results run(std::size_t size, int reps) {
-  results r = report::measure_topology(size, reps, progress);
+/// The library's measurement as JSON; its failure as a memarea::error named "topo".
+nlohmann::json measure(std::size_t size, int reps, bool baseline) {
+  char* text = nullptr;
+  const memarea_status st = memarea_topo_json_ex(
+      &text, size, reps, baseline ? MEMAREA_TOPO_BASELINE : 0u, progress, nullptr);
   if (isatty(STDERR_FILENO)) std::cerr << "\r\x1b[K";
-  return r;
+  if (st != MEMAREA_SUCCESS) {
+    std::string message = memarea_last_error_message();
+    const std::string prefix = "memarea_topo_json_ex: ";
+    if (message.rfind(prefix, 0) == 0) message = "topo: " + message.substr(prefix.size());
+    throw error(static_cast<errc>(st), message);
+  }
+  nlohmann::json j = nlohmann::json::parse(text);
+  memarea_string_free(text);
+  return j;
 }
 
-// --- output --------------------------------------------------------------------------------
+// --- text ----------------------------------------------------------------------------------
 
-void print_matrix(const std::string& title, const results& r,
+void print_matrix(const std::string& title, int n,
                   const std::function<std::string(int, int)>& cell) {
   std::cout << "\n" << title << "\n" << fmt::format("{:>8}", "src\\dst");
-  for (int b = 0; b < r.n; ++b) std::cout << fmt::format("{:>10}", b);
+  for (int b = 0; b < n; ++b) std::cout << fmt::format("{:>10}", b);
   std::cout << "\n";
-  for (int a = 0; a < r.n; ++a) {
+  for (int a = 0; a < n; ++a) {
     std::cout << fmt::format("{:>8}", a);
-    for (int b = 0; b < r.n; ++b) std::cout << fmt::format("{:>10}", a == b ? "-" : cell(a, b));
+    for (int b = 0; b < n; ++b) std::cout << fmt::format("{:>10}", a == b ? "-" : cell(a, b));
     std::cout << "\n";
   }
 }
 
-/// A colour from white (lo) to deep blue (hi); `invert` for "lower is better".
-std::string colour(double v, double lo, double hi, bool invert) {
-  double t = hi > lo ? (v - lo) / (hi - lo) : 1.0;
-  t = std::clamp(invert ? 1.0 - t : t, 0.0, 1.0);
-  auto mix = [t](int from, int to) {
-    return static_cast<int>(std::lround(from + (to - from) * t));
+std::string fixed2(const nlohmann::json& v) {
+  return v.is_number() ? fmt::format("{:.2f}", v.get<double>()) : std::string("-");
+}
+
+void print_figures(const nlohmann::json& f, const std::string& who, int n) {
+  std::cout << fmt::format("\nhost <-> device ({}; pinned host memory)\n", who)
+            << fmt::format("{:>8}{:>12}{:>12}{:>16}{:>16}\n", "device", "H2D GB/s", "D2H GB/s",
+                           "H2D 4 KiB us", "D2H 4 KiB us");
+  for (int d = 0; d < n; ++d)
+    std::cout << fmt::format("{:>8}{:>12}{:>12}{:>16}{:>16}\n", d,
+                             fixed2(f.at("host_to_device_gbps")[d]),
+                             fixed2(f.at("device_to_host_gbps")[d]),
+                             fixed2(f.at("host_to_device_latency_4k_us")[d]),
+                             fixed2(f.at("device_to_host_latency_4k_us")[d]));
+  if (n < 2) return;
+  const auto matrix = [&](const char* key) {
+    return [&f, key](int a, int b) { return fixed2(f.at(key)[a][b]); };
   };
-  return fmt::format("#{:02x}{:02x}{:02x}", mix(247, 8), mix(251, 48), mix(255, 107));
-}
-
-/// One heatmap panel at (x0, y0); returns its width.
-int svg_panel(std::string& out, int x0, int y0, const std::string& title, const std::string& unit,
-              const results& r, const std::vector<std::vector<double>>& m, bool invert) {
-  constexpr int cell = 64, label = 56;
-  double lo = INFINITY, hi = -INFINITY;
-  for (auto& row : m)
-    for (double v : row)
-      if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-  if (!std::isfinite(lo)) lo = hi = 0;
-  out += fmt::format(R"(<text x="{}" y="{}" font-size="15" font-weight="bold">{} ({})</text>)"
-                     "\n",
-                     x0, y0 + 16, title, unit);
-  const int gx = x0 + label, gy = y0 + 48;
-  out += fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="#555">destination →</text>)"
-                     "\n",
-                     gx, gy - 20);
-  for (int b = 0; b < r.n; ++b)
-    out += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="middle">GPU {}</text>)"
-                       "\n",
-                       gx + b * cell + cell / 2, gy - 6, b);
-  for (int a = 0; a < r.n; ++a) {
-    out += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="end">GPU {}</text>)"
-                       "\n",
-                       gx - 6, gy + a * cell + cell / 2 + 4, a);
-    for (int b = 0; b < r.n; ++b) {
-      const double v = m[a][b];
-      const bool none = std::isnan(v);
-      const std::string fill = none ? "#dddddd" : colour(v, lo, hi, invert);
-      out += fmt::format(
-          R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}" stroke="#ffffff"/>)"
-          "\n",
-          gx + b * cell, gy + a * cell, cell, cell, fill);
-      double t = hi > lo ? (v - lo) / (hi - lo) : 1.0;
-      if (invert) t = 1.0 - t;
-      const std::string ink = (!none && t > 0.55) ? "#ffffff" : "#111111";
-      out += fmt::format(
-          R"(<text x="{}" y="{}" font-size="12" text-anchor="middle" fill="{}">{}</text>)"
-          "\n",
-          gx + b * cell + cell / 2, gy + a * cell + cell / 2 + 4, ink,
-          none ? "-" : fmt::format("{:.1f}", v));
-      if (!none)
-        out += fmt::format(
-            R"(<text x="{}" y="{}" font-size="9" text-anchor="middle" fill="{}">{}</text>)"
-            "\n",
-            gx + b * cell + cell / 2, gy + a * cell + cell - 6, ink, r.link[a][b]);
-    }
-  }
-  // The colour scale under the grid.
-  const int sy = gy + r.n * cell + 14, sw = std::max(r.n * cell, 160);
-  for (int i = 0; i < 20; ++i) {
-    const double v = lo + (hi - lo) * i / 19.0;
-    out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="12" fill="{}"/>)"
-                       "\n",
-                       gx + i * sw / 20, sy, sw / 20 + 1, colour(v, lo, hi, invert));
-  }
-  out += fmt::format(R"(<text x="{}" y="{}" font-size="11">{:.1f}</text>)"
-                     "\n",
-                     gx, sy + 26, lo);
-  out += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{:.1f} {}</text>)"
-                     "\n",
-                     gx + sw, sy + 26, hi, unit);
-  out += fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="#555">source ↓</text>)"
-                     "\n",
-                     x0, gy - 20);
-  return label + sw + 40;
-}
-
-std::string svg(const results& r, std::size_t size) {
-  std::string body;
-  int x = 20;
-  const int y = 50;
-  x += svg_panel(body, x, y, "Unidirectional bandwidth", "GB/s", r, r.uni, false);
-  x += svg_panel(body, x, y, "Bidirectional bandwidth", "GB/s", r, r.bidi, false);
-  x += svg_panel(body, x, y, "4 KiB copy latency", "us", r, r.latency, true);
-  x += svg_panel(body, x, y, "All pairs at once", "GB/s", r, r.concurrent, false);
-  const int height = y + 48 + r.n * 64 + 60;
-  std::string head = fmt::format(
-      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif">)"
-      "\n"
-      R"(<rect width="100%" height="100%" fill="#ffffff"/>)"
-      "\n"
-      R"(<text x="20" y="28" font-size="18" font-weight="bold">memarea topo: {} backend, {} device(s), {} MiB copies</text>)"
-      "\n",
-      x, height, backend_name(), r.n, size >> 20);
-  return head + body + "</svg>\n";
+  print_matrix(fmt::format("unidirectional bandwidth (GB/s; {})", who), n,
+               matrix("unidirectional_gbps"));
+  print_matrix(fmt::format("bidirectional bandwidth (GB/s, both directions together; {})", who),
+               n, matrix("bidirectional_gbps"));
+  print_matrix(fmt::format("4 KiB copy latency (us, event to event; {})", who), n,
+               matrix("latency_4k_us"));
+  print_matrix(fmt::format("4 KiB copy + synchronize (us, host clock; {})", who), n,
+               matrix("latency_4k_sync_us"));
 }
 
 }  // namespace
 
-/// `memarea topo [--json] [--svg FILE] [--size BYTES] [--reps N]`; no size and reps 0 pick
-/// defaults for the backend (sim: small, since its devices live in host memory).
-int run_topo(bool json, const std::string& svg_path, const std::string& size_text, int reps) {
+/// `memarea topo [--json] [--svg FILE] [--size BYTES] [--reps N] [--baseline]`; no size and
+/// reps 0 pick defaults for the backend (sim: small, since its devices live in host memory).
+int run_topo(bool json, const std::string& svg_path, const std::string& size_text, int reps,
+             bool baseline) {
   std::size_t size = size_text.empty() ? 0 : memarea::sim::parse_size(size_text);
   if (!size_text.empty() && size == 0) throw error(errc::invalid_value, "topo: --size is 0");
-  report::topology_defaults(size, reps);
   // A path that cannot be written fails now, not after a minute of measuring; nothing is
   // created or truncated until the measurement is done.
   if (!svg_path.empty()) require_writable(svg_path, "topo --svg");
-  if (device_count() < 2 && !json) std::cerr << "topo: fewer than 2 devices: nothing to measure\n";
-  const results r = run(size, reps);
-  if (!svg_path.empty()) write_file(svg_path, svg(r, size), "topo --svg");
+  if (device_count() < 2 && !json)
+    std::cerr << "topo: fewer than 2 devices: no device pairs; measuring host <-> device only\n";
+  const nlohmann::json j = measure(size, reps, baseline);
+  if (!svg_path.empty()) write_file(svg_path, svg::topo_picture(j).svg, "topo --svg");
   if (json) {
-    std::cout << report::topology_json(r, size, reps).dump(2) << "\n";
+    std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("backend {}, {} device(s); copies of {} bytes, {} repetitions\n",
-                           backend_name(), r.n, size, reps);
-  for (int d = 0; d < r.n; ++d)
-    std::cout << fmt::format("  GPU {}: {} {}\n", d, r.names[d], r.pci[d]);
-  if (r.n < 2) return 0;
-  print_matrix("peer access (1: can access)", r,
-               [&](int a, int b) { return std::to_string(r.access[a][b]); });
-  print_matrix("link (NVn: n NVLinks to the peer; NVn?: n active NVLinks whose far end NVML "
-               "cannot name)",
-               r, [&](int a, int b) { return r.link[a][b]; });
-  print_matrix("copy path (peer access enabled where possible)", r,
-               [&](int a, int b) { return r.path[a][b]; });
-  print_matrix("unidirectional bandwidth (GB/s)", r,
-               [&](int a, int b) { return fmt::format("{:.2f}", r.uni[a][b]); });
-  print_matrix("bidirectional bandwidth (GB/s, both directions together)", r,
-               [&](int a, int b) { return fmt::format("{:.2f}", r.bidi[a][b]); });
-  print_matrix("4 KiB copy latency (us)", r,
-               [&](int a, int b) { return fmt::format("{:.2f}", r.latency[a][b]); });
-  print_matrix("all pairs at once (GB/s per pair, every ordered pair copying together)", r,
-               [&](int a, int b) { return fmt::format("{:.2f}", r.concurrent[a][b]); });
-  std::cout << fmt::format("all pairs at once, total: {:.2f} GB/s\n", r.concurrent_total);
+  const int n = static_cast<int>(j.at("devices").size());
+  std::cout << fmt::format("backend {}, {} device(s); copies of {} bytes, {} per trial, median "
+                           "of {} trials (methods: docs/topo.md)\n",
+                           j.at("backend").get<std::string>(), n, j.at("size").get<std::size_t>(),
+                           j.at("reps").get<int>(), j.at("trials").get<int>());
+  for (int d = 0; d < n; ++d)
+    std::cout << fmt::format("  GPU {}: {} {}  host link: {}\n", d,
+                             j["devices"][d].at("name").get<std::string>(),
+                             j["devices"][d].at("pci_bus_id").get<std::string>(),
+                             j.at("host_link")[d].get<std::string>());
+  if (n >= 2) {
+    print_matrix("peer access (1: can access)", n,
+                 [&](int a, int b) { return std::to_string(j["access"][a][b].get<int>()); });
+    print_matrix("link (as nvidia-smi topo -m names it; legend below)", n,
+                 [&](int a, int b) { return j["link"][a][b].get<std::string>(); });
+    print_matrix("copy path (peer access enabled where possible)", n,
+                 [&](int a, int b) { return j["path"][a][b].get<std::string>(); });
+  }
+  print_figures(j, "memarea", n);
+  if (j.contains("raw")) print_figures(j["raw"], "raw driver", n);
+  if (n >= 2) {
+    print_matrix("all pairs at once (GB/s per pair, every ordered pair copying together)", n,
+                 [&](int a, int b) { return fixed2(j["all_pairs_at_once_gbps"][a][b]); });
+    std::cout << fmt::format("all pairs at once, total: {} GB/s\n",
+                             fixed2(j["all_pairs_at_once_total_gbps"]));
+  }
+  if (!j.at("link_legend").empty()) {
+    std::cout << "\nlinks:\n";
+    for (auto& [label, meaning] : j["link_legend"].items())
+      std::cout << fmt::format("  {}: {}\n", label, meaning.get<std::string>());
+  }
+  if (j.value("gate_misses", 0) > 0)
+    std::cout << fmt::format("\nnote: {} trial(s) ran past their timing gate (docs/topo.md): "
+                             "their figures include some queueing time\n",
+                             j["gate_misses"].get<int>());
   return 0;
 }
 

@@ -23,6 +23,22 @@ MEMAREA_API memarea_status memarea_info_json(char **json);
  *  *json gets a string to free with memarea_string_free. */
 MEMAREA_API memarea_status memarea_topo_json(char **json, size_t size, int reps);
 
+/** Flags of memarea_topo_json_ex. */
+#define MEMAREA_TOPO_BASELINE 1u /**< also time the bare driver calls by the same method ("raw") */
+
+/** Hears what memarea_topo_json_ex is measuring (e.g. "measuring 0 -> 1"), on the calling
+ *  thread, between measurements. */
+typedef void (*memarea_topo_progress_fn)(const char *what, void *user);
+
+/** memarea_topo_json with the options of `memarea topo`: flags MEMAREA_TOPO_BASELINE adds a
+ *  "raw" object with the same figures for the bare driver calls (cuMemcpyPeerAsync,
+ *  cuMemcpyAsync), measured by the same method in the same run; progress (may be NULL) hears
+ *  each step, with user. Unknown flags: MEMAREA_ERROR_INVALID_VALUE. docs/topo.md describes the
+ *  document and each matrix's "methods" entry. */
+MEMAREA_API memarea_status memarea_topo_json_ex(char **json, size_t size, int reps,
+                                                unsigned flags,
+                                                memarea_topo_progress_fn progress, void *user);
+
 /** Frees a string memarea_info_json or memarea_topo_json returned; NULL does nothing. */
 MEMAREA_API void memarea_string_free(char *s);
 

@@ -23,6 +23,11 @@ class stream {
   int device() const noexcept;
   /// The C handle (valid while this object lives).
   memarea_stream_t get() const noexcept { return handle_; }
+  /// The vendor's own stream underneath (CUstream on CUDA, hipStream_t on HIP, an opaque
+  /// pointer on sim), like RMM's cuda_stream_view::value(): for queueing vendor calls or
+  /// kernels in order with memarea's work on this stream. Valid while this object lives;
+  /// memarea still owns it (never destroy it). nullptr once moved from.
+  void* native_handle() const noexcept;
 
  private:
   memarea_stream_t handle_ = nullptr;

@@ -36,11 +36,26 @@ memarea_status memarea_info_json(char** json) {
 }
 
 memarea_status memarea_topo_json(char** json, size_t size, int reps) {
+  return memarea_topo_json_ex(json, size, reps, 0, nullptr, nullptr);
+}
+
+memarea_status memarea_topo_json_ex(char** json, size_t size, int reps, unsigned flags,
+                                    memarea_topo_progress_fn progress, void* user) {
   return c_call(__func__, [&] {
     require(json, "json");
-    memarea::report::topology_defaults(size, reps);
-    const auto t = memarea::report::measure_topology(size, reps);
-    *json = c_string(memarea::report::topology_json(t, size, reps).dump(2));
+    *json = nullptr;
+    if (flags & ~MEMAREA_TOPO_BASELINE)
+      throw memarea::error(memarea::errc::invalid_value,
+                           "flags " + std::to_string(flags) + " has unknown bits");
+    memarea::report::topology_options o;
+    o.size = size;
+    o.reps = reps;
+    o.baseline = (flags & MEMAREA_TOPO_BASELINE) != 0;
+    memarea::report::topology_defaults(o.size, o.reps);
+    const auto t = memarea::report::measure_topology(o, [&](const std::string& what) {
+      if (progress) progress(what.c_str(), user);
+    });
+    *json = c_string(memarea::report::topology_json(t, o).dump(2));
   });
 }
 

@@ -125,6 +125,8 @@ void stream::synchronize() const {
 
 int stream::device() const noexcept { return handle_ ? handle_->device : -1; }
 
+void* stream::native_handle() const noexcept { return handle_ ? handle_->native : nullptr; }
+
 // --- sim ------------------------------------------------------------------------------------
 
 namespace sim {

@@ -6,8 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -88,4 +90,43 @@ TEST(ReportCapi, DefaultsAndRefusals) {
   const auto j = take(s);
   EXPECT_EQ(j["size"], 4 << 20);
   EXPECT_EQ(j["reps"], 3);
+}
+
+TEST(ReportCapi, TopoJsonExMeasuresTheBaselineAndReportsProgress) {
+  char* s = nullptr;
+  EXPECT_EQ(memarea_topo_json_ex(&s, 1 << 16, 1, 0x80u, nullptr, nullptr),
+            MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::strstr(memarea_last_error_message(), "flags"), nullptr);
+  EXPECT_EQ(s, nullptr);
+  if (memarea::backend_name() != "sim")
+    GTEST_SKIP() << "measures seconds on a GPU (the GPU suite runs `memarea topo --baseline`)";
+  std::vector<std::string> heard;
+  const auto progress = [](const char* what, void* user) {
+    static_cast<std::vector<std::string>*>(user)->push_back(what);
+  };
+  ASSERT_EQ(memarea_topo_json_ex(&s, 1 << 16, 1, MEMAREA_TOPO_BASELINE, progress, &heard),
+            MEMAREA_SUCCESS)
+      << memarea_last_error_message();
+  const auto j = take(s);
+  const int n = memarea::test::devices();
+  ASSERT_EQ(j["host_to_device_gbps"].size(), static_cast<std::size_t>(n));
+  ASSERT_TRUE(j.contains("raw"));
+  for (int d = 0; d < n; ++d) {
+    EXPECT_GT(j["host_to_device_gbps"][d].get<double>(), 0.0);
+    EXPECT_GT(j["raw"]["device_to_host_gbps"][d].get<double>(), 0.0);
+  }
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) {
+        EXPECT_GT(j["raw"]["unidirectional_gbps"][a][b].get<double>(), 0.0);
+        EXPECT_GT(j["latency_4k_us"][a][b].get<double>(), 0.0);
+      }
+  EXPECT_TRUE(j["methods"].contains("latency_4k_us"));
+  // One step per device (host <-> device), per ordered pair, and all pairs at once.
+  const std::size_t steps =
+      static_cast<std::size_t>(n + n * (n - 1)) + (n >= 2 ? 1u : 0u);
+  EXPECT_EQ(heard.size(), steps);
+  if (n >= 2) {
+    EXPECT_NE(std::find(heard.begin(), heard.end(), "measuring 0 -> 1"), heard.end());
+  }
 }

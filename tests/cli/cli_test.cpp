@@ -174,6 +174,14 @@ TEST(CliInfo, WithoutDevicesTheLastLineShowsHowToTryTheSim) {
   const auto sim = run_cli({"info"}, {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_EQ(sim.out.find(hint), std::string::npos) << sim.out;
+  // The line is one line, and its command works as written (here, with small copies).
+  const auto last = none.out.substr(none.out.rfind('\n', none.out.size() - 2) + 1);
+  EXPECT_NE(last.find("MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 memarea topo"),
+            std::string::npos)
+      << last;
+  const auto tried = run_cli({"topo", "--size", "64K", "--reps", "1"},
+                             {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=4"});
+  EXPECT_EQ(tried.exit_code, 0) << tried.err;
 }
 
 TEST(CliInfo, BadBackendSettingIsRefusedWithItsName) {
@@ -308,26 +316,84 @@ TEST(CliTopo, SvgHasAPanelPerMeasurementAndACellPerPair) {
   ASSERT_EQ(s.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u) << s.substr(0, 200);
   EXPECT_TRUE(s.ends_with("</svg>\n"));
   for (const char* title : {"Unidirectional bandwidth", "Bidirectional bandwidth",
-                            "4 KiB copy latency", "All pairs at once"})
+                            "4 KiB copy latency", "All pairs at once (GB/s per pair)",
+                            "Host \u2194 device"})
     EXPECT_EQ(count_of(s, title), 1u) << title;
-  // Four panels of 4 x 4 cells; each cell outlined in white.
-  EXPECT_EQ(count_of(s, "stroke=\"#ffffff\"/>"), 4u * 16u);
+  // Four panels of 4 x 4 cells, and the host row's four figures for each device.
+  EXPECT_EQ(count_of(s, "data-cell=\"peer\""), 4u * 16u);
+  EXPECT_EQ(count_of(s, "data-cell=\"host\""), 4u * 4u);
   // Every element is closed: as many <text ...> as </text>.
   EXPECT_EQ(count_of(s, "<text "), count_of(s, "</text>"));
-  // The diagonal says "-"; the 12 measured cells of each panel carry a number.
-  const std::regex number_cell(R"(text-anchor="middle" fill="#[0-9a-f]{6}">[0-9]+\.[0-9]</text>)");
+  // The diagonal says "-"; the 12 measured cells of each panel and the 16 host cells carry a
+  // number.
+  const std::regex number_cell(
+      R"(text-anchor="middle" fill="#[0-9a-f]{6}">[0-9]+(\.[0-9]+)?</text>)");
   const auto numbers =
       std::distance(std::sregex_iterator(s.begin(), s.end(), number_cell), std::sregex_iterator());
-  EXPECT_EQ(numbers, 4 * 12);
+  EXPECT_EQ(numbers, 4 * 12 + 16);
+  // Link labels are explained in the legend; no bare question mark anywhere.
+  EXPECT_NE(s.find(">sim: emulated devices"), std::string::npos);
+  EXPECT_EQ(s.find("?<"), std::string::npos);
 }
 
-TEST(CliTopo, OneDeviceHasNothingToMeasureButSaysSo) {
-  const auto r = run_cli({"topo"}, {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
+TEST(CliTopo, BaselineAddsRawFiguresAndEveryMatrixHasAMethod) {
+  const auto r = run_cli({"topo", "--json", "--size", "64K", "--reps", "1", "--baseline"},
+                         {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("trials"), 3);
+  const auto& methods = j.at("methods");
+  for (const char* key : {"unidirectional_gbps", "bidirectional_gbps", "latency_4k_us",
+                          "latency_4k_sync_us", "host_to_device_gbps", "device_to_host_gbps",
+                          "host_to_device_latency_4k_us", "device_to_host_latency_4k_us",
+                          "all_pairs_at_once_gbps"}) {
+    ASSERT_TRUE(methods.contains(key)) << key;
+    EXPECT_FALSE(methods[key].at("timing").get<std::string>().empty()) << key;
+    EXPECT_FALSE(methods[key].at("compare_with").get<std::string>().empty()) << key;
+  }
+  EXPECT_EQ(methods["latency_4k_us"].at("size_bytes"), 4096);
+  EXPECT_EQ(methods["latency_4k_us"].at("copies_per_trial"), 100);
+  EXPECT_EQ(methods["unidirectional_gbps"].at("size_bytes"), 64 * 1024);
+  const auto& raw = j.at("raw");
+  for (const char* key : {"unidirectional_gbps", "bidirectional_gbps", "latency_4k_us",
+                          "latency_4k_sync_us"}) {
+    expect_measured(j.at(key), 2, key);
+    expect_measured(raw.at(key), 2, key);
+  }
+  for (const char* key : {"host_to_device_gbps", "device_to_host_gbps",
+                          "host_to_device_latency_4k_us", "device_to_host_latency_4k_us"})
+    for (int d = 0; d < 2; ++d) {
+      EXPECT_GT(j.at(key)[d].get<double>(), 0.0) << key;
+      EXPECT_GT(raw.at(key)[d].get<double>(), 0.0) << key;
+    }
+  EXPECT_EQ(j.at("link_legend").at("sim").get<std::string>().rfind("emulated", 0), 0u);
+  EXPECT_EQ(j.at("host_link")[0], "sim");
+  // Without --baseline: no raw figures.
+  const auto plain = run_cli({"topo", "--json", "--size", "64K", "--reps", "1"},
+                             {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("raw"));
+}
+
+TEST(CliTopo, OneDeviceMeasuresTheHostRowAndSaysThereAreNoPairs) {
+  scratch_dir dir;
+  const fs::path svg = dir.path() / "one.svg";
+  const auto r = run_cli({"topo", "--size", "64K", "--reps", "1", "--svg", svg.string()},
+                         {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("fewer than 2 devices"), std::string::npos) << r.err;
-  const auto j = run_cli({"topo", "--json"}, {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
+  EXPECT_NE(r.out.find("host <-> device"), std::string::npos) << r.out;
+  const std::string s = slurp(svg);
+  EXPECT_EQ(count_of(s, "data-cell=\"host\""), 4u);
+  EXPECT_EQ(count_of(s, "data-cell=\"peer\""), 0u);
+  EXPECT_NE(s.find("no device pairs"), std::string::npos);
+  const auto j = run_cli({"topo", "--json", "--size", "64K", "--reps", "1"},
+                         {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
   ASSERT_EQ(j.exit_code, 0) << j.err;
-  EXPECT_EQ(nlohmann::json::parse(j.out).at("devices").size(), 1u);
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc.at("devices").size(), 1u);
+  EXPECT_GT(doc.at("host_to_device_gbps")[0].get<double>(), 0.0);
+  EXPECT_GT(doc.at("device_to_host_latency_4k_us")[0].get<double>(), 0.0);
 }
 
 TEST(CliTopo, BadInputFailsAtOnceAndLeavesFilesAlone) {
@@ -406,29 +472,70 @@ TEST(CliBench, QuickRunMeasuresEveryCaseSideBySide) {
   for (const auto& row : j.at("rows")) {
     groups.push_back(row.at("group"));
     EXPECT_GT(row.at("memarea").get<double>(), 0.0) << row.dump();
-    EXPECT_GT(row.at("raw").get<double>(), 0.0) << row.dump();
-    EXPECT_NEAR(row.at("ratio").get<double>(),
-                row.at("memarea").get<double>() / row.at("raw").get<double>(), 1e-9);
+    EXPECT_GT(row.at("raw").get<double>(), 0.0) << row.dump();  // sim has a baseline everywhere
+    // Both sides' min <= median <= max, the median being the row's figure.
+    for (const char* side : {"memarea", "raw"}) {
+      const auto& s = row.at(std::string(side) + "_spread");
+      ASSERT_TRUE(s.is_object()) << side << ": " << row.dump();
+      EXPECT_LE(s.at("min").get<double>(), s.at("median").get<double>()) << row.dump();
+      EXPECT_LE(s.at("median").get<double>(), s.at("max").get<double>()) << row.dump();
+      EXPECT_DOUBLE_EQ(s.at("median").get<double>(), row.at(side).get<double>()) << row.dump();
+    }
+    // No bare ratio: a direction and a factor >= 1, read the same way for every unit.
+    EXPECT_FALSE(row.contains("ratio")) << row.dump();
+    const std::string dir_word = row.at("direction");
+    EXPECT_TRUE(dir_word == "faster" || dir_word == "slower") << row.dump();
+    const double factor = row.at("factor");
+    EXPECT_GE(factor, 1.0) << row.dump();
+    const double mem = row.at("memarea"), raw = row.at("raw");
+    const double speedup = row.at("higher_is_better").get<bool>() ? mem / raw : raw / mem;
+    EXPECT_NEAR(dir_word == "faster" ? speedup : 1 / speedup, factor, 1e-9) << row.dump();
     EXPECT_FALSE(row.at("raw_call").get<std::string>().empty()) << row.dump();
+    if (row.at("group") == "copy fixed cost") {
+      EXPECT_NE(row.at("note").get<std::string>().find(" ns (target 50 ns)"), std::string::npos)
+          << row.dump();
+    }
+    if (std::string(row.at("group")).starts_with("peer copy")) {
+      EXPECT_TRUE(row.at("note").get<std::string>().starts_with("path: ")) << row.dump();
+    }
   }
-  for (const char* g : {"area mmap+munmap", "ipc import", "ipc export", "managed prefetch",
-                        "peer copy access on", "peer copy access off", "pool round trip",
-                        "pool threads", "pool trace"})
+  for (const char* g : {"area mmap+munmap", "copy fixed cost", "ipc import", "ipc export",
+                        "managed prefetch", "pinned copy (reference)", "peer copy access on",
+                        "peer copy access off", "pool round trip", "pool threads", "pool trace"})
     EXPECT_NE(std::find(groups.begin(), groups.end(), g), groups.end()) << g;
-  // The table on stdout has the same rows, each saying which way it leans in words; no bare
-  // ratio column. (Not yet checked: both sides' min-median-max on every row; the area, managed
-  // and peer rows print medians alone.)
+  // The table on stdout has the same rows, each with both sides' min-median-max and the
+  // direction in words; no bare ratio column.
   EXPECT_EQ(count_of(r.out, "\n"), j.at("rows").size() + 1) << r.out;
   std::istringstream lines(r.out);
   std::string line;
   std::getline(lines, line);
   EXPECT_EQ(line.find("ratio"), std::string::npos) << line;
   EXPECT_NE(line.find("memarea is"), std::string::npos) << line;
+  EXPECT_NE(line.find("memarea (min-median-max)"), std::string::npos) << line;
+  EXPECT_NE(line.find("raw (min-median-max)"), std::string::npos) << line;
+  const std::regex two_spreads(
+      R"(\d+\.\d{3}-\d+\.\d{3}-\d+\.\d{3} (us|ns|GB/s|Mop/s) +\d+\.\d{3}-\d+\.\d{3}-\d+\.\d{3} )");
   std::size_t row = 0;
   while (std::getline(lines, line)) {
     const std::string verdict = j.at("rows").at(row++).at("verdict");
     EXPECT_TRUE(verdict.ends_with("x faster") || verdict.ends_with("x slower")) << verdict;
     EXPECT_NE(line.find(verdict), std::string::npos) << line;
+    EXPECT_TRUE(std::regex_search(line, two_spreads)) << line;
+  }
+}
+
+// A copy whose bytes differ fails the run loudly. MEMAREA_BENCH_TEST_CORRUPT=1 (for this test
+// only) flips one byte of what the check reads back.
+TEST(CliBench, BytesThatDifferFailTheRun) {
+  for (const char* c : {"peer", "copy", "managed", "ipc"}) {
+    const auto r = run_cli({"bench", "--quick", "--reps", "2", "--filter", c},
+                           {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2",
+                            "MEMAREA_BENCH_TEST_CORRUPT=1"});
+    EXPECT_EQ(r.exit_code, 1) << c << ": " << r.err << r.out;
+    EXPECT_NE(r.out.find(std::string("FAILED ") + c), std::string::npos) << r.out;
+    EXPECT_TRUE(r.out.find("differ") != std::string::npos ||
+                r.out.find("wrong bytes") != std::string::npos)
+        << r.out;
   }
 }
 
