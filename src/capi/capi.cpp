@@ -27,29 +27,7 @@ void clear_last_error() { t_last_error.clear(); }
 
 extern "C" {
 
-const char* memarea_status_name(memarea_status s) {
-  switch (s) {
-    case MEMAREA_SUCCESS: return "MEMAREA_SUCCESS";
-    case MEMAREA_ERROR_INVALID_VALUE: return "MEMAREA_ERROR_INVALID_VALUE";
-    case MEMAREA_ERROR_INVALID_DEVICE: return "MEMAREA_ERROR_INVALID_DEVICE";
-    case MEMAREA_ERROR_OUT_OF_MEMORY: return "MEMAREA_ERROR_OUT_OF_MEMORY";
-    case MEMAREA_ERROR_NOT_SUPPORTED: return "MEMAREA_ERROR_NOT_SUPPORTED";
-    case MEMAREA_ERROR_NO_DEVICE: return "MEMAREA_ERROR_NO_DEVICE";
-    case MEMAREA_ERROR_NOT_FOUND: return "MEMAREA_ERROR_NOT_FOUND";
-    case MEMAREA_ERROR_BUSY: return "MEMAREA_ERROR_BUSY";
-    case MEMAREA_ERROR_PEER_ACCESS_UNSUPPORTED: return "MEMAREA_ERROR_PEER_ACCESS_UNSUPPORTED";
-    case MEMAREA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
-      return "MEMAREA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
-    case MEMAREA_ERROR_PEER_ACCESS_NOT_ENABLED: return "MEMAREA_ERROR_PEER_ACCESS_NOT_ENABLED";
-    case MEMAREA_ERROR_TOO_MANY_PEERS: return "MEMAREA_ERROR_TOO_MANY_PEERS";
-    case MEMAREA_ERROR_INVALID_HANDLE: return "MEMAREA_ERROR_INVALID_HANDLE";
-    case MEMAREA_ERROR_INVALID_CONTEXT: return "MEMAREA_ERROR_INVALID_CONTEXT";
-    case MEMAREA_ERROR_NOT_PERMITTED: return "MEMAREA_ERROR_NOT_PERMITTED";
-    case MEMAREA_ERROR_INITIALIZATION: return "MEMAREA_ERROR_INITIALIZATION";
-    case MEMAREA_ERROR_UNKNOWN: break;
-  }
-  return "MEMAREA_ERROR_UNKNOWN";
-}
+// memarea_status_name is in src/base/error_category.cpp, beside the error category that uses it.
 
 const char* memarea_last_error_message(void) {
   return memarea::detail::t_last_error.c_str();

@@ -86,22 +86,23 @@ system::system() : creator_pid_(static_cast<int>(getpid())) {
     sim = g_sim_config;
   }
   const char* forced = env("MEMAREA_BACKEND");
+  std::unique_ptr<driver> chosen;
   auto make_sim = [&]() -> std::unique_ptr<driver> {
     sim_config cfg = sim ? *sim : sim_config_from_env();
     return make_sim_driver(cfg);
   };
   if (sim) {
-    gpu_ = make_sim();
+    chosen = make_sim();
   } else if (forced) {
     std::string b = forced;
     if (b == "cuda") {
-      gpu_ = make_cuda_driver();
+      chosen = make_cuda_driver();
     } else if (b == "hip") {
-      gpu_ = make_hip_driver();
+      chosen = make_hip_driver();
     } else if (b == "sim") {
-      gpu_ = make_sim();
+      chosen = make_sim();
     } else if (b == "none") {
-      gpu_ = make_unavailable_driver("none", "MEMAREA_BACKEND=none");
+      chosen = make_unavailable_driver("none", "MEMAREA_BACKEND=none");
     } else {
       throw error(errc::invalid_value,
                   fmt::format("MEMAREA_BACKEND='{}' is not one of cuda, hip, sim, none", b));
@@ -110,29 +111,30 @@ system::system() : creator_pid_(static_cast<int>(getpid())) {
     std::vector<std::string> why;
     auto cuda = make_cuda_driver();
     if (cuda->device_count() > 0) {
-      gpu_ = std::move(cuda);
+      chosen = std::move(cuda);
     } else {
       why.push_back("cuda: " + cuda->unavailable_reason());
       reports_.push_back(report_of(*cuda, false));
       auto hip = make_hip_driver();
       if (hip->device_count() > 0) {
-        gpu_ = std::move(hip);
+        chosen = std::move(hip);
       } else {
         why.push_back("hip: " + hip->unavailable_reason());
         reports_.push_back(report_of(*hip, false));
         if (env("MEMAREA_SIM_DEVICES")) {
-          gpu_ = make_sim();
+          chosen = make_sim();
         } else {
           why.push_back("sim: MEMAREA_SIM_DEVICES is not set");
           std::string reason;
           for (auto& w : why) reason += (reason.empty() ? "" : "; ") + w;
-          gpu_ = make_unavailable_driver("none", "no GPU backend has devices (" + reason + ")");
+          chosen = make_unavailable_driver("none", "no GPU backend has devices (" + reason + ")");
         }
       }
     }
   }
+  gpu_.emplace(std::move(chosen));
   count_ = gpu_->device_count();
-  reports_.insert(reports_.begin(), report_of(*gpu_, true));
+  reports_.insert(reports_.begin(), report_of(gpu_->backend(), true));
 }
 
 system::~system() = default;

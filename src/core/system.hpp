@@ -4,9 +4,11 @@
 
 #include "base/fork_safety.hpp"
 #include "driver/driver.hpp"
+#include "driver/front.hpp"
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,9 @@ class system {
   /// memarea::error when MEMAREA_BACKEND or the sim settings are malformed.
   static system& get();
 
-  driver& gpu() noexcept { return *gpu_; }
+  /// The active backend behind its front: every core call is validated there once, whichever
+  /// backend answers.
+  driver_front& gpu() noexcept { return *gpu_; }
   int device_count() const noexcept { return count_; }
   /// Throws invalid_device (or no_device when there are none) unless 0 <= device < count.
   void check_device(int device, const char* what) const;
@@ -47,7 +51,7 @@ class system {
 
  private:
   system();
-  std::unique_ptr<driver> gpu_;
+  std::optional<driver_front> gpu_;  ///< set by the constructor; in place: one indirection
   int count_ = 0;
   int creator_pid_ = 0;
   /// Not a ranked lock: probing CUDA or HIP under it calls pthread_atfork, which would deadlock

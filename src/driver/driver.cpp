@@ -4,6 +4,9 @@
 
 namespace memarea::detail {
 
+// Here, in the driver layer, rather than in core: a dstatus is the driver's and so is turning it
+// into the public memarea::error, whose only out-of-line part (its category) lives in src/base.
+// So the driver depends on base and the public headers alone, never on core.
 void throw_status(const dstatus& s, const std::string& what) {
   std::string msg = what;
   if (s.native_name && *s.native_name) {

@@ -146,7 +146,7 @@ TEST(Pool, PooledMemoryWorksWithCopiesAndManagedCalls) {
 
 TEST(Pool, StreamOrderWithAStreamHeldBack) {
   MEMAREA_REQUIRE_DEVICES(1);
-  auto* sim = dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu());
+  auto* sim = dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu().backend());
   if (!sim) GTEST_SKIP() << "holding a stream back needs the sim backend's test hook";
   pool_options o;
   o.maximum_size = std::size_t{2} << 20;  // one block: reuse must come from frees

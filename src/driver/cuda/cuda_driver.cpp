@@ -16,6 +16,11 @@
 // - 12080 for cuEventElapsedTime when the driver has it (_v2, what a CUDA 13 build calls; same
 //   signature as the 12000 one, which older drivers get).
 //
+// Arguments are the front's (driver/front.hpp): it checks pointers, flags, enums and device
+// ordinals before any call reaches this file, so each operation here is the vendor's call and
+// its error's translation, plus what only this backend knows (whether libcuda loaded, contexts).
+// The shareable-memory steps are driver/vmm.hpp's, over this backend's calls (vmm_calls).
+//
 // Contexts: every call that names a device runs in that device's primary context (retained once,
 // lazily) and restores the calling thread's previous context afterwards. Calls that name only a
 // pointer run in the pointer's own context when the driver knows it, else in the thread's current
@@ -36,6 +41,8 @@
 #include "driver/cuda/cuda_api.hpp"
 #include "driver/cuda/cuda_errors.hpp"
 #include "driver/driver.hpp"
+#include "driver/front.hpp"
+#include "driver/vmm.hpp"
 
 namespace memarea::detail {
 
@@ -55,15 +62,6 @@ void* vptr(CUdeviceptr d) noexcept {
 CUstream cu_stream(native_stream s) noexcept { return static_cast<CUstream>(s); }
 CUevent cu_event(native_event e) noexcept { return static_cast<CUevent>(e); }
 
-/// A status of memarea's own refusal (no driver call was made).
-dstatus refuse(errc code, std::string detail) {
-  dstatus s;
-  s.code = code;
-  s.detail = std::move(detail);
-  return s;
-}
-
-size_t round_up(size_t n, size_t to) noexcept { return to ? (n + to - 1) / to * to : n; }
 
 /// Makes a context current for one scope and puts the thread's previous one back on every path,
 /// so helper code never leaks a current device. Does nothing when the context is already current.
@@ -148,8 +146,7 @@ class cuda_driver final : public driver {
 
   /// Fills a local copy and assigns it only when every query succeeded.
   dstatus get_properties(int device, memarea_device_properties* props) override {
-    if (!props) return refuse(errc::invalid_value, "props is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     const CUdevice dev = devices_[static_cast<size_t>(device)];
     memarea_device_properties p;
     std::memset(&p, 0, sizeof p);
@@ -187,8 +184,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) override {
-    if (!free_bytes || !total_bytes) return refuse(errc::invalid_value, "output pointer is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     size_t f = 0, t = 0;
@@ -201,7 +197,7 @@ class cuda_driver final : public driver {
   // --- current device ----------------------------------------------------------------------
 
   dstatus set_current_device(int device) override {
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     CUcontext ctx = nullptr;
     MEMAREA_TRY(primary(device, &ctx));
     MEMAREA_CU(CtxSetCurrent, ctx);
@@ -210,7 +206,6 @@ class cuda_driver final : public driver {
 
   /// 0 when the thread has no current context (as the runtime's "device 0 until set").
   dstatus get_current_device(int* device) override {
-    if (!device) return refuse(errc::invalid_value, "device is null");
     MEMAREA_TRY(check_loaded());
     CUcontext ctx = nullptr;
     MEMAREA_CU(CtxGetCurrent, &ctx);
@@ -231,8 +226,7 @@ class cuda_driver final : public driver {
   // --- allocation --------------------------------------------------------------------------
 
   dstatus malloc_device(int device, size_t size, void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ptr is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     CUdeviceptr d = 0;
@@ -242,7 +236,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus free_device(void* ptr) override {
-    if (!ptr) return {};  // as cudaFree(nullptr)
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_for(scope, ptr));
@@ -251,11 +244,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus malloc_host(int device, size_t size, unsigned flags, void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ptr is null");
-    if (flags & ~unsigned{host_portable | host_mapped}) {
-      return refuse(errc::invalid_value, fmt::format("unknown host flags {:#x}", flags));
-    }
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     unsigned cu_flags = 0;
     if (flags & host_portable) cu_flags |= CU_MEMHOSTALLOC_PORTABLE;
     if (flags & host_mapped) cu_flags |= CU_MEMHOSTALLOC_DEVICEMAP;
@@ -268,7 +257,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus free_host(void* ptr) override {
-    if (!ptr) return {};
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_for(scope, ptr));
@@ -277,11 +265,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus host_register(int device, void* ptr, size_t size, unsigned flags) override {
-    if (!ptr) return refuse(errc::invalid_value, "ptr is null");
-    if (flags & ~unsigned{host_portable | host_mapped}) {
-      return refuse(errc::invalid_value, fmt::format("unknown host flags {:#x}", flags));
-    }
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     unsigned cu_flags = 0;
     if (flags & host_portable) cu_flags |= CU_MEMHOSTREGISTER_PORTABLE;
     if (flags & host_mapped) cu_flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
@@ -292,7 +276,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus host_unregister(void* ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ptr is null");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_for(scope, ptr));
@@ -301,7 +284,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus host_get_device_pointer(void** device_ptr, void* host_ptr) override {
-    if (!device_ptr || !host_ptr) return refuse(errc::invalid_value, "pointer argument is null");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_for(scope, host_ptr));
@@ -312,21 +294,11 @@ class cuda_driver final : public driver {
   }
 
   dstatus malloc_managed(int device, size_t size, unsigned attach_flags, void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ptr is null");
-    unsigned cu_flags = 0;
-    if (attach_flags == MEMAREA_MEM_ATTACH_GLOBAL) {
-      cu_flags = CU_MEM_ATTACH_GLOBAL;
-    } else if (attach_flags == MEMAREA_MEM_ATTACH_HOST) {
-      cu_flags = CU_MEM_ATTACH_HOST;
-    } else {
-      return refuse(errc::invalid_value,
-                    fmt::format("attach flags {:#x}: must be GLOBAL or HOST", attach_flags));
-    }
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     CUdeviceptr d = 0;
-    MEMAREA_CU(MemAllocManaged, &d, size, cu_flags);
+    MEMAREA_CU(MemAllocManaged, &d, size, cu_attach(attach_flags));
     *ptr = vptr(d);
     return {};
   }
@@ -336,8 +308,6 @@ class cuda_driver final : public driver {
   /// cuPointerGetAttributes answers success with zeroed values for pointers it does not know,
   /// so a zero memory type is the not_found case.
   dstatus pointer_query(const void* ptr, pointer_info* info) override {
-    if (!info) return refuse(errc::invalid_value, "info is null");
-    if (!ptr) return refuse(errc::not_found, "null pointer");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_any(scope));
@@ -356,7 +326,7 @@ class cuda_driver final : public driver {
     MEMAREA_CU(PointerGetAttributes, static_cast<unsigned>(std::size(attrs)), attrs, data,
                dptr(ptr));
     if (memory_type == 0) {
-      return refuse(errc::not_found, fmt::format("{} is not known to the CUDA driver", ptr));
+      return refusal(errc::not_found, fmt::format("{} is not known to the CUDA driver", ptr));
     }
     pointer_info out;
     if (is_managed || memory_type == CU_MEMORYTYPE_UNIFIED) {
@@ -392,13 +362,7 @@ class cuda_driver final : public driver {
   // --- peer access -------------------------------------------------------------------------
 
   dstatus can_access_peer(int device, int peer, int* can_access) override {
-    if (!can_access) return refuse(errc::invalid_value, "can_access is null");
-    MEMAREA_TRY(check_device(device));
-    MEMAREA_TRY(check_device(peer));
-    if (device == peer) {
-      *can_access = 0;  // a device is not its own peer
-      return {};
-    }
+    MEMAREA_TRY(check_loaded());
     int v = 0;
     MEMAREA_CU(DeviceCanAccessPeer, &v, devices_[static_cast<size_t>(device)],
                devices_[static_cast<size_t>(peer)]);
@@ -407,8 +371,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus enable_peer_access(int device, int peer, unsigned flags) override {
-    MEMAREA_TRY(check_device(device));
-    MEMAREA_TRY(check_device(peer));
+    MEMAREA_TRY(check_loaded());
     CUcontext peer_ctx = nullptr;
     MEMAREA_TRY(primary(peer, &peer_ctx));
     ctx_scope scope(cu_);
@@ -418,8 +381,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus disable_peer_access(int device, int peer) override {
-    MEMAREA_TRY(check_device(device));
-    MEMAREA_TRY(check_device(peer));
+    MEMAREA_TRY(check_loaded());
     CUcontext peer_ctx = nullptr;
     MEMAREA_TRY(primary(peer, &peer_ctx));
     ctx_scope scope(cu_);
@@ -429,29 +391,9 @@ class cuda_driver final : public driver {
   }
 
   dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) override {
-    if (!value) return refuse(errc::invalid_value, "value is null");
-    CUdevice_P2PAttribute cu_attr;
-    switch (attr) {
-      case MEMAREA_P2P_ATTR_PERFORMANCE_RANK:
-        cu_attr = CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK;
-        break;
-      case MEMAREA_P2P_ATTR_ACCESS_SUPPORTED:
-        cu_attr = CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED;
-        break;
-      case MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED:
-        cu_attr = CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED;
-        break;
-      case MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED:
-        cu_attr = CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED;
-        break;
-      default:
-        return refuse(errc::invalid_value,
-                      fmt::format("unknown p2p attribute {}", static_cast<int>(attr)));
-    }
-    MEMAREA_TRY(check_device(src));
-    MEMAREA_TRY(check_device(dst));
+    MEMAREA_TRY(check_loaded());
     int v = 0;
-    MEMAREA_CU(DeviceGetP2PAttribute, &v, cu_attr, devices_[static_cast<size_t>(src)],
+    MEMAREA_CU(DeviceGetP2PAttribute, &v, cu_p2p(attr), devices_[static_cast<size_t>(src)],
                devices_[static_cast<size_t>(dst)]);
     *value = v;
     return {};
@@ -461,7 +403,7 @@ class cuda_driver final : public driver {
 
   dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                        native_stream s) override {
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(MemcpyAsync, dptr(dst), dptr(src), size, cu_stream(s));
@@ -470,9 +412,7 @@ class cuda_driver final : public driver {
 
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t size,
                             int device, native_stream s) override {
-    MEMAREA_TRY(check_device(dst_device));
-    MEMAREA_TRY(check_device(src_device));
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     CUcontext dst_ctx = nullptr, src_ctx = nullptr;
     MEMAREA_TRY(primary(dst_device, &dst_ctx));
     MEMAREA_TRY(primary(src_device, &src_ctx));
@@ -483,7 +423,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) override {
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(MemsetD8Async, dptr(dst), static_cast<unsigned char>(value), size, cu_stream(s));
@@ -493,8 +433,7 @@ class cuda_driver final : public driver {
   // --- streams and events ------------------------------------------------------------------
 
   dstatus stream_create(int device, native_stream* s) override {
-    if (!s) return refuse(errc::invalid_value, "stream is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     CUstream st = nullptr;
@@ -504,8 +443,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus stream_destroy(int device, native_stream s) override {
-    if (!s) return refuse(errc::invalid_value, "the default stream cannot be destroyed");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(StreamDestroy, cu_stream(s));
@@ -513,7 +451,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus stream_synchronize(int device, native_stream s) override {
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(StreamSynchronize, cu_stream(s));
@@ -521,7 +459,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus stream_query(int device, native_stream s) override {
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     // NOT_READY is a state, not a failure: no message is made.
@@ -532,8 +470,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus event_create(int device, native_event* e, event_timing timing) override {
-    if (!e) return refuse(errc::invalid_value, "event is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     CUevent ev = nullptr;
@@ -545,8 +482,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus event_destroy(int device, native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "event is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(EventDestroy, cu_event(e));
@@ -554,8 +490,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus event_record(native_event e, int device, native_stream s) override {
-    if (!e) return refuse(errc::invalid_value, "event is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(EventRecord, cu_event(e), cu_stream(s));
@@ -563,8 +498,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus stream_wait_event(int device, native_stream s, native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "event is null");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(StreamWaitEvent, cu_stream(s), cu_event(e), 0u);
@@ -572,7 +506,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus event_synchronize(native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "event is null");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_any(scope));
@@ -581,7 +514,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus event_query(native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "event is null");
     MEMAREA_TRY(check_loaded());
     // No context needed: events carry theirs. NOT_READY is a state, not a failure: no message.
     const CUresult r = cu_.EventQuery(cu_event(e));
@@ -591,7 +523,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override {
-    if (!ms || !start || !end) return refuse(errc::invalid_value, "null argument");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_any(scope));
@@ -602,7 +533,7 @@ class cuda_driver final : public driver {
   }
 
   dstatus device_synchronize(int device) override {
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
     MEMAREA_CU(CtxSynchronize);
@@ -612,7 +543,6 @@ class cuda_driver final : public driver {
   // --- legacy IPC --------------------------------------------------------------------------
 
   dstatus ipc_get_handle(void* base, ipc_native_handle* handle) override {
-    if (!base || !handle) return refuse(errc::invalid_value, "null argument");
     MEMAREA_TRY(check_loaded());
     CUipcMemHandle h;
     std::memset(&h, 0, sizeof h);
@@ -637,11 +567,7 @@ class cuda_driver final : public driver {
 
   dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
                           void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ptr is null");
-    if (flags & ~unsigned{MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS}) {
-      return refuse(errc::invalid_value, fmt::format("unknown IPC flags {:#x}", flags));
-    }
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     unsigned cu_flags = (flags & MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS)
                             ? static_cast<unsigned>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
                             : 0u;
@@ -656,7 +582,6 @@ class cuda_driver final : public driver {
   }
 
   dstatus ipc_close_handle(void* ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ptr is null");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_for(scope, ptr));
@@ -664,12 +589,10 @@ class cuda_driver final : public driver {
     return {};
   }
 
-  // --- shareable memory (VMM, POSIX file descriptors) ---------------------------------------
+  // --- shareable memory (VMM, POSIX file descriptors): driver/vmm.hpp's steps ---------------
 
   dstatus shareable_create(int device, size_t size, shareable_allocation* out) override {
-    if (!out) return refuse(errc::invalid_value, "out is null");
-    if (size == 0) return refuse(errc::invalid_value, "size is 0");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     const CUdevice dev = devices_[static_cast<size_t>(device)];
     int vmm = 0, fd_ok = 0;
     MEMAREA_CU(DeviceGetAttribute, &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
@@ -677,222 +600,88 @@ class cuda_driver final : public driver {
     MEMAREA_CU(DeviceGetAttribute, &fd_ok,
                CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
     if (!vmm || !fd_ok) {
-      return refuse(errc::not_supported,
-                    fmt::format("device {} has no {}", device,
-                                !vmm ? "virtual memory management" : "POSIX-fd memory handles"));
+      return refusal(errc::not_supported,
+                     fmt::format("device {} has no {}", device,
+                                 !vmm ? "virtual memory management" : "POSIX-fd memory handles"));
     }
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
-    CUmemAllocationProp prop = fd_prop(dev);
-    size_t granularity = 0;
-    MEMAREA_CU(MemGetAllocationGranularity, &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    const size_t rounded = round_up(size, granularity);
-    if (rounded < size) return refuse(errc::invalid_value, "size overflows when rounded");
-    CUmemGenericAllocationHandle handle = 0;
-    MEMAREA_CU(MemCreate, &handle, rounded, &prop, 0ull);
-    void* ptr = nullptr;
-    dstatus s = map_handle(handle, rounded, granularity, device, &ptr);
-    if (!s.ok()) {
-      cu_.MemRelease(handle);
-      return s;
-    }
-    fill(out, ptr, rounded, device, handle);
-    return {};
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).create(device, size, out);
   }
 
   dstatus shareable_export_fd(const shareable_allocation& a, int* fd) override {
-    if (!fd) return refuse(errc::invalid_value, "fd is null");
-    if (a.opaque[0] == 0) return refuse(errc::invalid_handle, "not a shareable allocation");
+    if (a.opaque[0] == 0) return refusal(errc::invalid_value, "not a shareable allocation");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_any(scope));
-    int out = -1;
-    MEMAREA_CU(MemExportToShareableHandle, &out,
-               static_cast<CUmemGenericAllocationHandle>(a.opaque[0]),
-               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ull);
-    *fd = out;
-    return {};
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).export_fd(a, fd);
   }
 
   dstatus shareable_import_fd(int device, int fd, size_t size, shareable_allocation* out) override {
-    if (!out) return refuse(errc::invalid_value, "out is null");
-    if (fd < 0) return refuse(errc::invalid_value, fmt::format("bad file descriptor {}", fd));
-    if (size == 0) return refuse(errc::invalid_value, "size is 0");
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
-    CUmemGenericAllocationHandle handle = 0;
-    // The driver reads the descriptor and leaves it open: it stays the caller's. A descriptor
-    // that is not CUDA shareable memory (a regular file, a pipe, a memfd) is answered with
-    // CUDA_ERROR_UNKNOWN (driver 580, H200, 2026-11-23): said as invalid_value, what it is.
-    if (CUresult r = cu_.MemImportFromShareableHandle(
-            &handle, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
-            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-        r != CUDA_SUCCESS) {
-      dstatus st = fail(r, "cuMemImportFromShareableHandle");
-      if (r == CUDA_ERROR_UNKNOWN || r == CUDA_ERROR_INVALID_VALUE) {
-        st.code = errc::invalid_value;
-        st.detail = fmt::format("fd {} is not a descriptor of CUDA shareable memory ({})", fd,
-                                st.detail);
-      }
-      return st;
-    }
-    // The granularity of the memory's own properties (its location is the exporter's device).
-    CUmemAllocationProp prop;
-    std::memset(&prop, 0, sizeof prop);
-    size_t granularity = 0;
-    CUresult r = cu_.MemGetAllocationPropertiesFromHandle(&prop, handle);
-    if (r == CUDA_SUCCESS) {
-      r = cu_.MemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    }
-    if (r != CUDA_SUCCESS) {
-      cu_.MemRelease(handle);
-      return fail(r, "cuMemGetAllocationGranularity");
-    }
-    const size_t rounded = round_up(size, granularity);
-    void* ptr = nullptr;
-    dstatus s = map_handle(handle, rounded, granularity, device, &ptr);
-    if (!s.ok()) {
-      cu_.MemRelease(handle);
-      return s;
-    }
-    fill(out, ptr, rounded, device, handle);
-    return {};
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).import_fd(device, fd, size, out);
   }
 
-  /// Unmap, free the address range, release the handle. A failed unmap (a bad argument)
-  /// changes nothing; after that every step runs and the first failure is reported.
   dstatus shareable_release(const shareable_allocation& a) override {
-    if (!a.ptr || a.size == 0 || a.opaque[0] == 0) {
-      return refuse(errc::invalid_value, "not a shareable allocation");
-    }
+    if (a.opaque[0] == 0) return refusal(errc::invalid_value, "not a shareable allocation");
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_any(scope));
-    MEMAREA_CU(MemUnmap, dptr(a.ptr), a.size);
-    dstatus first;
-    CUresult r = cu_.MemAddressFree(dptr(a.ptr), a.size);
-    if (r != CUDA_SUCCESS) first = fail(r, "cuMemAddressFree");
-    r = cu_.MemRelease(static_cast<CUmemGenericAllocationHandle>(a.opaque[0]));
-    if (r != CUDA_SUCCESS && first.ok()) first = fail(r, "cuMemRelease");
-    return first;
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).release(a);
   }
 
   // --- managed memory ----------------------------------------------------------------------
 
   dstatus mem_prefetch_async(const void* ptr, size_t count, location to, int device,
                              native_stream s) override {
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     if (!cu_.MemPrefetchAsync) return missing_location_api("cuMemPrefetchAsync");
-    CUmemLocation loc;
-    MEMAREA_TRY(to_cu_location(to, &loc));
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(MemPrefetchAsync, dptr(ptr), count, loc, 0u, cu_stream(s));
+    MEMAREA_CU(MemPrefetchAsync, dptr(ptr), count, cu_location(to), 0u, cu_stream(s));
     return {};
   }
 
+  /// Runs on the device the advice names, else in any context (the front gives advice that
+  /// takes no location the host, which the driver ignores).
   dstatus mem_advise(const void* ptr, size_t count, memarea_mem_advice advice,
                      location where) override {
-    CUmem_advise cu_advice;
-    bool location_used = true;
-    switch (advice) {
-      case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY:
-        cu_advice = CU_MEM_ADVISE_SET_READ_MOSTLY;
-        location_used = false;
-        break;
-      case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY:
-        cu_advice = CU_MEM_ADVISE_UNSET_READ_MOSTLY;
-        location_used = false;
-        break;
-      case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:
-        cu_advice = CU_MEM_ADVISE_SET_PREFERRED_LOCATION;
-        break;
-      case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
-        cu_advice = CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
-        location_used = false;
-        break;
-      case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY:
-        cu_advice = CU_MEM_ADVISE_SET_ACCESSED_BY;
-        break;
-      case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY:
-        cu_advice = CU_MEM_ADVISE_UNSET_ACCESSED_BY;
-        break;
-      default:
-        return refuse(errc::invalid_value,
-                      fmt::format("unknown advice {}", static_cast<int>(advice)));
-    }
     MEMAREA_TRY(check_loaded());
     if (!cu_.MemAdvise) return missing_location_api("cuMemAdvise");
-    CUmemLocation loc;
-    if (!location_used && where.kind == location::type::invalid) {
-      loc.type = CU_MEM_LOCATION_TYPE_HOST;  // the driver ignores it; any valid value will do
-      loc.id = 0;
-    } else {
-      MEMAREA_TRY(to_cu_location(where, &loc));
-    }
+    const bool location_used = advice == MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION ||
+                               advice == MEMAREA_MEM_ADVISE_SET_ACCESSED_BY ||
+                               advice == MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
     ctx_scope scope(cu_);
     if (where.kind == location::type::device && location_used) {
       MEMAREA_TRY(enter(scope, where.id));
     } else {
       MEMAREA_TRY(enter_any(scope));
     }
-    MEMAREA_CU(MemAdvise, dptr(ptr), count, cu_advice, loc);
+    MEMAREA_CU(MemAdvise, dptr(ptr), count, cu_advice(advice), cu_location(where));
     return {};
   }
 
+  /// The plain attributes answer a device ordinal, CU_DEVICE_CPU (-1) or CU_DEVICE_INVALID (-2),
+  /// the same numbers as MEMAREA_CPU_DEVICE_ID / MEMAREA_INVALID_DEVICE_ID.
   dstatus mem_range_get_attribute(void* data, size_t data_size,
                                   memarea_mem_range_attribute attribute, const void* ptr,
                                   size_t count) override {
-    if (!data) return refuse(errc::invalid_value, "data is null");
-    CUmem_range_attribute cu_attr;
-    // The plain attributes answer a device ordinal, CU_DEVICE_CPU (-1) or CU_DEVICE_INVALID (-2),
-    // the same numbers as MEMAREA_CPU_DEVICE_ID / MEMAREA_INVALID_DEVICE_ID.
-    switch (attribute) {
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
-        cu_attr = CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY;
-        break;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
-        cu_attr = CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION;
-        break;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
-        cu_attr = CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY;
-        break;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
-        cu_attr = CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION;
-        break;
-      default:
-        return refuse(errc::invalid_value,
-                      fmt::format("unknown range attribute {}", static_cast<int>(attribute)));
-    }
     MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter_any(scope));
-    MEMAREA_CU(MemRangeGetAttribute, data, data_size, cu_attr, dptr(ptr), count);
+    MEMAREA_CU(MemRangeGetAttribute, data, data_size, cu_range_attribute(attribute), dptr(ptr),
+               count);
     return {};
   }
 
   dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
                                   unsigned flags) override {
-    unsigned cu_flags = 0;
-    switch (flags) {
-      case MEMAREA_MEM_ATTACH_GLOBAL:
-        cu_flags = CU_MEM_ATTACH_GLOBAL;
-        break;
-      case MEMAREA_MEM_ATTACH_HOST:
-        cu_flags = CU_MEM_ATTACH_HOST;
-        break;
-      case MEMAREA_MEM_ATTACH_SINGLE:
-        cu_flags = CU_MEM_ATTACH_SINGLE;
-        break;
-      default:
-        return refuse(errc::invalid_value,
-                      fmt::format("attach flags {:#x}: must be GLOBAL, HOST or SINGLE", flags));
-    }
-    MEMAREA_TRY(check_device(device));
+    MEMAREA_TRY(check_loaded());
     ctx_scope scope(cu_);
     MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(StreamAttachMemAsync, cu_stream(s), dptr(ptr), length, cu_flags);
+    MEMAREA_CU(StreamAttachMemAsync, cu_stream(s), dptr(ptr), length, cu_attach(flags));
     return {};
   }
 
@@ -967,16 +756,7 @@ class cuda_driver final : public driver {
 
   dstatus check_loaded() const {
     ensure();
-    if (!loaded_) return refuse(errc::no_device, "CUDA backend unavailable: " + reason_);
-    return {};
-  }
-
-  dstatus check_device(int device) const {
-    MEMAREA_TRY(check_loaded());
-    if (device < 0 || device >= count_) {
-      return refuse(errc::invalid_device,
-                    fmt::format("CUDA device {} does not exist ({} devices)", device, count_));
-    }
+    if (!loaded_) return refusal(errc::no_device, "CUDA backend unavailable: " + reason_);
     return {};
   }
 
@@ -1029,36 +809,72 @@ class cuda_driver final : public driver {
     return enter_any(scope);
   }
 
+  /// The call's status: success, or fail(r, fn).
+  dstatus call(CUresult r, const char* fn) const {
+    return r == CUDA_SUCCESS ? dstatus{} : fail(r, fn);
+  }
+
+  // --- memarea's values as CUDA's (the front let only valid ones through) -------------------
+
   /// memarea's location as CUDA 13's CUmemLocation.
-  dstatus to_cu_location(const location& l, CUmemLocation* out) const {
-    switch (l.kind) {
-      case location::type::device:
-        if (l.id < 0 || l.id >= count_) {
-          return refuse(errc::invalid_device,
-                        fmt::format("CUDA device {} does not exist ({} devices)", l.id, count_));
-        }
-        out->type = CU_MEM_LOCATION_TYPE_DEVICE;
-        out->id = static_cast<int>(devices_[static_cast<size_t>(l.id)]);
-        return {};
-      case location::type::host:
-        out->type = CU_MEM_LOCATION_TYPE_HOST;
-        out->id = 0;  // ignored by the driver for HOST
-        return {};
-      case location::type::host_numa:
-        if (l.id < 0) {
-          return refuse(errc::invalid_value, fmt::format("bad NUMA node {}", l.id));
-        }
-        out->type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-        out->id = l.id;
-        return {};
-      case location::type::invalid:
-        break;
+  CUmemLocation cu_location(const location& l) const {
+    CUmemLocation out;
+    out.type = CU_MEM_LOCATION_TYPE_HOST;
+    out.id = 0;  // ignored by the driver for HOST
+    if (l.kind == location::type::device) {
+      out.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      out.id = static_cast<int>(devices_[static_cast<size_t>(l.id)]);
+    } else if (l.kind == location::type::host_numa) {
+      out.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+      out.id = l.id;
     }
-    return refuse(errc::invalid_value, "invalid location");
+    return out;
+  }
+
+  static CUmem_advise cu_advice(memarea_mem_advice a) {
+    switch (a) {
+      case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY: return CU_MEM_ADVISE_SET_READ_MOSTLY;
+      case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY: return CU_MEM_ADVISE_UNSET_READ_MOSTLY;
+      case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION: return CU_MEM_ADVISE_SET_PREFERRED_LOCATION;
+      case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        return CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
+      case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY: return CU_MEM_ADVISE_SET_ACCESSED_BY;
+      case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: break;
+    }
+    return CU_MEM_ADVISE_UNSET_ACCESSED_BY;
+  }
+
+  static CUdevice_P2PAttribute cu_p2p(memarea_p2p_attribute a) {
+    switch (a) {
+      case MEMAREA_P2P_ATTR_PERFORMANCE_RANK: return CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK;
+      case MEMAREA_P2P_ATTR_ACCESS_SUPPORTED: return CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED;
+      case MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED:
+        return CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED;
+      case MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED: break;
+    }
+    return CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED;
+  }
+
+  static CUmem_range_attribute cu_range_attribute(memarea_mem_range_attribute a) {
+    switch (a) {
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: return CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+        return CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: return CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: break;
+    }
+    return CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION;
+  }
+
+  /// MEMAREA_MEM_ATTACH_GLOBAL, _HOST or _SINGLE as CUDA's flag.
+  static unsigned cu_attach(unsigned flags) {
+    if (flags == MEMAREA_MEM_ATTACH_GLOBAL) return CU_MEM_ATTACH_GLOBAL;
+    if (flags == MEMAREA_MEM_ATTACH_HOST) return CU_MEM_ATTACH_HOST;
+    return CU_MEM_ATTACH_SINGLE;
   }
 
   dstatus missing_location_api(const char* fn) const {
-    return refuse(
+    return refusal(
         errc::not_supported,
         fmt::format("{} with a CUmemLocation needs a CUDA 12.2 driver (this one is {}.{})", fn,
                     driver_version_ / 1000, (driver_version_ % 1000) / 10));
@@ -1075,62 +891,89 @@ class cuda_driver final : public driver {
     return prop;
   }
 
-  /// Reserves an address range, maps the handle there and grants read-write access to `device`
-  /// and every device that can reach it as a peer. Undoes its own steps on failure; the handle
-  /// stays the caller's.
-  dstatus map_handle(CUmemGenericAllocationHandle handle, size_t size, size_t alignment, int device,
-                     void** ptr) const {
-    CUdeviceptr addr = 0;
-    MEMAREA_CU(MemAddressReserve, &addr, size, alignment, CUdeviceptr{0}, 0ull);
-    CUresult r = cu_.MemMap(addr, size, 0, handle, 0ull);
-    if (r != CUDA_SUCCESS) {
-      cu_.MemAddressFree(addr, size);
-      return fail(r, "cuMemMap");
-    }
-    std::vector<CUmemAccessDesc> access;
-    access.reserve(static_cast<size_t>(count_));
-    auto grant = [&](int d) {
-      CUmemAccessDesc desc;
-      std::memset(&desc, 0, sizeof desc);
-      desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      desc.location.id = static_cast<int>(devices_[static_cast<size_t>(d)]);
-      desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      access.push_back(desc);
-    };
-    grant(device);
-    for (int d = 0; d < count_; ++d) {
-      int can = 0;
-      if (d != device &&
-          cu_.DeviceCanAccessPeer(&can, devices_[static_cast<size_t>(d)],
-                                  devices_[static_cast<size_t>(device)]) == CUDA_SUCCESS &&
-          can) {
-        grant(d);
-      }
-    }
-    r = cu_.MemSetAccess(addr, size, access.data(), access.size());
-    if (r != CUDA_SUCCESS && access.size() > 1) {
-      // Peers are a bonus (an imported allocation may live where they cannot reach): the
-      // device itself is what the caller asked for.
-      r = cu_.MemSetAccess(addr, size, access.data(), 1);
-    }
-    if (r != CUDA_SUCCESS) {
-      cu_.MemUnmap(addr, size);
-      cu_.MemAddressFree(addr, size);
-      return fail(r, "cuMemSetAccess");
-    }
-    *ptr = vptr(addr);
-    return {};
-  }
+  /// The cuMem* calls that driver/vmm.hpp's sequence makes, in the caller's current context.
+  struct vmm_calls {
+    using handle = CUmemGenericAllocationHandle;
+    const cuda_driver& d;
 
-  static void fill(shareable_allocation* out, void* ptr, size_t size, int device,
-                   CUmemGenericAllocationHandle handle) {
-    shareable_allocation a;
-    a.ptr = ptr;
-    a.size = size;
-    a.device = device;
-    a.opaque[0] = static_cast<std::uint64_t>(handle);
-    *out = a;
-  }
+    dstatus granularity(int device, size_t* g) const {
+      CUmemAllocationProp prop = fd_prop(d.devices_[static_cast<size_t>(device)]);
+      return d.call(d.cu_.MemGetAllocationGranularity(g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                    "cuMemGetAllocationGranularity");
+    }
+    dstatus create(int device, size_t size, handle* h) const {
+      CUmemAllocationProp prop = fd_prop(d.devices_[static_cast<size_t>(device)]);
+      return d.call(d.cu_.MemCreate(h, size, &prop, 0ull), "cuMemCreate");
+    }
+    /// The driver reads the descriptor and leaves it open. One that is not CUDA shareable
+    /// memory (a regular file, a pipe, a memfd) is answered with CUDA_ERROR_UNKNOWN (driver 580,
+    /// H200, 2026-11-23): said as invalid_value, what it is.
+    dstatus import(int fd, handle* h) const {
+      const CUresult r = d.cu_.MemImportFromShareableHandle(
+          h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      dstatus st = d.call(r, "cuMemImportFromShareableHandle");
+      if (r == CUDA_ERROR_UNKNOWN || r == CUDA_ERROR_INVALID_VALUE) {
+        st.code = errc::invalid_value;
+        st.detail = fmt::format("fd {} is not a descriptor of CUDA shareable memory ({})", fd,
+                                st.detail);
+      }
+      return st;
+    }
+    /// The granularity of the memory's own properties (its location is the exporter's device).
+    dstatus import_granularity(handle h, int, size_t* g) const {
+      CUmemAllocationProp prop;
+      std::memset(&prop, 0, sizeof prop);
+      CUresult r = d.cu_.MemGetAllocationPropertiesFromHandle(&prop, h);
+      if (r == CUDA_SUCCESS)
+        r = d.cu_.MemGetAllocationGranularity(g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+      return d.call(r, "cuMemGetAllocationGranularity");
+    }
+    dstatus export_fd(handle h, int* fd) const {
+      int out = -1;
+      MEMAREA_TRY(d.call(d.cu_.MemExportToShareableHandle(
+                             &out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ull),
+                         "cuMemExportToShareableHandle"));
+      *fd = out;
+      return {};
+    }
+    dstatus reserve(size_t size, size_t alignment, void** addr) const {
+      CUdeviceptr a = 0;
+      MEMAREA_TRY(d.call(d.cu_.MemAddressReserve(&a, size, alignment, CUdeviceptr{0}, 0ull),
+                         "cuMemAddressReserve"));
+      *addr = vptr(a);
+      return {};
+    }
+    dstatus free_address(void* addr, size_t size) const {
+      return d.call(d.cu_.MemAddressFree(dptr(addr), size), "cuMemAddressFree");
+    }
+    dstatus map(void* addr, size_t size, handle h) const {
+      return d.call(d.cu_.MemMap(dptr(addr), size, 0, h, 0ull), "cuMemMap");
+    }
+    dstatus unmap(void* addr, size_t size) const {
+      return d.call(d.cu_.MemUnmap(dptr(addr), size), "cuMemUnmap");
+    }
+    dstatus set_access(void* addr, size_t size, const int* devices, size_t n) const {
+      std::vector<CUmemAccessDesc> access(n);
+      for (size_t i = 0; i < n; ++i) {
+        std::memset(&access[i], 0, sizeof access[i]);
+        access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[i].location.id = static_cast<int>(d.devices_[static_cast<size_t>(devices[i])]);
+        access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      }
+      return d.call(d.cu_.MemSetAccess(dptr(addr), size, access.data(), n), "cuMemSetAccess");
+    }
+    dstatus release(handle h) const { return d.call(d.cu_.MemRelease(h), "cuMemRelease"); }
+    int device_count() const { return d.count_; }
+    bool can_reach(int from, int to) const {
+      int can = 0;
+      return d.cu_.DeviceCanAccessPeer(&can, d.devices_[static_cast<size_t>(from)],
+                                       d.devices_[static_cast<size_t>(to)]) == CUDA_SUCCESS &&
+             can;
+    }
+    static std::uint64_t to_opaque(handle h) { return static_cast<std::uint64_t>(h); }
+    static handle from_opaque(std::uint64_t w) { return static_cast<handle>(w); }
+  };
 
   mutable std::once_flag once_;
   mutable cuda::api cu_;

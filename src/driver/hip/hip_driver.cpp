@@ -2,6 +2,11 @@
 // machines with an AMD GPU, another GPU or none. Thin: each operation is one HIP call (plus the
 // device switch the contract asks for) and an explicit translation of its hipError_t.
 //
+// Arguments are the front's (driver/front.hpp): pointers, flags, enums and device ordinals are
+// checked before a call reaches this file. What stays is what only this backend knows: whether
+// the runtime loaded and has devices, ROCm 5/6 differences, what HIP cannot do. The
+// shareable-memory steps are driver/vmm.hpp's, over this backend's calls (vmm_calls).
+//
 // ROCm 5 and ROCm 6+ differ in ways that the 5.2 headers we compile against cannot show, so the
 // runtime's major version (hipRuntimeGetVersion) picks the right values at run time:
 //   - hipIpcMemLazyEnablePeerAccess is 0 in ROCm 5 and 0x1 in ROCm 6; AMD rejects any other flag.
@@ -17,6 +22,8 @@
 
 #include "driver/hip/hip_api.hpp"
 #include "driver/hip/hip_errors.hpp"
+#include "driver/front.hpp"
+#include "driver/vmm.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -110,13 +117,12 @@ constexpr int r6_memory_type_unified = 11;
 // ROCm 6's hipDeviceAttributeVirtualMemoryManagementSupported (after MemoryPoolsSupported, 88).
 constexpr int r6_attribute_vmm_supported = 89;
 
-/// A dstatus that memarea itself produced (no HIP call failed).
-dstatus refuse(errc code, std::string message) {
-  dstatus s;
-  s.code = code;
-  s.detail = std::move(message);
-  return s;
-}
+
+// Makes `device` current until the end of the enclosing scope (device_scope), or returns why not.
+#define MEMAREA_HIP_ON_DEVICE(device, what)                                           \
+  device_scope scope(*this);                                                          \
+  if (auto memarea_scope_st_ = scope.enter(device, what); !memarea_scope_st_.ok()) \
+  return memarea_scope_st_
 
 class hip_driver final : public driver {
  public:
@@ -227,18 +233,16 @@ class hip_driver final : public driver {
   int device_count() const noexcept override { return count_; }
 
   dstatus get_properties(int device, memarea_device_properties* props) override {
-    if (!props) return refuse(errc::invalid_value, "get_properties: props is null");
-    if (auto s = check_device(device, "get_properties"); !s.ok()) return s;
+    if (auto s = check_available("get_properties"); !s.ok()) return s;
     memarea_device_properties p{};
     std::snprintf(p.backend, sizeof p.backend, "%s", "hip");
     p.ordinal = device;
 
     hipDevice_t dev = 0;
     if (auto s = call(api_.hipDeviceGet(&dev, device), "hipDeviceGet"); !s.ok()) return s;
-    if (auto s = call(api_.hipDeviceGetName(p.name, static_cast<int>(sizeof p.name), dev),
-                      "hipDeviceGetName");
-        !s.ok())
-      return s;
+    dstatus named = call(api_.hipDeviceGetName(p.name, static_cast<int>(sizeof p.name), dev),
+                         "hipDeviceGetName");
+    if (!named.ok()) return named;
     p.name[sizeof p.name - 1] = '\0';
     // A missing PCI id is not fatal (the contract allows ""), so its failure is not reported.
     if (api_.hipDeviceGetPCIBusId(p.pci_bus_id, static_cast<int>(sizeof p.pci_bus_id), device) !=
@@ -278,9 +282,8 @@ class hip_driver final : public driver {
         *f.field = 1;
         continue;
       }
-      if (auto s = call(e, fmt::format("hipDeviceGetAttribute({})", static_cast<int>(f.attribute)));
-          !s.ok())
-        return s;
+      dstatus s = call(e, fmt::format("hipDeviceGetAttribute({})", static_cast<int>(f.attribute)));
+      if (!s.ok()) return s;
       *f.field = value;
     }
     // Booleans are normalised to 0/1 as the public struct documents.
@@ -296,22 +299,18 @@ class hip_driver final : public driver {
   }
 
   dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) override {
-    if (!free_bytes || !total_bytes)
-      return refuse(errc::invalid_value, "mem_get_info: an output pointer is null");
-    device_scope scope(*this);
-    if (auto s = scope.enter(device, "mem_get_info"); !s.ok()) return s;
+    MEMAREA_HIP_ON_DEVICE(device, "mem_get_info");
     return call(api_.hipMemGetInfo(free_bytes, total_bytes), "hipMemGetInfo");
   }
 
   // --- the per-thread current device ---------------------------------------------------------
 
   dstatus set_current_device(int device) override {
-    if (auto s = check_device(device, "set_current_device"); !s.ok()) return s;
+    if (auto s = check_available("set_current_device"); !s.ok()) return s;
     return call(api_.hipSetDevice(device), "hipSetDevice");
   }
 
   dstatus get_current_device(int* device) override {
-    if (!device) return refuse(errc::invalid_value, "get_current_device: device is null");
     if (auto s = check_available("get_current_device"); !s.ok()) return s;
     return call(api_.hipGetDevice(device), "hipGetDevice");
   }
@@ -319,9 +318,7 @@ class hip_driver final : public driver {
   // --- allocation ----------------------------------------------------------------------------
 
   dstatus malloc_device(int device, size_t size, void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "malloc_device: ptr is null");
-    device_scope scope(*this);
-    if (auto s = scope.enter(device, "malloc_device"); !s.ok()) return s;
+    MEMAREA_HIP_ON_DEVICE(device, "malloc_device");
     return call(api_.hipMalloc(ptr, size), "hipMalloc");
   }
 
@@ -331,14 +328,8 @@ class hip_driver final : public driver {
   }
 
   dstatus malloc_host(int device, size_t size, unsigned flags, void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "malloc_host: ptr is null");
-    unsigned hip_flags = 0;
-    if (auto s = host_flags_to_hip(flags, hipHostMallocPortable, hipHostMallocMapped, &hip_flags,
-                                   "malloc_host");
-        !s.ok())
-      return s;
-    device_scope scope(*this);
-    if (auto s = scope.enter(device, "malloc_host"); !s.ok()) return s;
+    MEMAREA_HIP_ON_DEVICE(device, "malloc_host");
+    const unsigned hip_flags = host_flags_to_hip(flags, hipHostMallocPortable, hipHostMallocMapped);
     return call(api_.hipHostMalloc(ptr, size, hip_flags), "hipHostMalloc");
   }
 
@@ -348,48 +339,25 @@ class hip_driver final : public driver {
   }
 
   dstatus host_register(int device, void* ptr, size_t size, unsigned flags) override {
-    if (!ptr || size == 0)
-      return refuse(errc::invalid_value, "host_register: ptr is null or size is 0");
-    unsigned hip_flags = 0;
-    if (auto s = host_flags_to_hip(flags, hipHostRegisterPortable, hipHostRegisterMapped,
-                                   &hip_flags, "host_register");
-        !s.ok())
-      return s;
-    device_scope scope(*this);
-    if (auto s = scope.enter(device, "host_register"); !s.ok()) return s;
+    MEMAREA_HIP_ON_DEVICE(device, "host_register");
+    const unsigned hip_flags =
+        host_flags_to_hip(flags, hipHostRegisterPortable, hipHostRegisterMapped);
     return call(api_.hipHostRegister(ptr, size, hip_flags), "hipHostRegister");
   }
 
   dstatus host_unregister(void* ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "host_unregister: ptr is null");
     if (auto s = check_available("host_unregister"); !s.ok()) return s;
     return call(api_.hipHostUnregister(ptr), "hipHostUnregister");
   }
 
   dstatus host_get_device_pointer(void** device_ptr, void* host_ptr) override {
-    if (!device_ptr || !host_ptr)
-      return refuse(errc::invalid_value, "host_get_device_pointer: a pointer is null");
     if (auto s = check_available("host_get_device_pointer"); !s.ok()) return s;
     return call(api_.hipHostGetDevicePointer(device_ptr, host_ptr, 0), "hipHostGetDevicePointer");
   }
 
   dstatus malloc_managed(int device, size_t size, unsigned attach_flags, void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "malloc_managed: ptr is null");
-    // The seed allows exactly one of the two; memarea's values equal HIP's.
-    unsigned hip_flags = 0;
-    if (attach_flags == MEMAREA_MEM_ATTACH_GLOBAL) {
-      hip_flags = hipMemAttachGlobal;
-    } else if (attach_flags == MEMAREA_MEM_ATTACH_HOST) {
-      hip_flags = hipMemAttachHost;
-    } else {
-      return refuse(errc::invalid_value,
-                    fmt::format("malloc_managed: flags {:#x} must be MEMAREA_MEM_ATTACH_GLOBAL or "
-                                "MEMAREA_MEM_ATTACH_HOST",
-                                attach_flags));
-    }
-    device_scope scope(*this);
-    if (auto s = scope.enter(device, "malloc_managed"); !s.ok()) return s;
-    return call(api_.hipMallocManaged(ptr, size, hip_flags), "hipMallocManaged");
+    MEMAREA_HIP_ON_DEVICE(device, "malloc_managed");
+    return call(api_.hipMallocManaged(ptr, size, hip_attach(attach_flags)), "hipMallocManaged");
   }
 
   dstatus free_managed(void* ptr) override {
@@ -398,8 +366,6 @@ class hip_driver final : public driver {
   }
 
   dstatus pointer_query(const void* ptr, pointer_info* info) override {
-    if (!info) return refuse(errc::invalid_value, "pointer_query: info is null");
-    if (!ptr) return refuse(errc::not_found, "pointer_query: null pointer");
     if (auto s = check_available("pointer_query"); !s.ok()) return s;
 
     hipPointerAttribute_t attr{};
@@ -407,11 +373,11 @@ class hip_driver final : public driver {
     // ROCm 5 answers hipErrorInvalidValue for memory it does not know; ROCm 6 answers success
     // with hipMemoryTypeUnregistered (checked below). Both mean "not HIP's".
     if (e == hipErrorInvalidValue) {
-      dstatus s = status(e, "hipPointerGetAttributes");
+      dstatus s = call(e, "hipPointerGetAttributes");
       s.code = errc::not_found;
       return s;
     }
-    if (e != hipSuccess) return status(e, "hipPointerGetAttributes");
+    if (e != hipSuccess) return call(e, "hipPointerGetAttributes");
 
     pointer_info out;
     const int type = static_cast<int>(attr.memoryType);
@@ -421,14 +387,14 @@ class hip_driver final : public driver {
     } else if (rocm6_) {
       switch (type) {
         case r6_memory_type_unregistered:
-          return refuse(errc::not_found, "pointer_query: the HIP runtime does not know ptr");
+          return refusal(errc::not_found, "pointer_query: the HIP runtime does not know ptr");
         case r6_memory_type_host: host = true; break;
         case r6_memory_type_device:
         case r6_memory_type_array: out.kind = MEMAREA_MEMORY_DEVICE; break;
         case r6_memory_type_managed:
         case r6_memory_type_unified: out.kind = MEMAREA_MEMORY_MANAGED; break;
         default:
-          return refuse(errc::unknown,
+          return refusal(errc::unknown,
                         fmt::format("pointer_query: unexpected hipMemoryType {}", type));
       }
     } else {
@@ -438,7 +404,7 @@ class hip_driver final : public driver {
         case hipMemoryTypeArray: out.kind = MEMAREA_MEMORY_DEVICE; break;
         case hipMemoryTypeUnified: out.kind = MEMAREA_MEMORY_MANAGED; break;
         default:
-          return refuse(errc::unknown,
+          return refusal(errc::unknown,
                         fmt::format("pointer_query: unexpected hipMemoryType {}", type));
       }
     }
@@ -470,29 +436,14 @@ class hip_driver final : public driver {
   // --- peer access ---------------------------------------------------------------------------
 
   dstatus can_access_peer(int device, int peer, int* can_access) override {
-    if (!can_access) return refuse(errc::invalid_value, "can_access_peer: can_access is null");
-    if (auto s = check_device(device, "can_access_peer"); !s.ok()) return s;
-    if (auto s = check_device(peer, "can_access_peer (peer)"); !s.ok()) return s;
-    // The seed: a device is not its own peer. Answered here so no runtime can say otherwise.
-    if (device == peer) {
-      *can_access = 0;
-      return dstatus::success();
-    }
+    if (auto s = check_available("can_access_peer"); !s.ok()) return s;
     return call(api_.hipDeviceCanAccessPeer(can_access, device, peer), "hipDeviceCanAccessPeer");
   }
 
   dstatus enable_peer_access(int device, int peer, unsigned flags) override {
-    if (flags != 0)
-      return refuse(errc::invalid_value,
-                    fmt::format("enable_peer_access: flags {:#x} must be 0", flags));
-    if (auto s = check_device(peer, "enable_peer_access (peer)"); !s.ok()) return s;
-    if (device == peer)
-      return refuse(errc::invalid_device,
-                    fmt::format("enable_peer_access: device {} is not its own peer", device));
-    device_scope scope(*this);
-    if (auto s = scope.enter(device, "enable_peer_access"); !s.ok()) return s;
+    MEMAREA_HIP_ON_DEVICE(device, "enable_peer_access");
     dstatus s = call(api_.hipDeviceEnablePeerAccess(peer, flags), "hipDeviceEnablePeerAccess");
-    // Both ordinals were checked above, so AMD's hipErrorInvalidDevice can only mean that this
+    // The front checked both ordinals, so AMD's hipErrorInvalidDevice can only mean that this
     // device cannot reach the peer (REFERENCE.md); say so, keeping the native code.
     if (s.native == hipErrorInvalidDevice) {
       s.code = errc::peer_access_unsupported;
@@ -502,31 +453,13 @@ class hip_driver final : public driver {
   }
 
   dstatus disable_peer_access(int device, int peer) override {
-    if (auto s = check_device(peer, "disable_peer_access (peer)"); !s.ok()) return s;
-    device_scope scope(*this);
-    if (auto s = scope.enter(device, "disable_peer_access"); !s.ok()) return s;
+    MEMAREA_HIP_ON_DEVICE(device, "disable_peer_access");
     return call(api_.hipDeviceDisablePeerAccess(peer), "hipDeviceDisablePeerAccess");
   }
 
   dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) override {
-    if (!value) return refuse(errc::invalid_value, "get_p2p_attribute: value is null");
-    hipDeviceP2PAttr hip_attr{};
-    switch (attr) {
-      case MEMAREA_P2P_ATTR_PERFORMANCE_RANK: hip_attr = hipDevP2PAttrPerformanceRank; break;
-      case MEMAREA_P2P_ATTR_ACCESS_SUPPORTED: hip_attr = hipDevP2PAttrAccessSupported; break;
-      case MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED:
-        hip_attr = hipDevP2PAttrNativeAtomicSupported;
-        break;
-      case MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED:
-        hip_attr = hipDevP2PAttrHipArrayAccessSupported;
-        break;
-      default:
-        return refuse(errc::invalid_value,
-                      fmt::format("get_p2p_attribute: unknown attribute {}", static_cast<int>(attr)));
-    }
-    if (auto s = check_device(src, "get_p2p_attribute (src)"); !s.ok()) return s;
-    if (auto s = check_device(dst, "get_p2p_attribute (dst)"); !s.ok()) return s;
-    return call(api_.hipDeviceGetP2PAttribute(value, hip_attr, src, dst),
+    if (auto s = check_available("get_p2p_attribute"); !s.ok()) return s;
+    return call(api_.hipDeviceGetP2PAttribute(value, hip_p2p(attr), src, dst),
                 "hipDeviceGetP2PAttribute");
   }
 
@@ -534,39 +467,27 @@ class hip_driver final : public driver {
 
   dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                        native_stream s) override {
-    if (size > 0 && (!dst || !src))
-      return refuse(errc::invalid_value, "memcpy_async: dst or src is null");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "memcpy_async"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "memcpy_async");
     return call(api_.hipMemcpyAsync(dst, src, size, hipMemcpyDefault, as_stream(s)),
                 "hipMemcpyAsync");
   }
 
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                             size_t size, int device, native_stream s) override {
-    if (size > 0 && (!dst || !src))
-      return refuse(errc::invalid_value, "memcpy_peer_async: dst or src is null");
-    if (auto st = check_device(dst_device, "memcpy_peer_async (dst_device)"); !st.ok()) return st;
-    if (auto st = check_device(src_device, "memcpy_peer_async (src_device)"); !st.ok()) return st;
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "memcpy_peer_async"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "memcpy_peer_async");
     return call(api_.hipMemcpyPeerAsync(dst, dst_device, src, src_device, size, as_stream(s)),
                 "hipMemcpyPeerAsync");
   }
 
   dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) override {
-    if (size > 0 && !dst) return refuse(errc::invalid_value, "memset_async: dst is null");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "memset_async"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "memset_async");
     return call(api_.hipMemsetAsync(dst, value, size, as_stream(s)), "hipMemsetAsync");
   }
 
   // --- streams and events --------------------------------------------------------------------
 
   dstatus stream_create(int device, native_stream* s) override {
-    if (!s) return refuse(errc::invalid_value, "stream_create: s is null");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "stream_create"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "stream_create");
     // Non-blocking: memarea streams must not serialise with the legacy default stream.
     hipStream_t stream = nullptr;
     dstatus st = call(api_.hipStreamCreateWithFlags(&stream, hipStreamNonBlocking),
@@ -576,21 +497,17 @@ class hip_driver final : public driver {
   }
 
   dstatus stream_destroy(int device, native_stream s) override {
-    if (!s) return refuse(errc::invalid_value, "stream_destroy: the default stream cannot be destroyed");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "stream_destroy"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "stream_destroy");
     return call(api_.hipStreamDestroy(as_stream(s)), "hipStreamDestroy");
   }
 
   dstatus stream_synchronize(int device, native_stream s) override {
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "stream_synchronize"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "stream_synchronize");
     return call(api_.hipStreamSynchronize(as_stream(s)), "hipStreamSynchronize");
   }
 
   dstatus stream_query(int device, native_stream s) override {
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "stream_query"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "stream_query");
     const hipError_t r = api_.hipStreamQuery(as_stream(s));
     if (r == hipSuccess) return {};
     if (r == hipErrorNotReady) return dstatus::not_ready(static_cast<int>(r), "hipErrorNotReady");
@@ -598,9 +515,7 @@ class hip_driver final : public driver {
   }
 
   dstatus event_create(int device, native_event* e, event_timing timing) override {
-    if (!e) return refuse(errc::invalid_value, "event_create: e is null");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "event_create"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "event_create");
     hipEvent_t event = nullptr;
     const unsigned flags = timing == event_timing::on ? hipEventDefault : hipEventDisableTiming;
     dstatus st = call(api_.hipEventCreateWithFlags(&event, flags), "hipEventCreateWithFlags");
@@ -609,34 +524,26 @@ class hip_driver final : public driver {
   }
 
   dstatus event_destroy(int device, native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "event_destroy: e is null");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "event_destroy"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "event_destroy");
     return call(api_.hipEventDestroy(as_event(e)), "hipEventDestroy");
   }
 
   dstatus event_record(native_event e, int device, native_stream s) override {
-    if (!e) return refuse(errc::invalid_value, "event_record: e is null");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "event_record"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "event_record");
     return call(api_.hipEventRecord(as_event(e), as_stream(s)), "hipEventRecord");
   }
 
   dstatus stream_wait_event(int device, native_stream s, native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "stream_wait_event: e is null");
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "stream_wait_event"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "stream_wait_event");
     return call(api_.hipStreamWaitEvent(as_stream(s), as_event(e), 0), "hipStreamWaitEvent");
   }
 
   dstatus event_synchronize(native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "event_synchronize: e is null");
     if (auto st = check_available("event_synchronize"); !st.ok()) return st;
     return call(api_.hipEventSynchronize(as_event(e)), "hipEventSynchronize");
   }
 
   dstatus event_query(native_event e) override {
-    if (!e) return refuse(errc::invalid_value, "event_query: e is null");
     if (auto st = check_available("event_query"); !st.ok()) return st;
     const hipError_t r = api_.hipEventQuery(as_event(e));
     if (r == hipSuccess) return {};
@@ -645,23 +552,19 @@ class hip_driver final : public driver {
   }
 
   dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override {
-    if (!ms || !start || !end)
-      return refuse(errc::invalid_value, "event_elapsed_ms: a pointer or event is null");
     if (auto st = check_available("event_elapsed_ms"); !st.ok()) return st;
     return call(api_.hipEventElapsedTime(ms, as_event(start), as_event(end)),
                 "hipEventElapsedTime");
   }
 
   dstatus device_synchronize(int device) override {
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "device_synchronize"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "device_synchronize");
     return call(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
   }
 
   // --- legacy IPC ----------------------------------------------------------------------------
 
   dstatus ipc_get_handle(void* base, ipc_native_handle* handle) override {
-    if (!base || !handle) return refuse(errc::invalid_value, "ipc_get_handle: a pointer is null");
     if (auto st = check_available("ipc_get_handle"); !st.ok()) return st;
     hipIpcMemHandle_t h{};
     static_assert(sizeof h == sizeof handle->bytes, "hipIpcMemHandle_t is 64 bytes");
@@ -670,16 +573,9 @@ class hip_driver final : public driver {
     return st;
   }
 
-  dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
+  dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned /*flags*/,
                           void** ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ipc_open_handle: ptr is null");
-    if (flags != 0 && flags != MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS)
-      return refuse(errc::invalid_value,
-                    fmt::format("ipc_open_handle: flags {:#x} must be 0 or "
-                                "MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS",
-                                flags));
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "ipc_open_handle"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "ipc_open_handle");
     hipIpcMemHandle_t h{};
     std::memcpy(&h, handle.bytes, sizeof h);
     // AMD accepts exactly hipIpcMemLazyEnablePeerAccess, whose value changed with ROCm 6, and
@@ -689,221 +585,85 @@ class hip_driver final : public driver {
   }
 
   dstatus ipc_close_handle(void* ptr) override {
-    if (!ptr) return refuse(errc::invalid_value, "ipc_close_handle: ptr is null");
     if (auto st = check_available("ipc_close_handle"); !st.ok()) return st;
     return call(api_.hipIpcCloseMemHandle(ptr), "hipIpcCloseMemHandle");
   }
 
-  // --- shareable memory ----------------------------------------------------------------------
+  // --- shareable memory: driver/vmm.hpp's steps ----------------------------------------------
 
   dstatus shareable_create(int device, size_t size, shareable_allocation* out) override {
-    if (!out || size == 0)
-      return refuse(errc::invalid_value, "shareable_create: out is null or size is 0");
-    if (auto st = check_device(device, "shareable_create"); !st.ok()) return st;
+    if (auto st = check_available("shareable_create"); !st.ok()) return st;
     if (auto st = check_vmm(device, "shareable_create"); !st.ok()) return st;
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "shareable_create"); !st.ok()) return st;
-
-    vmm_prop prop(device, rocm6_);
-    size_t rounded = 0;
-    if (auto st = round_to_granularity(prop, size, &rounded); !st.ok()) return st;
-    hipMemGenericAllocationHandle_t handle = nullptr;
-    if (auto st = call(api_.hipMemCreate(&handle, rounded, prop.get(), 0), "hipMemCreate");
-        !st.ok())
-      return st;
-    shareable_allocation a;
-    if (auto st = map_handle(device, handle, rounded, &a); !st.ok()) {
-      (void)api_.hipMemRelease(handle);
-      return st;
-    }
-    *out = a;
-    return dstatus::success();
+    MEMAREA_HIP_ON_DEVICE(device, "shareable_create");
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).create(device, size, out);
   }
 
   dstatus shareable_export_fd(const shareable_allocation& a, int* fd) override {
-    if (!fd) return refuse(errc::invalid_value, "shareable_export_fd: fd is null");
-    if (!a.opaque[0]) return refuse(errc::invalid_value, "shareable_export_fd: not an allocation");
+    if (!a.opaque[0]) return refusal(errc::invalid_value, "shareable_export_fd: not an allocation");
     if (auto st = check_available("shareable_export_fd"); !st.ok()) return st;
     if (!api_.have_vmm)
-      return refuse(errc::not_supported, "shareable_export_fd: this HIP runtime has no VMM API");
-    // HIP writes an int through the pointer; a zeroed 8-byte buffer also survives a runtime that
-    // writes a pointer-sized value.
-    std::uint64_t raw = 0;
-    dstatus st = call(api_.hipMemExportToShareableHandle(&raw, handle_of(a),
-                                                         hipMemHandleTypePosixFileDescriptor, 0),
-                      "hipMemExportToShareableHandle");
-    if (!st.ok()) return st;
-    int value = -1;
-    std::memcpy(&value, &raw, sizeof value);
-    if (value < 0)
-      return refuse(errc::unknown, "hipMemExportToShareableHandle returned no file descriptor");
-    *fd = value;
-    return dstatus::success();
+      return refusal(errc::not_supported, "shareable_export_fd: this HIP runtime has no VMM API");
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).export_fd(a, fd);
   }
 
   dstatus shareable_import_fd(int device, int fd, size_t size,
                               shareable_allocation* out) override {
-    if (!out || size == 0 || fd < 0)
-      return refuse(errc::invalid_value, "shareable_import_fd: out is null, size 0 or fd < 0");
     // HIP takes the descriptor as the pointer's value and rejects a null pointer.
     if (fd == 0)
-      return refuse(errc::not_supported, "shareable_import_fd: HIP cannot import descriptor 0");
-    if (auto st = check_device(device, "shareable_import_fd"); !st.ok()) return st;
+      return refusal(errc::not_supported, "shareable_import_fd: HIP cannot import descriptor 0");
+    if (auto st = check_available("shareable_import_fd"); !st.ok()) return st;
     if (auto st = check_vmm(device, "shareable_import_fd"); !st.ok()) return st;
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "shareable_import_fd"); !st.ok()) return st;
-
-    vmm_prop prop(device, rocm6_);
-    size_t rounded = 0;
-    if (auto st = round_to_granularity(prop, size, &rounded); !st.ok()) return st;
-    hipMemGenericAllocationHandle_t handle = nullptr;
-    void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));
-    if (auto st = call(api_.hipMemImportFromShareableHandle(&handle, os_handle,
-                                                             hipMemHandleTypePosixFileDescriptor),
-                       "hipMemImportFromShareableHandle");
-        !st.ok())
-      return st;
-    shareable_allocation a;
-    if (auto st = map_handle(device, handle, rounded, &a); !st.ok()) {
-      (void)api_.hipMemRelease(handle);
-      return st;
-    }
-    *out = a;
-    return dstatus::success();
+    MEMAREA_HIP_ON_DEVICE(device, "shareable_import_fd");
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).import_fd(device, fd, size, out);
   }
 
   dstatus shareable_release(const shareable_allocation& a) override {
-    if (!a.ptr || !a.opaque[0])
-      return refuse(errc::invalid_value, "shareable_release: not an allocation");
+    if (!a.opaque[0]) return refusal(errc::invalid_value, "shareable_release: not an allocation");
     if (auto st = check_available("shareable_release"); !st.ok()) return st;
     if (!api_.have_vmm)
-      return refuse(errc::not_supported, "shareable_release: this HIP runtime has no VMM API");
-    // All three steps run even when one fails, so nothing leaks; the first failure is reported.
-    dstatus first = call(api_.hipMemUnmap(a.ptr, a.size), "hipMemUnmap");
-    dstatus st = call(api_.hipMemAddressFree(a.ptr, a.size), "hipMemAddressFree");
-    if (first.ok()) first = st;
-    st = call(api_.hipMemRelease(handle_of(a)), "hipMemRelease");
-    if (first.ok()) first = st;
-    return first;
+      return refusal(errc::not_supported, "shareable_release: this HIP runtime has no VMM API");
+    return vmm_sequence<vmm_calls>(vmm_calls{*this}).release(a);
   }
 
   // --- managed memory ------------------------------------------------------------------------
 
   dstatus mem_prefetch_async(const void* ptr, size_t count, location to, int device,
                              native_stream s) override {
-    if (!ptr || count == 0)
-      return refuse(errc::invalid_value, "mem_prefetch_async: ptr is null or count is 0");
     int target = 0;
     if (auto st = location_to_hip(to, "mem_prefetch_async", &target); !st.ok()) return st;
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "mem_prefetch_async"); !st.ok()) return st;
+    MEMAREA_HIP_ON_DEVICE(device, "mem_prefetch_async");
     return call(api_.hipMemPrefetchAsync(ptr, count, target, as_stream(s)),
                 "hipMemPrefetchAsync");
   }
 
+  /// Advice that takes no location still goes through HIP's device check: the front gives it
+  /// the host, whose id HIP always accepts.
   dstatus mem_advise(const void* ptr, size_t count, memarea_mem_advice advice,
                      location where) override {
-    if (!ptr || count == 0)
-      return refuse(errc::invalid_value, "mem_advise: ptr is null or count is 0");
-    hipMemoryAdvise hip_advice{};
-    bool needs_location = true;
-    switch (advice) {
-      case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY:
-        hip_advice = hipMemAdviseSetReadMostly;
-        needs_location = false;
-        break;
-      case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY:
-        hip_advice = hipMemAdviseUnsetReadMostly;
-        needs_location = false;
-        break;
-      case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:
-        hip_advice = hipMemAdviseSetPreferredLocation;
-        break;
-      case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
-        hip_advice = hipMemAdviseUnsetPreferredLocation;
-        needs_location = false;
-        break;
-      case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY: hip_advice = hipMemAdviseSetAccessedBy; break;
-      case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: hip_advice = hipMemAdviseUnsetAccessedBy; break;
-      default:
-        return refuse(errc::invalid_value,
-                      fmt::format("mem_advise: unknown advice {}", static_cast<int>(advice)));
-    }
     int target = hipCpuDeviceId;
-    // Advice that ignores the location still goes through HIP's device check, so an absent
-    // location becomes the host id, which HIP always accepts.
-    if (needs_location || where.kind != location::type::invalid) {
-      if (auto st = location_to_hip(where, "mem_advise", &target); !st.ok()) return st;
-    }
+    if (auto st = location_to_hip(where, "mem_advise", &target); !st.ok()) return st;
     if (auto st = check_available("mem_advise"); !st.ok()) return st;
-    return call(api_.hipMemAdvise(ptr, count, hip_advice, target), "hipMemAdvise");
+    return call(api_.hipMemAdvise(ptr, count, hip_advice(advice), target), "hipMemAdvise");
   }
 
   dstatus mem_range_get_attribute(void* data, size_t data_size,
                                   memarea_mem_range_attribute attribute, const void* ptr,
                                   size_t count) override {
-    if (!data || !ptr || count == 0)
-      return refuse(errc::invalid_value,
-                    "mem_range_get_attribute: data or ptr is null, or count is 0");
-    hipMemRangeAttribute hip_attr{};
-    switch (attribute) {
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
-        hip_attr = hipMemRangeAttributeReadMostly;
-        break;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
-        hip_attr = hipMemRangeAttributePreferredLocation;
-        break;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
-        hip_attr = hipMemRangeAttributeAccessedBy;
-        break;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
-        hip_attr = hipMemRangeAttributeLastPrefetchLocation;
-        break;
-      default:
-        return refuse(errc::invalid_value, fmt::format("mem_range_get_attribute: unknown attribute {}",
-                                                       static_cast<int>(attribute)));
-    }
-    if (attribute == MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY) {
-      if (data_size == 0 || data_size % sizeof(int) != 0)
-        return refuse(errc::invalid_value,
-                      "mem_range_get_attribute: accessed-by needs a non-zero multiple of 4 bytes");
-    } else if (data_size != sizeof(int)) {
-      return refuse(errc::invalid_value, "mem_range_get_attribute: this attribute needs 4 bytes");
-    }
     if (auto st = check_available("mem_range_get_attribute"); !st.ok()) return st;
-    if (attribute == MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY) {
-      // The contract pads unused slots with the invalid id, as CUDA does; HIP may write fewer.
-      // A scratch copy keeps *data unchanged when HIP fails.
-      std::vector<int> ids(data_size / sizeof(int), MEMAREA_INVALID_DEVICE_ID);
-      dstatus st = call(api_.hipMemRangeGetAttribute(ids.data(), data_size, hip_attr, ptr, count),
-                        "hipMemRangeGetAttribute");
-      if (st.ok()) std::memcpy(data, ids.data(), data_size);
-      return st;
-    }
-    int value = 0;
-    dstatus st = call(api_.hipMemRangeGetAttribute(&value, sizeof value, hip_attr, ptr, count),
+    // The contract pads unused accessed-by slots with the invalid id, as CUDA does; HIP may
+    // write fewer. A scratch copy keeps *data unchanged when HIP fails.
+    std::vector<int> ids(data_size / sizeof(int), MEMAREA_INVALID_DEVICE_ID);
+    dstatus st = call(api_.hipMemRangeGetAttribute(ids.data(), data_size,
+                                                   hip_range_attribute(attribute), ptr, count),
                       "hipMemRangeGetAttribute");
-    if (st.ok()) std::memcpy(data, &value, sizeof value);
+    if (st.ok()) std::memcpy(data, ids.data(), data_size);
     return st;
   }
 
   dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
                                   unsigned flags) override {
-    if (!ptr) return refuse(errc::invalid_value, "stream_attach_mem_async: ptr is null");
-    unsigned hip_flags = 0;
-    switch (flags) {
-      case MEMAREA_MEM_ATTACH_GLOBAL: hip_flags = hipMemAttachGlobal; break;
-      case MEMAREA_MEM_ATTACH_HOST: hip_flags = hipMemAttachHost; break;
-      case MEMAREA_MEM_ATTACH_SINGLE: hip_flags = hipMemAttachSingle; break;
-      default:
-        return refuse(errc::invalid_value,
-                      fmt::format("stream_attach_mem_async: flags {:#x} must be one of "
-                                  "MEMAREA_MEM_ATTACH_GLOBAL, _HOST, _SINGLE",
-                                  flags));
-    }
-    device_scope scope(*this);
-    if (auto st = scope.enter(device, "stream_attach_mem_async"); !st.ok()) return st;
-    return call(api_.hipStreamAttachMemAsync(as_stream(s), ptr, length, hip_flags),
+    MEMAREA_HIP_ON_DEVICE(device, "stream_attach_mem_async");
+    return call(api_.hipStreamAttachMemAsync(as_stream(s), ptr, length, hip_attach(flags)),
                 "hipStreamAttachMemAsync");
   }
 
@@ -920,9 +680,9 @@ class hip_driver final : public driver {
       if (switched_) (void)d_.api_.hipSetDevice(previous_);
     }
 
-    /// Validates `device` and makes it current, remembering the previous one.
+    /// Makes `device` (an ordinal the front checked) current, remembering the previous one.
     dstatus enter(int device, const char* what) {
-      if (auto s = d_.check_device(device, what); !s.ok()) return s;
+      if (auto s = d_.check_available(what); !s.ok()) return s;
       int previous = 0;
       if (auto s = d_.call(d_.api_.hipGetDevice(&previous), "hipGetDevice"); !s.ok()) return s;
       if (previous == device) return dstatus::success();
@@ -964,7 +724,7 @@ class hip_driver final : public driver {
 
   /// A HIP status (native code, name and hipGetErrorString's text) for a failed call; success
   /// passes through. `what` names the HIP function, for the detail.
-  dstatus status(hipError_t e, const std::string& what) const {
+  dstatus call(hipError_t e, const std::string& what) const {
     if (e == hipSuccess) return dstatus::success();
     dstatus s;
     s.native = static_cast<int>(e);
@@ -975,7 +735,6 @@ class hip_driver final : public driver {
     s.detail = text.empty() ? fmt::format("{} failed", what) : fmt::format("{}: {}", what, text);
     return s;
   }
-  dstatus call(hipError_t e, const std::string& what) const { return status(e, what); }
 
   /// hipGetErrorString's text, or "" when the runtime has none.
   std::string error_text(hipError_t e) const {
@@ -989,44 +748,73 @@ class hip_driver final : public driver {
   /// call away from a runtime that is not there or not usable.
   dstatus check_available(const char* what) const {
     if (count_ > 0) return dstatus::success();
-    return refuse(errc::no_device, fmt::format("{}: HIP has no devices: {}", what, reason_));
+    return refusal(errc::no_device, fmt::format("{}: HIP has no devices: {}", what, reason_));
   }
 
-  /// invalid_device with the ordinal and the range, before HIP sees a bad ordinal.
-  dstatus check_device(int device, const char* what) const {
-    if (auto s = check_available(what); !s.ok()) return s;
-    if (device >= 0 && device < count_) return dstatus::success();
-    return refuse(errc::invalid_device,
-                  fmt::format("{}: device {} does not exist (HIP has {})", what, device, count_));
-  }
-
-  /// The HIP device id of a managed-memory location (hipCpuDeviceId for the host).
-  dstatus location_to_hip(const location& where, const char* what, int* id) const {
+  /// The HIP device id of a managed-memory location (hipCpuDeviceId for the host); HIP has no
+  /// NUMA nodes.
+  static dstatus location_to_hip(const location& where, const char* what, int* id) {
     switch (where.kind) {
       case location::type::device:
-        if (auto s = check_device(where.id, what); !s.ok()) return s;
         *id = where.id;
         return dstatus::success();
       case location::type::host:
         *id = hipCpuDeviceId;
         return dstatus::success();
       case location::type::host_numa:
-        return refuse(errc::not_supported,
+        return refusal(errc::not_supported,
                       fmt::format("{}: HIP takes a device or the host, not a host NUMA node ({})",
                                   what, where.id));
       case location::type::invalid: break;
     }
-    return refuse(errc::invalid_value, fmt::format("{}: no location given", what));
+    return refusal(errc::invalid_value, fmt::format("{}: no location given", what));
   }
 
-  /// Translates host_flags to HIP's bits (the same meaning for hipHostMalloc and
-  /// hipHostRegister); unknown bits are refused rather than passed on.
-  static dstatus host_flags_to_hip(unsigned flags, unsigned portable, unsigned mapped,
-                                   unsigned* out, const char* what) {
-    if (flags & ~unsigned{host_portable | host_mapped})
-      return refuse(errc::invalid_value, fmt::format("{}: unknown flags {:#x}", what, flags));
-    *out = ((flags & host_portable) ? portable : 0u) | ((flags & host_mapped) ? mapped : 0u);
-    return dstatus::success();
+  // --- memarea's values as HIP's (the front let only valid ones through) --------------------
+
+  /// host_flags as HIP's bits (the same meaning for hipHostMalloc and hipHostRegister).
+  static unsigned host_flags_to_hip(unsigned flags, unsigned portable, unsigned mapped) {
+    return ((flags & host_portable) ? portable : 0u) | ((flags & host_mapped) ? mapped : 0u);
+  }
+
+  /// MEMAREA_MEM_ATTACH_GLOBAL, _HOST or _SINGLE as HIP's flag.
+  static unsigned hip_attach(unsigned flags) {
+    if (flags == MEMAREA_MEM_ATTACH_GLOBAL) return hipMemAttachGlobal;
+    if (flags == MEMAREA_MEM_ATTACH_HOST) return hipMemAttachHost;
+    return hipMemAttachSingle;
+  }
+
+  static hipDeviceP2PAttr hip_p2p(memarea_p2p_attribute a) {
+    switch (a) {
+      case MEMAREA_P2P_ATTR_PERFORMANCE_RANK: return hipDevP2PAttrPerformanceRank;
+      case MEMAREA_P2P_ATTR_ACCESS_SUPPORTED: return hipDevP2PAttrAccessSupported;
+      case MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED: return hipDevP2PAttrNativeAtomicSupported;
+      case MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED: break;
+    }
+    return hipDevP2PAttrHipArrayAccessSupported;
+  }
+
+  static hipMemoryAdvise hip_advice(memarea_mem_advice a) {
+    switch (a) {
+      case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY: return hipMemAdviseSetReadMostly;
+      case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY: return hipMemAdviseUnsetReadMostly;
+      case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION: return hipMemAdviseSetPreferredLocation;
+      case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION: return hipMemAdviseUnsetPreferredLocation;
+      case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY: return hipMemAdviseSetAccessedBy;
+      case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: break;
+    }
+    return hipMemAdviseUnsetAccessedBy;
+  }
+
+  static hipMemRangeAttribute hip_range_attribute(memarea_mem_range_attribute a) {
+    switch (a) {
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: return hipMemRangeAttributeReadMostly;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+        return hipMemRangeAttributePreferredLocation;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: return hipMemRangeAttributeAccessedBy;
+      case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: break;
+    }
+    return hipMemRangeAttributeLastPrefetchLocation;
   }
 
   /// Whether `device` supports hipMemCreate & co. The attribute exists from ROCm 6; ROCm 5's
@@ -1044,62 +832,93 @@ class hip_driver final : public driver {
   /// runtime answers for itself) when its symbols exist.
   dstatus check_vmm(int device, const char* what) const {
     if (!api_.have_vmm)
-      return refuse(errc::not_supported,
+      return refusal(errc::not_supported,
                     fmt::format("{}: this HIP runtime lacks the virtual memory API", what));
     if (rocm6_ && !vmm_supported(device))
-      return refuse(errc::not_supported,
+      return refusal(errc::not_supported,
                     fmt::format("{}: device {} does not support HIP virtual memory management",
                                 what, device));
     return dstatus::success();
   }
 
-  /// size rounded up to the allocation granularity of prop's device.
-  dstatus round_to_granularity(const vmm_prop& prop, size_t size, size_t* rounded) const {
-    size_t granularity = 0;
-    if (auto s = call(api_.hipMemGetAllocationGranularity(&granularity, prop.get(),
-                                                          hipMemAllocationGranularityMinimum),
-                      "hipMemGetAllocationGranularity");
-        !s.ok())
-      return s;
-    if (granularity == 0) granularity = 4096;
-    if (size > SIZE_MAX - (granularity - 1))
-      return refuse(errc::out_of_memory, "shareable: size overflows when rounded");
-    *rounded = (size + granularity - 1) / granularity * granularity;
-    return dstatus::success();
-  }
+  /// The hipMem* calls that driver/vmm.hpp's sequence makes, on the caller's current device.
+  struct vmm_calls {
+    using handle = hipMemGenericAllocationHandle_t;
+    const hip_driver& d;
 
-  /// Reserves addresses, maps `handle` there and grants `device` read-write access; undoes its
-  /// own steps on failure (the handle stays the caller's).
-  dstatus map_handle(int device, hipMemGenericAllocationHandle_t handle, size_t size,
-                     shareable_allocation* out) const {
-    void* ptr = nullptr;
-    if (auto s = call(api_.hipMemAddressReserve(&ptr, size, 0, nullptr, 0), "hipMemAddressReserve");
-        !s.ok())
-      return s;
-    if (auto s = call(api_.hipMemMap(ptr, size, 0, handle, 0), "hipMemMap"); !s.ok()) {
-      (void)api_.hipMemAddressFree(ptr, size);
+    /// A runtime that names no granularity gets pages.
+    dstatus granularity(int device, size_t* g) const {
+      vmm_prop prop(device, d.rocm6_);
+      dstatus s = d.call(d.api_.hipMemGetAllocationGranularity(g, prop.get(),
+                                                               hipMemAllocationGranularityMinimum),
+                         "hipMemGetAllocationGranularity");
+      if (s.ok() && *g == 0) *g = 4096;
       return s;
     }
-    hipMemAccessDesc access{};
-    access.location.type = hipMemLocationTypeDevice;
-    access.location.id = device;
-    access.flags = hipMemAccessFlagsProtReadWrite;
-    if (auto s = call(api_.hipMemSetAccess(ptr, size, &access, 1), "hipMemSetAccess"); !s.ok()) {
-      (void)api_.hipMemUnmap(ptr, size);
-      (void)api_.hipMemAddressFree(ptr, size);
-      return s;
+    dstatus create(int device, size_t size, handle* h) const {
+      vmm_prop prop(device, d.rocm6_);
+      return d.call(d.api_.hipMemCreate(h, size, prop.get(), 0), "hipMemCreate");
     }
-    out->ptr = ptr;
-    out->size = size;
-    out->device = device;
-    out->opaque[0] = reinterpret_cast<std::uintptr_t>(handle);
-    return dstatus::success();
-  }
+    dstatus import(int fd, handle* h) const {
+      void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));
+      return d.call(
+          d.api_.hipMemImportFromShareableHandle(h, os_handle, hipMemHandleTypePosixFileDescriptor),
+          "hipMemImportFromShareableHandle");
+    }
+    /// HIP has no properties-from-handle call: the importing device's granularity.
+    dstatus import_granularity(handle, int device, size_t* g) const {
+      return granularity(device, g);
+    }
+    /// HIP writes an int through the pointer; a zeroed 8-byte buffer also survives a runtime
+    /// that writes a pointer-sized value.
+    dstatus export_fd(handle h, int* fd) const {
+      std::uint64_t raw = 0;
+      dstatus s = d.call(
+          d.api_.hipMemExportToShareableHandle(&raw, h, hipMemHandleTypePosixFileDescriptor, 0),
+          "hipMemExportToShareableHandle");
+      if (!s.ok()) return s;
+      int value = -1;
+      std::memcpy(&value, &raw, sizeof value);
+      if (value < 0)
+        return refusal(errc::unknown, "hipMemExportToShareableHandle returned no file descriptor");
+      *fd = value;
+      return {};
+    }
+    dstatus reserve(size_t size, size_t alignment, void** addr) const {
+      return d.call(d.api_.hipMemAddressReserve(addr, size, alignment, nullptr, 0),
+                    "hipMemAddressReserve");
+    }
+    dstatus free_address(void* addr, size_t size) const {
+      return d.call(d.api_.hipMemAddressFree(addr, size), "hipMemAddressFree");
+    }
+    dstatus map(void* addr, size_t size, handle h) const {
+      return d.call(d.api_.hipMemMap(addr, size, 0, h, 0), "hipMemMap");
+    }
+    dstatus unmap(void* addr, size_t size) const {
+      return d.call(d.api_.hipMemUnmap(addr, size), "hipMemUnmap");
+    }
+    dstatus set_access(void* addr, size_t size, const int* devices, size_t n) const {
+      std::vector<hipMemAccessDesc> access(n);
+      for (size_t i = 0; i < n; ++i) {
+        access[i] = hipMemAccessDesc{};
+        access[i].location.type = hipMemLocationTypeDevice;
+        access[i].location.id = devices[i];
+        access[i].flags = hipMemAccessFlagsProtReadWrite;
+      }
+      return d.call(d.api_.hipMemSetAccess(addr, size, access.data(), n), "hipMemSetAccess");
+    }
+    dstatus release(handle h) const { return d.call(d.api_.hipMemRelease(h), "hipMemRelease"); }
+    int device_count() const { return d.count_; }
+    bool can_reach(int from, int to) const {
+      int can = 0;
+      return d.api_.hipDeviceCanAccessPeer(&can, from, to) == hipSuccess && can;
+    }
+    static std::uint64_t to_opaque(handle h) { return reinterpret_cast<std::uintptr_t>(h); }
+    static handle from_opaque(std::uint64_t w) {
+      return reinterpret_cast<handle>(static_cast<std::uintptr_t>(w));
+    }
+  };
 
-  static hipMemGenericAllocationHandle_t handle_of(const shareable_allocation& a) {
-    return reinterpret_cast<hipMemGenericAllocationHandle_t>(
-        static_cast<std::uintptr_t>(a.opaque[0]));
-  }
   static hipStream_t as_stream(native_stream s) { return static_cast<hipStream_t>(s); }
   static hipEvent_t as_event(native_event e) { return static_cast<hipEvent_t>(e); }
 
@@ -1141,6 +960,8 @@ class hip_driver final : public driver {
   int count_ = 0;
   std::string reason_ = "not loaded";
 };
+
+#undef MEMAREA_HIP_ON_DEVICE
 
 }  // namespace
 

@@ -1,0 +1,167 @@
+// The driver front: the one door from core into a backend. It checks every argument and enum
+// once, for every backend (null outputs, device ordinals, unknown flag bits and enum values,
+// zero sizes the vendors refuse), and hands the backend only calls it can pass straight to the
+// vendor. So the CUDA and HIP backends hold no argument checks of their own and cannot drift
+// apart again; the sim keeps its own (it models the vendors' refusals for tests that call it
+// directly), which the front's checks agree with.
+//
+// Its methods have the names and signatures of `driver`'s, so core code calls it unchanged. It
+// is not a `driver` itself: nothing can hand core a backend that skips it.
+#pragma once
+
+#include "driver/driver.hpp"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace memarea::detail {
+
+/// Validates, then forwards to the active backend. The rules, in the order they are checked:
+/// pointers and sizes, then flags and enum values, then device ordinals. A backend with no
+/// devices gets every call as it came (after the pointer and enum checks): only it knows why it
+/// has none (a missing library is no_device, a backend not built in is not_supported), and
+/// each backend answers that itself.
+class driver_front {
+ public:
+  /// Takes the backend; reads its device count once (backends fix it when they load).
+  explicit driver_front(std::unique_ptr<driver> backend)
+      : backend_(std::move(backend)), count_(backend_->device_count()) {}
+
+  /// The bare backend, for what only it offers (the sim's test hooks) and for raw baselines
+  /// that measure the vendor's path without memarea's checks.
+  driver& backend() noexcept { return *backend_; }
+
+  // Each operation below has the contract of its namesake in `driver` (driver.hpp); the front
+  // adds only the refusals in the class comment, as invalid_value or invalid_device.
+
+  // --- identity: forwarded as they are -----------------------------------------------------
+  const char* name() const noexcept { return backend_->name(); }
+  std::string unavailable_reason() const { return backend_->unavailable_reason(); }
+  std::string version() const { return backend_->version(); }
+  int device_count() const noexcept { return count_; }
+  bool survives_fork() const noexcept { return backend_->survives_fork(); }
+  dstatus get_properties(int device, memarea_device_properties* props);
+  dstatus mem_get_info(int device, size_t* free_bytes, size_t* total_bytes);
+
+  // --- the vendor's per-thread current device ----------------------------------------------
+  dstatus set_current_device(int device);
+  dstatus get_current_device(int* device);
+
+  // --- allocation ----------------------------------------------------------------------------
+  dstatus malloc_device(int device, size_t size, void** ptr);
+  /// A null pointer is success without a call, as cudaFree(nullptr) on every backend.
+  dstatus free_device(void* ptr) { return ptr ? backend_->free_device(ptr) : dstatus{}; }
+  dstatus malloc_host(int device, size_t size, unsigned flags, void** ptr);
+  dstatus free_host(void* ptr) { return ptr ? backend_->free_host(ptr) : dstatus{}; }
+  dstatus host_register(int device, void* ptr, size_t size, unsigned flags);
+  dstatus host_unregister(void* ptr);
+  dstatus host_get_device_pointer(void** device_ptr, void* host_ptr);
+  dstatus malloc_managed(int device, size_t size, unsigned attach_flags, void** ptr);
+  dstatus free_managed(void* ptr) { return ptr ? backend_->free_managed(ptr) : dstatus{}; }
+  /// A null pointer is not_found, as no allocation holds it.
+  dstatus pointer_query(const void* ptr, pointer_info* info) {
+    if (!info || !ptr) [[unlikely]]
+      return refuse_query(info);
+    return backend_->pointer_query(ptr, info);
+  }
+
+  // --- peer access ---------------------------------------------------------------------------
+  /// A device is not its own peer: 0, answered here so that no vendor can say otherwise.
+  dstatus can_access_peer(int device, int peer, int* can_access);
+  dstatus enable_peer_access(int device, int peer, unsigned flags);
+  dstatus disable_peer_access(int device, int peer);
+  dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value);
+
+  // --- copies: inline, they are on the copy's fixed cost ------------------------------------
+  dstatus memcpy_async(void* dst, const void* src, size_t size, int device, native_stream s) {
+    const bool null_pointer = size > 0 && (!dst || !src);
+    if (null_pointer || bad_device(device)) [[unlikely]]
+      return refuse_copy("memcpy_async", null_pointer, device);
+    return backend_->memcpy_async(dst, src, size, device, s);
+  }
+  dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
+                            size_t size, int device, native_stream s);
+  dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) {
+    const bool null_pointer = size > 0 && !dst;
+    if (null_pointer || bad_device(device)) [[unlikely]]
+      return refuse_copy("memset_async", null_pointer, device);
+    return backend_->memset_async(dst, value, size, device, s);
+  }
+
+  // --- streams and events --------------------------------------------------------------------
+  dstatus stream_create(int device, native_stream* s);
+  dstatus stream_destroy(int device, native_stream s);
+  dstatus stream_synchronize(int device, native_stream s);
+  dstatus stream_query(int device, native_stream s) {
+    if (bad_device(device)) [[unlikely]]
+      return no_such_device("stream_query", device);
+    return backend_->stream_query(device, s);
+  }
+  dstatus event_create(int device, native_event* e, event_timing timing);
+  dstatus event_destroy(int device, native_event e);
+  dstatus event_record(native_event e, int device, native_stream s) {
+    if (!e || bad_device(device)) [[unlikely]]
+      return refuse_event("event_record", e, device);
+    return backend_->event_record(e, device, s);
+  }
+  dstatus stream_wait_event(int device, native_stream s, native_event e) {
+    if (!e || bad_device(device)) [[unlikely]]
+      return refuse_event("stream_wait_event", e, device);
+    return backend_->stream_wait_event(device, s, e);
+  }
+  dstatus event_synchronize(native_event e);
+  dstatus event_query(native_event e) {
+    if (!e) [[unlikely]]
+      return refuse_event("event_query", e, 0);
+    return backend_->event_query(e);
+  }
+  dstatus event_elapsed_ms(float* ms, native_event start, native_event end);
+  dstatus device_synchronize(int device);
+
+  // --- legacy IPC ----------------------------------------------------------------------------
+  dstatus ipc_get_handle(void* base, ipc_native_handle* handle);
+  dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
+                          void** ptr);
+  dstatus ipc_close_handle(void* ptr);
+
+  // --- shareable memory (the opaque words are the backend's: it checks them) ----------------
+  dstatus shareable_create(int device, size_t size, shareable_allocation* out);
+  dstatus shareable_export_fd(const shareable_allocation& a, int* fd);
+  dstatus shareable_import_fd(int device, int fd, size_t size, shareable_allocation* out);
+  dstatus shareable_release(const shareable_allocation& a);
+
+  // --- managed memory ------------------------------------------------------------------------
+  dstatus mem_prefetch_async(const void* ptr, size_t count, location to, int device,
+                             native_stream s);
+  /// Advice that takes no location (read-mostly, unset-preferred) reaches the backend with the
+  /// host when none was given: every vendor ignores it there but still wants a valid one.
+  dstatus mem_advise(const void* ptr, size_t count, memarea_mem_advice advice, location where);
+  dstatus mem_range_get_attribute(void* data, size_t data_size,
+                                  memarea_mem_range_attribute attribute, const void* ptr,
+                                  size_t count);
+  dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
+                                  unsigned flags);
+
+ private:
+  /// True for an ordinal outside [0, count); never with no devices (see the class comment).
+  bool bad_device(int device) const noexcept {
+    return count_ > 0 && static_cast<unsigned>(device) >= static_cast<unsigned>(count_);
+  }
+  /// invalid_value for a location that is not one (devices as bad_device; NUMA nodes >= 0).
+  dstatus check_location(const location& l, const char* what) const;
+
+  // The failure paths, out of line so that the inline checks stay a few instructions.
+  [[gnu::cold]] dstatus no_such_device(const char* what, int device) const;
+  [[gnu::cold]] dstatus refuse_query(const pointer_info* info) const;
+  [[gnu::cold]] dstatus refuse_copy(const char* what, bool null_pointer, int device) const;
+  [[gnu::cold]] dstatus refuse_event(const char* what, native_event e, int device) const;
+
+  std::unique_ptr<driver> backend_;
+  int count_ = 0;
+};
+
+/// A status of memarea's own refusal: no vendor call was made, so no native code or name.
+[[gnu::cold]] dstatus refusal(errc code, std::string detail);
+
+}  // namespace memarea::detail
