@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -29,23 +30,26 @@
 namespace memarea {
 namespace detail {
 
-std::optional<record> check_range(const void* p, std::size_t n, const char* role,
-                                  const char* what) {
-  if (!p) throw error(errc::invalid_value, fmt::format("{}: {} pointer is NULL", what, role));
-  auto r = allocations().find(p);
-  if (r) {
-    const auto offset = static_cast<std::size_t>(static_cast<const char*>(p) -
-                                                 static_cast<const char*>(r->base));
-    if (n > r->size - offset)
-      throw error(errc::invalid_value,
-                  fmt::format("{}: {} range [{}, +{}) runs past its allocation at {} ({} bytes)",
-                              what, role, p, n, r->base, r->size));
-  }
-  return r;
+namespace {
+
+// The refusals of locate(), out of line and cold: the messages are built only when a copy is
+// refused, and their code stays off the path of the copies that are not.
+
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_null(const char* role, const char* what) {
+  throw error(errc::invalid_value, fmt::format("{}: {} pointer is NULL", what, role));
 }
 
-endpoint locate(const void* p, std::size_t n, const char* role, const char* what) {
-  if (auto r = check_range(p, n, role, what)) return {r->kind, r->device, r->context_device};
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_past_end(const void* p, std::size_t n,
+                                                           const void* base, std::size_t size,
+                                                           const char* role, const char* what) {
+  throw error(errc::invalid_value,
+              fmt::format("{}: {} range [{}, +{}) runs past its allocation at {} ({} bytes)",
+                          what, role, p, n, base, size));
+}
+
+/// locate() for a pointer memarea did not allocate: the driver's word, or pageable memory.
+[[gnu::noinline]] endpoint locate_unregistered(const void* p, std::size_t n, const char* role,
+                                               const char* what) {
   endpoint e;
   auto& sys = system::get();
   if (sys.device_count() == 0) return e;
@@ -66,9 +70,50 @@ endpoint locate(const void* p, std::size_t n, const char* role, const char* what
   return e;
 }
 
-namespace {
+/// The calling thread's state of copies, in one thread-local block so that a copy pays for one
+/// thread-local lookup (a call to __tls_get_addr in a shared library). Trivially constructed
+/// and destroyed: no guard or wrapper on access.
+struct thread_state {
+  copy_path last = copy_path::none;  ///< last_copy_path()
+  registry_cache::cache lookups;     ///< locate()'s recent answers
+};
+thread_local constinit thread_state t_state{};
 
-thread_local copy_path t_last_path = copy_path::none;
+/// The calling thread's t_state, fetched once per copy. The empty asm hides where the pointer
+/// came from: otherwise GCC recomputes a thread-local address (a call to __tls_get_addr in a
+/// shared library) at every use rather than keep it in a register or on the stack.
+inline thread_state& this_thread_state() noexcept {
+  thread_state* ts = &t_state;
+  asm("" : "+r"(ts));
+  return *ts;
+}
+
+/// locate() on the registry `reg` with the calling thread's cache `lookups` (both fetched once
+/// per copy by the caller). Inlined: the common case is a handful of compares.
+[[gnu::always_inline]] inline endpoint locate_in(const registry& reg,
+                                                 registry_cache::cache& lookups, const void* p,
+                                                 std::size_t n, const char* role,
+                                                 const char* what) {
+  if (!p) [[unlikely]]
+    refuse_null(role, what);
+  span_info r;
+  if (reg.locate(p, &r, lookups)) [[likely]] {
+    const auto offset = static_cast<std::size_t>(static_cast<const char*>(p) -
+                                                 static_cast<const char*>(r.base));
+    if (n > r.size - offset) [[unlikely]]
+      refuse_past_end(p, n, r.base, r.size, role, what);
+    return {r.kind, r.device, r.context_device};
+  }
+  return locate_unregistered(p, n, role, what);
+}
+
+}  // namespace
+
+endpoint locate(const void* p, std::size_t n, const char* role, const char* what) {
+  return locate_in(allocations(), t_state.lookups, p, n, role, what);
+}
+
+namespace {
 
 // --- the staging pool --------------------------------------------------------------------------
 
@@ -198,6 +243,14 @@ class staging_pool final : public fork_participant {
     } catch (const error&) {
       settings_ = {};
     }
+    driver_up_to_.store(settings_.driver_up_to, std::memory_order_relaxed);
+  }
+
+  /// Whether a copy of n bytes is short enough for the driver's own staging by driver_up_to
+  /// alone: read without the lock on every peer copy with access off (most are short). False
+  /// says nothing: the caller asks settings().use_driver(n), which also counts chunks.
+  bool surely_driver(std::size_t n) const noexcept {
+    return n <= driver_up_to_.load(std::memory_order_relaxed);
   }
 
   std::unique_ptr<stager> acquire(int src, int dst) {
@@ -244,6 +297,7 @@ class staging_pool final : public fork_participant {
     {
       std::lock_guard lock(m_);
       settings_ = s;
+      driver_up_to_.store(s.driver_up_to, std::memory_order_relaxed);
       old.swap(idle_);
     }
   }
@@ -261,6 +315,9 @@ class staging_pool final : public fork_participant {
  private:
   ranked_mutex m_{lock_rank::staging};
   staging_settings settings_;
+  /// settings_.driver_up_to, for surely_driver(). Relaxed: a copy racing with set_staging()
+  /// may go by either the old or the new settings, as it may under the lock.
+  std::atomic<std::size_t> driver_up_to_{0};
   std::vector<std::unique_ptr<stager>> idle_;
 };
 
@@ -313,26 +370,33 @@ int default_device(const endpoint& d, const endpoint& s) {
   return current_device();
 }
 
+/// What dispatch() did: the stream it queued on and the path it took.
+struct dispatched {
+  stream_ref on;
+  copy_path path;
+};
+
 /// Queues the copy on `on` (on.device < 0: no stream named; the device picked for it is
-/// returned so that synchronous callers know what to wait for).
-stream_ref dispatch(void* dst, const endpoint& d, const void* src, const endpoint& s,
-                    std::size_t n, stream_ref on, bool named) {
-  auto& gpu = system::get().gpu();
+/// returned so that synchronous callers know what to wait for). The path is returned, not
+/// stored: the caller already holds its thread's state (one thread-local lookup per copy).
+dispatched dispatch(system& sys, void* dst, const endpoint& d, const void* src,
+                    const endpoint& s, std::size_t n, stream_ref on, bool named) {
+  auto& gpu = sys.gpu();
   if (d.on_device() && s.on_device() && d.device != s.device) {
-    if (peer_path(s.device, d.device)) {
+    const bool src_holds = peer_enabled(s.device, d.device);
+    if (src_holds || peer_enabled(d.device, s.device)) {
       // The device that holds the access runs the copy when the caller leaves it open.
-      if (!named) on = {peer_enabled(s.device, d.device) ? s.device : d.device, nullptr};
+      if (!named) on = {src_holds ? s.device : d.device, nullptr};
       if (d.kind == MEMAREA_MEMORY_DEVICE && s.kind == MEMAREA_MEMORY_DEVICE) {
         check(gpu.memcpy_peer_async(dst, d.device, src, s.device, n, on.device, on.native),
               "peer copy");
       } else {
         check(gpu.memcpy_async(dst, src, n, on.device, on.native), "peer copy");
       }
-      t_last_path = copy_path::driver_peer;
-      return on;
+      return {on, copy_path::driver_peer};
     }
     if (!named) on = {s.device, nullptr};
-    if (staging().use_driver(n)) {
+    if (pool().surely_driver(n) || staging().use_driver(n)) {
       // Too little to overlap: the driver's own staging has less to set up (measured on two
       // H200s: the pipeline is 0.4x at 4 KiB and 0.7x at 1 MiB).
       if (d.kind == MEMAREA_MEMORY_DEVICE && s.kind == MEMAREA_MEMORY_DEVICE) {
@@ -341,34 +405,39 @@ stream_ref dispatch(void* dst, const endpoint& d, const void* src, const endpoin
       } else {
         check(gpu.memcpy_async(dst, src, n, on.device, on.native), "peer copy (driver staging)");
       }
-      t_last_path = copy_path::driver_staged;
-      return on;
+      return {on, copy_path::driver_staged};
     }
     staged_copy(dst, d.device, src, s.device, n, on);
-    return on;
+    return {on, copy_path::staged};
   }
   if (!named) on = {default_device(d, s), nullptr};
   check(gpu.memcpy_async(dst, src, n, on.device, on.native), "copy");
-  t_last_path = copy_path::driver;
-  return on;
+  return {on, copy_path::driver};
 }
 
-/// Throws unless e is device memory (or managed memory) of `device`.
-void require_on(const endpoint& e, int device, const void* p, const char* role) {
+/// require_on's refusal (cold: its message is made only when a copy is refused).
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_not_on(const endpoint& e, int device,
+                                                         const void* p, const char* role) {
   const bool device_memory = e.on_device() || e.kind == MEMAREA_MEMORY_MANAGED;
   if (!device_memory)
     throw error(errc::invalid_value,
                 fmt::format("copy_peer: {} {} is not device memory (it is {})", role, p,
                             memarea::to_string(static_cast<memory_kind>(e.kind))));
-  if (e.device != device)
-    throw error(errc::invalid_value,
-                fmt::format("copy_peer: {} {} lives on device {}, not on device {} as named",
-                            role, p, e.device, device));
+  throw error(errc::invalid_value,
+              fmt::format("copy_peer: {} {} lives on device {}, not on device {} as named", role,
+                          p, e.device, device));
+}
+
+/// Throws unless e is device memory (or managed memory) of `device`.
+void require_on(const endpoint& e, int device, const void* p, const char* role) {
+  const bool device_memory = e.on_device() || e.kind == MEMAREA_MEMORY_MANAGED;
+  if (!device_memory || e.device != device) [[unlikely]]
+    refuse_not_on(e, device, p, role);
 }
 
 }  // namespace
 
-copy_path last_copy_path() noexcept { return t_last_path; }
+copy_path last_copy_path() noexcept { return t_state.last; }
 
 const char* to_string(copy_path p) noexcept {
   switch (p) {
@@ -414,55 +483,66 @@ void staged_copy(void* dst, int dst_device, const void* src, int src_device, std
     throw;
   }
   pool().give_back(std::move(st));
-  t_last_path = copy_path::staged;
+  t_state.last = copy_path::staged;
 }
 
 }  // namespace detail
 
 void copy_async(void* dst, const void* src, std::size_t n, memarea_stream_t s) {
-  detail::t_last_path = detail::copy_path::none;
+  auto& ts = detail::this_thread_state();
+  ts.last = detail::copy_path::none;
   if (n == 0) return;
-  auto d = detail::locate(dst, n, "destination", "copy");
-  auto r = detail::locate(src, n, "source", "copy");
+  const auto& reg = detail::allocations();
+  auto d = detail::locate_in(reg, ts.lookups, dst, n, "destination", "copy");
+  auto r = detail::locate_in(reg, ts.lookups, src, n, "source", "copy");
   auto& sys = detail::system::get();
   if (sys.device_count() == 0 && !s) {
     // No GPU backend: only host memory exists.
     std::memmove(dst, src, n);
-    detail::t_last_path = detail::copy_path::host;
+    ts.last = detail::copy_path::host;
     return;
   }
   detail::stream_ref on{-1, nullptr};
   if (s) on = {s->device, s->native};
-  (void)detail::dispatch(dst, d, src, r, n, on, s != nullptr);
+  ts.last = detail::dispatch(sys, dst, d, src, r, n, on, s != nullptr).path;
 }
 
 void copy(void* dst, const void* src, std::size_t n) {
-  detail::t_last_path = detail::copy_path::none;
+  auto& ts = detail::this_thread_state();
+  ts.last = detail::copy_path::none;
   if (n == 0) return;
-  auto d = detail::locate(dst, n, "destination", "copy");
-  auto r = detail::locate(src, n, "source", "copy");
+  const auto& reg = detail::allocations();
+  auto d = detail::locate_in(reg, ts.lookups, dst, n, "destination", "copy");
+  auto r = detail::locate_in(reg, ts.lookups, src, n, "source", "copy");
   auto& sys = detail::system::get();
   if (sys.device_count() == 0) {
     std::memmove(dst, src, n);
-    detail::t_last_path = detail::copy_path::host;
+    ts.last = detail::copy_path::host;
     return;
   }
-  auto on = detail::dispatch(dst, d, src, r, n, {-1, nullptr}, false);
-  detail::check(sys.gpu().stream_synchronize(on.device, on.native), "copy (synchronize)");
+  const auto done = detail::dispatch(sys, dst, d, src, r, n, {-1, nullptr}, false);
+  ts.last = done.path;
+  detail::check(sys.gpu().stream_synchronize(done.on.device, done.on.native),
+                "copy (synchronize)");
 }
 
 namespace {
 /// Validation shared by copy_peer and copy_peer_async; false when there is nothing to copy.
-bool check_peer_args(void* dst, int dst_device, const void* src, int src_device, std::size_t n,
-                     detail::endpoint* d, detail::endpoint* r) {
-  auto& sys = detail::system::get();
-  sys.check_device(dst_device, "copy_peer (destination device)");
-  sys.check_device(src_device, "copy_peer (source device)");
+bool check_peer_args(detail::system& sys, detail::thread_state& ts, void* dst, int dst_device,
+                     const void* src, int src_device, std::size_t n, detail::endpoint* d,
+                     detail::endpoint* r) {
+  // Inline test first: check_device is a call per ordinal, and only its refusal is needed here.
+  const auto count = static_cast<unsigned>(sys.device_count());
+  if (static_cast<unsigned>(dst_device) >= count) [[unlikely]]
+    sys.check_device(dst_device, "copy_peer (destination device)");
+  if (static_cast<unsigned>(src_device) >= count) [[unlikely]]
+    sys.check_device(src_device, "copy_peer (source device)");
   if (!dst) throw error(errc::invalid_value, "copy_peer: destination pointer is NULL");
   if (!src) throw error(errc::invalid_value, "copy_peer: source pointer is NULL");
   if (n == 0) return false;
-  *d = detail::locate(dst, n, "destination", "copy_peer");
-  *r = detail::locate(src, n, "source", "copy_peer");
+  const auto& reg = detail::allocations();
+  *d = detail::locate_in(reg, ts.lookups, dst, n, "destination", "copy_peer");
+  *r = detail::locate_in(reg, ts.lookups, src, n, "source", "copy_peer");
   detail::require_on(*d, dst_device, dst, "destination");
   detail::require_on(*r, src_device, src, "source");
   return true;
@@ -470,20 +550,25 @@ bool check_peer_args(void* dst, int dst_device, const void* src, int src_device,
 }  // namespace
 
 void copy_peer(void* dst, int dst_device, const void* src, int src_device, std::size_t n) {
-  detail::t_last_path = detail::copy_path::none;
+  auto& ts = detail::this_thread_state();
+  ts.last = detail::copy_path::none;
+  auto& sys = detail::system::get();
   detail::endpoint d, r;
-  if (!check_peer_args(dst, dst_device, src, src_device, n, &d, &r)) return;
-  auto on = detail::dispatch(dst, d, src, r, n, {-1, nullptr}, false);
-  detail::check(detail::system::get().gpu().stream_synchronize(on.device, on.native),
+  if (!check_peer_args(sys, ts, dst, dst_device, src, src_device, n, &d, &r)) return;
+  const auto done = detail::dispatch(sys, dst, d, src, r, n, {-1, nullptr}, false);
+  ts.last = done.path;
+  detail::check(sys.gpu().stream_synchronize(done.on.device, done.on.native),
                 "copy_peer (synchronize)");
 }
 
 void copy_peer_async(void* dst, int dst_device, const void* src, int src_device, std::size_t n,
                      memarea_stream_t s) {
-  detail::t_last_path = detail::copy_path::none;
+  auto& ts = detail::this_thread_state();
+  ts.last = detail::copy_path::none;
+  auto& sys = detail::system::get();
   detail::endpoint d, r;
-  if (!check_peer_args(dst, dst_device, src, src_device, n, &d, &r)) return;
-  (void)detail::dispatch(dst, d, src, r, n, detail::resolve(s), true);
+  if (!check_peer_args(sys, ts, dst, dst_device, src, src_device, n, &d, &r)) return;
+  ts.last = detail::dispatch(sys, dst, d, src, r, n, detail::resolve(s), true).path;
 }
 
 }  // namespace memarea

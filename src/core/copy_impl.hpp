@@ -5,13 +5,8 @@
 #include "core/stream_impl.hpp"
 
 #include <cstddef>
-#include <optional>
 
 namespace memarea::detail {
-
-/// Validates that [p, p+n) lies inside its allocation when memarea knows it; returns the record.
-std::optional<record> check_range(const void* p, std::size_t n, const char* role,
-                                  const char* what);
 
 /// What memarea knows of one end of a copy: from its registry, else from the driver, else it is
 /// pageable host memory nobody manages (kind UNKNOWN, device CPU).
@@ -25,7 +20,10 @@ struct endpoint {
   }
 };
 /// Locates p and checks that [p, p+n) stays inside its allocation (invalid_value otherwise,
-/// naming `role` and `what`); NULL is invalid_value.
+/// naming `role` and `what`); NULL is invalid_value. Memory memarea allocated is found in its
+/// registry (from the calling thread's cache, without a lock, while no allocation came or
+/// went: registry::locate); other pointers are asked of the driver on every call, since
+/// memory the driver made for someone else may come and go without memarea seeing it.
 endpoint locate(const void* p, std::size_t n, const char* role, const char* what);
 
 /// How a copy was carried out (for tests and benches: the last copy of the calling thread).

@@ -46,6 +46,10 @@ class peer_table {
   std::unique_ptr<std::atomic<bool>[]> on_;
 };
 
+/// The table once made: what peer_enabled() reads on every copy, one load instead of
+/// table()'s call to system::get() and made_once.
+constinit std::atomic<peer_table*> g_table{nullptr};
+
 /// The table, sized once from the active backend (which never changes for the process).
 peer_table& table() {
   // Never destroyed: copies may ask during static destruction. Made before g_mutex is taken
@@ -53,7 +57,9 @@ peer_table& table() {
   // The system first, outside made_once: making it takes its own lock, then made_once's; never
   // the other way round.
   const int n = system::get().device_count();
-  return made_once([n] { return new peer_table(n); });
+  peer_table& t = made_once([n] { return new peer_table(n); });
+  g_table.store(&t, std::memory_order_release);  // the same pointer, whoever stores it
+  return t;
 }
 
 /// Live scoped_access objects of one pair; `owns` says whether that round's first scope
@@ -110,6 +116,8 @@ dstatus disable_locked(int device, int peer) {
 }  // namespace
 
 bool peer_enabled(int device, int peer) noexcept {
+  if (const peer_table* t = g_table.load(std::memory_order_acquire)) [[likely]]
+    return t->get(device, peer);
   try {
     return table().get(device, peer);
   } catch (...) {

@@ -1,5 +1,7 @@
 #include "core/registry.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <mutex>
 
 namespace memarea::detail {
@@ -9,9 +11,19 @@ std::uint64_t registry::next_id() noexcept {
   return next_id_++;
 }
 
+namespace {
+/// Called by every change to a registry's map, under its writer's lock: locate()'s cached
+/// answers made before it are never used again. Release: a reader that sees the new value
+/// also sees the change (readers of the map itself take the lock anyway).
+void invalidate_cached_lookups() noexcept {
+  registry_cache::generation.fetch_add(1, std::memory_order_release);
+}
+}  // namespace
+
 void registry::insert(const record& r) {
   std::unique_lock lock(mutex_);
   by_base_[reinterpret_cast<std::uintptr_t>(r.base)] = r;
+  invalidate_cached_lookups();
 }
 
 std::optional<record> registry::find(const void* p) const {
@@ -38,7 +50,43 @@ std::optional<record> registry::erase_if(void* base,
   if (!accept(it->second)) return std::nullopt;
   record r = it->second;
   by_base_.erase(it);
+  invalidate_cached_lookups();
   return r;
+}
+
+bool registry::locate_locked(const void* p, span_info* out, registry_cache::cache& c) const {
+  const auto key = reinterpret_cast<std::uintptr_t>(p);
+  registry_cache::entry e;
+  {
+    std::shared_lock lock(mutex_);
+    // Read under the lock: writers change the map and the generation under the writer's lock,
+    // so this value describes exactly the map read below.
+    e.generation = registry_cache::generation.load(std::memory_order_relaxed);
+    e.owner = this;
+    // [lo, hi) is where find() answers as for p: from the end of the allocation before p (or
+    // its base, when it holds p) to the base of the next one. Clipping found spans at the next
+    // base keeps that true even if records ever nest.
+    auto it = by_base_.upper_bound(key);
+    e.hi = it == by_base_.end() ? UINTPTR_MAX : it->first;
+    if (it != by_base_.begin()) {
+      --it;
+      const record& r = it->second;
+      // A zero-byte span still owns its base address (as in find()).
+      const std::size_t span = r.size ? r.size : 1;
+      if (key - it->first < span) {
+        e.found = true;
+        e.lo = it->first;
+        e.hi = std::min(e.hi, it->first + span);
+        e.span = {r.base, r.size, r.kind, r.device, r.context_device};
+      } else {
+        e.lo = it->first + span;
+      }
+    }
+  }
+  c.e[c.next] = e;
+  c.next = (c.next + 1) % registry_cache::cache::size;
+  if (e.found) *out = e.span;
+  return e.found;
 }
 
 std::size_t registry::size() const {

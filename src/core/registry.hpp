@@ -1,9 +1,12 @@
 // The allocation registry: every allocation memarea makes, so any interior pointer can be
-// looked up in O(log n). Safe under concurrent insert/erase/lookup.
+// looked up in O(log n). Safe under concurrent insert/erase/lookup. Copies look up both of
+// their pointers on every call, so locate() answers from a small per-thread cache while no
+// allocation has come or gone since it was filled.
 #pragma once
 
 #include <memarea/memarea.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -38,6 +41,46 @@ struct record {
   const void* owner = nullptr;      ///< origin::pool: the pool (core/pool_impl.hpp)
 };
 
+/// Where the allocation holding a pointer lives: what a copy needs of its record (a copy of
+/// the whole record costs more than the rest of the lookup when it is cached).
+struct span_info {
+  void* base = nullptr;
+  std::size_t size = 0;  ///< record::size (0: a zero-byte allocation, which owns its base)
+  memarea_memory_kind kind = MEMAREA_MEMORY_UNKNOWN;
+  int device = MEMAREA_INVALID_DEVICE_ID;
+  int context_device = 0;
+};
+
+class registry;
+
+namespace registry_cache {
+
+/// Bumped (under the writer's lock) by every insert and erase of every registry. Process-wide
+/// rather than per registry, so that no two registries (one destroyed, another made at its
+/// address) can ever hand out the same value for different contents.
+inline constinit std::atomic<std::uint64_t> generation{1};
+
+/// One answer of locate(): [lo, hi) lies inside one allocation (found) or between two (not
+/// found), as the registry `owner` was at `generation`.
+struct entry {
+  std::uintptr_t lo = 0, hi = 0;
+  std::uint64_t generation = 0;  ///< 0: empty (the counter starts at 1)
+  const registry* owner = nullptr;
+  bool found = false;
+  span_info span;
+};
+
+/// One thread's last answers of locate(), most recent at `next - 1` (a ring); its owner keeps
+/// it thread-local (copies: copy.cpp). Four: a copy looks up two pointers, and a loop that
+/// alternates between two copies should still hit.
+struct cache {
+  static constexpr unsigned size = 4;
+  entry e[size];
+  unsigned next = 0;
+};
+
+}  // namespace registry_cache
+
 class registry {
  public:
   /// A new unique id (never 0).
@@ -46,6 +89,13 @@ class registry {
   void insert(const record& r);
   /// The allocation containing p, if any.
   std::optional<record> find(const void* p) const;
+  /// As find(), less the record's bookkeeping; false when no allocation contains p. Answered
+  /// without a lock from `cache` (the calling thread's own: its last few answers, hits and
+  /// misses) while no registry has inserted or erased anything since they were made: every
+  /// insert and erase bumps one process-wide generation, and an entry made under an older one
+  /// is never used. So a lookup that happens after a free (in the memory model's sense) never
+  /// sees the freed allocation, nor misses one inserted before it.
+  bool locate(const void* p, span_info* out, registry_cache::cache& cache) const;
   /// Removes the allocation starting exactly at base if accept(record) says so; returns it,
   /// or the reason it was not removed through *found (nullopt: no allocation at base).
   std::optional<record> erase_if(void* base, const std::function<bool(const record&)>& accept,
@@ -57,9 +107,28 @@ class registry {
 
  private:
   mutable ranked_shared_mutex mutex_{lock_rank::registry};
+  /// locate()'s slow path: find() under the lock, and the answer put in `cache`.
+  bool locate_locked(const void* p, span_info* out, registry_cache::cache& cache) const;
+
   std::map<std::uintptr_t, record> by_base_;
   std::uint64_t next_id_ = 1;
 };
+
+// Forced inline: out of line it is a call through the PLT per pointer, more than the lookup.
+[[gnu::always_inline]] inline bool registry::locate(const void* p, span_info* out,
+                                                    registry_cache::cache& c) const {
+  const auto key = reinterpret_cast<std::uintptr_t>(p);
+  // Acquire: pairs with the release of the writer's bump (and its unlock), so that a thread
+  // that synchronised with a free after it sees the new generation and skips stale entries.
+  const std::uint64_t gen = registry_cache::generation.load(std::memory_order_acquire);
+  for (const auto& e : c.e) {
+    if (e.generation == gen && e.owner == this && key - e.lo < e.hi - e.lo) [[likely]] {
+      if (e.found) *out = e.span;
+      return e.found;
+    }
+  }
+  return locate_locked(p, out, c);
+}
 
 /// The process's registry.
 registry& allocations();

@@ -527,3 +527,120 @@ TEST(Copy, BackToBackStagedCopiesReuseTheSlotsInOrder) {
     }
   }
 }
+
+// Copies look their pointers up in a per-thread cache of the registry (core/registry.hpp). A
+// host range registered, copied through, unregistered and registered again with other sizes
+// sits at one address throughout: every copy must see the registration as it is now.
+TEST(Copy, LookupsSeeAFreeAndAReRegistrationAtTheSameAddress) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  constexpr std::size_t page = 4096;
+  host_block h(4 * page);
+  buffer dev = area(0).allocate(4 * page);
+  const area registered(0, area_flags::mapped);
+  auto* hp = static_cast<unsigned char*>(h.ptr);
+  auto in = random_bytes(4 * page);
+  std::memcpy(hp, in.data(), in.size());
+  {
+    buffer r = registered.allocate(2 * page, {0, h.ptr});
+    ASSERT_EQ(r.data(), h.ptr);
+    copy(dev.data(), hp, 2 * page);  // fills the cache with both ends
+    EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+    EXPECT_MEMAREA_ERROR(copy(dev.data(), hp, 3 * page), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(copy_async(hp + page, dev.data(), 2 * page, nullptr),
+                         errc::invalid_value);
+  }
+  // Unregistered: pageable memory now, which copies of any length within it may use.
+  copy(dev.data(), hp, 3 * page);
+  EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+  EXPECT_EQ(read(dev.data(), 3 * page),
+            std::vector<unsigned char>(in.begin(), in.begin() + 3 * page));
+  {
+    buffer r = registered.allocate(4 * page, {0, h.ptr});
+    ASSERT_EQ(r.data(), h.ptr);
+    copy(dev.data(), hp, 4 * page);
+    EXPECT_EQ(read(dev.data(), 4 * page), in);
+  }
+  {
+    buffer r = registered.allocate(page, {0, h.ptr});
+    ASSERT_EQ(r.data(), h.ptr);
+    EXPECT_MEMAREA_ERROR(copy(dev.data(), hp, 2 * page), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(copy(hp, dev.data(), 2 * page), errc::invalid_value);
+    copy(hp, dev.data(), page);
+    EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+  }
+}
+
+// The same for device memory: a copy that fills the cache, then a free, then an allocation of
+// another size on the other device (a driver may hand out the same address again, and if it
+// does, the copy must follow the new allocation's device and refuse past its new end).
+TEST(Copy, LookupsSeeDeviceMemoryFreedAndAllocatedAgain) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  const int other = devices() > 1 ? 1 : 0;
+  constexpr std::size_t n = 64 * 1024;
+  std::vector<unsigned char> host(2 * n, 0);
+  buffer z = area(0).allocate(n);
+  const bool access = other != 0 && (peer::is_enabled(0, other) || peer::is_enabled(other, 0));
+  const copy_path across = other == 0 ? copy_path::driver
+                           : access   ? copy_path::driver_peer
+                                      : copy_path::driver_staged;
+  for (int round = 0; round < 8; ++round) {
+    SCOPED_TRACE(round);
+    {
+      buffer x = area(0).allocate(2 * n);
+      copy(x.data(), host.data(), 2 * n);
+    }
+    buffer y = area(other).allocate(n);
+    auto in = random_bytes(n);
+    copy(y.data(), in.data(), n);
+    EXPECT_EQ(read(y.data(), n), in);
+    EXPECT_MEMAREA_ERROR(copy(y.data(), host.data(), 2 * n), errc::invalid_value);
+    EXPECT_EQ(lookup(y.data()).device, other);
+    // The path follows y's device, not the device of what was at its address before.
+    copy(z.data(), y.data(), n);
+    EXPECT_EQ(detail::last_copy_path(), across);
+    EXPECT_EQ(read(z.data(), n), in);
+  }
+}
+
+// Copies on several threads while another allocates and frees without pause: every free and
+// allocation retires every thread's cached lookups, and no copy may use a retired one.
+TEST(Copy, LookupsStayRightWhileOtherThreadsAllocateAndFreeConcurrently) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  constexpr std::size_t n = 8192;
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::thread churn([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      buffer b = area(0).allocate(n);
+      auto in = random_bytes(n);
+      copy(b.data(), in.data(), n);
+      if (read(b.data(), n) != in) ++bad;
+    }
+  });
+  auto worker = [&](int seed) {
+    const int d = seed % devices();
+    buffer x = area(d).allocate(n), y = area(d).allocate(n);
+    stream s(d);
+    for (int i = 0; i < 200; ++i) {
+      auto in = random_bytes(n);
+      std::vector<unsigned char> out(n, 0);
+      copy_async(x.data(), in.data(), n, s);
+      copy_async(y.data(), x.data(), n, s);
+      copy_async(out.data(), y.data(), n, s);
+      s.synchronize();
+      if (out != in) ++bad;
+      try {
+        copy_async(y.data(), x.data(), n + 1, s);
+        ++bad;  // past the end: must be refused
+      } catch (const error& e) {
+        if (e.status() != errc::invalid_value) ++bad;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  stop = true;
+  churn.join();
+  EXPECT_EQ(bad.load(), 0);
+}

@@ -1,0 +1,116 @@
+// Experiment (not part of the library; issue 18, deliverable 6): memarea's fixed cost per
+// copy_async / copy_peer_async of 4 KiB, from entry to the driver call, on any backend:
+// time(memarea call) - time(the driver front's call on the same stream and pointers). Batches
+// of B enqueues are timed in this thread's CPU time (others' load on a shared machine counts
+// less), the stream synchronised untimed between batches, memarea and driver batches
+// interleaved. Prints min/median/max over the repetitions of ns per call for each, and of the
+// per-repetition difference. Build against a build tree's shared library:
+//   g++ -std=c++20 -O2 -DFMT_HEADER_ONLY=1 -Iinclude -Isrc bench/experiments/copy_fixed_cost.cpp
+//       -Lbuild/default/src -Wl,-rpath,$PWD/build/default/src -lmemarea -lpthread -o /tmp/cfc
+//   MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=2 /tmp/cfc [reps=31] [batch=2000]
+// Instructions instead of time (deterministic; issue 18's before/after sim figures):
+//   valgrind --tool=callgrind --toggle-collect='memarea::copy_async(*'
+//     --toggle-collect='memarea::copy_peer_async(*' /tmp/cfc 1 1000 cg CASE   (CASE 0..4)
+// then inclusive(copy_async) - inclusive(the backend's memcpy call under it), over 1001 calls.
+#include <memarea/memarea.hpp>
+#include "core/system.hpp"
+#include "core/stream_impl.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+using clk = std::chrono::steady_clock;
+using namespace memarea;
+
+#include <time.h>
+static double now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);  // this thread's CPU time: not others' load
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+static double batch_ns(int B, const std::function<void()>& f, const stream& s) {
+  double t0 = now_ns();
+  for (int i = 0; i < B; ++i) f();
+  double t1 = now_ns();
+  s.synchronize();
+  return (t1 - t0) / B;
+}
+
+static void report(const char* name, std::vector<double> m, std::vector<double> r) {
+  std::vector<double> d(m.size());
+  for (size_t i = 0; i < m.size(); ++i) d[i] = m[i] - r[i];
+  auto mmm = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%7.1f %7.1f %7.1f", v.front(), v[v.size() / 2], v.back());
+    return std::string(buf);
+  };
+  std::printf("%-28s memarea %s | driver %s | diff %s\n", name, mmm(m).c_str(), mmm(r).c_str(),
+              mmm(d).c_str());
+}
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 31;
+  const int B = argc > 2 ? std::atoi(argv[2]) : 2000;
+  const bool callgrind_mode = argc > 3 && std::strcmp(argv[3], "cg") == 0;
+  const std::size_t n = 4096;
+  auto& gpu = detail::system::get().gpu();
+  buffer a0 = area(0).allocate(n), a0b = area(0).allocate(n), a1 = area(1).allocate(n);
+  // Pinned host memory made by memarea (area of the host with pinned flag).
+  buffer h = area(0, area_flags::host).allocate(n);
+  peer::scoped_access on01(0, 1), on10(1, 0);
+  stream s0(0);
+  auto* sh = s0.get();
+  struct cas { const char* name; void* dst; const void* src; bool peer; int dd, sd; bool api_peer = false; };
+  std::vector<cas> cases = {
+      {"d0->d0 (same device)", a0b.data(), a0.data(), false, 0, 0},
+      {"d0->d1 (peer, access on)", a1.data(), a0.data(), true, 1, 0},
+      {"h->d0 (pinned)", a0.data(), h.data(), false, 0, -1},
+      {"d0->h (pinned)", h.data(), a0.data(), false, -1, 0},
+      {"copy_peer_async d0->d1 (on)", a1.data(), a0.data(), true, 1, 0, true},
+  };
+  auto call = [&](const cas& c) {
+    if (c.api_peer) copy_peer_async(c.dst, c.dd, c.src, c.sd, n, sh);
+    else copy_async(c.dst, c.src, n, sh);
+  };
+  if (callgrind_mode) {
+    // One warm call of each, then B calls of each for callgrind to count (toggle via name).
+    const int only = argc > 4 ? std::atoi(argv[4]) : -1;
+    for (int ci = 0; ci < (int)cases.size(); ++ci) {
+      if (only >= 0 && ci != only) continue;
+      auto& c = cases[ci];
+      call(c);
+      s0.synchronize();
+      for (int i = 0; i < B; ++i) call(c);
+      s0.synchronize();
+      for (int i = 0; i < B; ++i) {
+        if (c.peer) (void)gpu.memcpy_peer_async(c.dst, c.dd, c.src, c.sd, n, 0, sh->native);
+        else (void)gpu.memcpy_async(c.dst, c.src, n, 0, sh->native);
+      }
+      s0.synchronize();
+    }
+    return 0;
+  }
+  for (auto& c : cases) {
+    std::vector<double> m, r;
+    auto mem = [&] { call(c); };
+    auto raw = [&] {
+      if (c.peer) (void)gpu.memcpy_peer_async(c.dst, c.dd, c.src, c.sd, n, 0, sh->native);
+      else (void)gpu.memcpy_async(c.dst, c.src, n, 0, sh->native);
+    };
+    batch_ns(B, mem, s0);
+    batch_ns(B, raw, s0);
+    for (int i = 0; i < reps; ++i) {
+      if (i % 2) { m.push_back(batch_ns(B, mem, s0)); r.push_back(batch_ns(B, raw, s0)); }
+      else { r.push_back(batch_ns(B, raw, s0)); m.push_back(batch_ns(B, mem, s0)); }
+    }
+    report(c.name, m, r);
+  }
+  return 0;
+}
