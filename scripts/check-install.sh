@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Installs build/default into a scratch prefix and builds programs against it the ways users do:
-# find_package (shared and static targets) and pkg-config; and the AML drop-in's tests
-# (tests/aml) as AML programs, through find_package's memarea::aml / memarea::aml_static and
-# through `pkg-config memarea-aml`, then runs them on two sim devices. Run after
-# scripts/setup.sh.
+# Installs build/default (or the build directory given as the first argument) into a scratch
+# prefix and builds programs against it the ways users do: find_package (shared and static
+# targets) and pkg-config; and the AML drop-in's tests (tests/aml) as AML programs, through
+# find_package's memarea::aml / memarea::aml_static and through `pkg-config memarea-aml`, then
+# runs them on two sim devices. Where memarea was built with MPI, the MPI component too: C and
+# C++ programs (tests/install/mpi_*) through `pkg-config memarea-mpi` and through
+# find_package(memarea COMPONENTS mpi), each run under mpirun with 2 ranks; and, on a copy of
+# the prefix without it (or the prefix itself where MPI was not built), that
+# find_package(memarea COMPONENTS mpi) fails saying why. Run after scripts/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=${1:-build/default}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install build/default --prefix "$work/prefix" >/dev/null
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
 # A real AML in the same prefix keeps its aml.h: memarea's lies under include/memarea-aml.
 test ! -e "$work/prefix/include/aml.h"
 test -f "$work/prefix/include/memarea-aml/aml.h"
@@ -47,5 +52,69 @@ b = memarea.Area(0).alloc(4096)
 data = os.urandom(4096)
 memarea.copy(b, data)
 assert b.tobytes() == data' "$work/prefix")
+
+# The MPI component.
+cmakedir=$(dirname "$(find "$work/prefix" -name memarea-config.cmake | head -n 1)")
+# find_package(memarea COMPONENTS mpi) where libmemarea_mpi is not installed: configuring must
+# fail with the package's reason, not a bare "component not found".
+refuses_mpi() {
+  if cmake -S tests/install/mpi -B "$work/build-nompi" -G Ninja -DCMAKE_PREFIX_PATH="$1" \
+      >"$work/nompi.log" 2>&1; then
+    echo "find_package(memarea COMPONENTS mpi) succeeded on an install without MPI" >&2
+    exit 1
+  fi
+  if ! grep -q "built without MPI" "$work/nompi.log"; then
+    echo "find_package(memarea COMPONENTS mpi) failed without saying why:" >&2
+    cat "$work/nompi.log" >&2
+    exit 1
+  fi
+}
+if [ -f "$cmakedir/memarea-mpi-targets.cmake" ]; then
+  test -f "$work/prefix/include/memarea/mpi.h" -a -f "$work/prefix/include/memarea/mpi.hpp"
+  mpirun=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt")
+  mpirun=${mpirun:-mpirun}
+  flags=(--oversubscribe)
+  [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+  if "$mpirun" --version 2>&1 | grep -qiE "open ?mpi|openrte|open-mpi"; then
+    # As tests/mpi/run_mpi_test.sh: shared memory only, no CMA (refused in many containers).
+    flags+=(--mca btl "self,vader" --mca btl_vader_single_copy_mechanism none)
+  fi
+  cmake -S tests/install/mpi -B "$work/build-mpi" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+    >/dev/null
+  cmake --build "$work/build-mpi" >/dev/null
+  # shellcheck disable=SC2046
+  cc -Wall -Wextra -Werror tests/install/mpi_c.c $(pkg-config --cflags --libs memarea-mpi) \
+    -Wl,-rpath,"$libdir" -o "$work/mpi_c_pkgconfig"
+  # shellcheck disable=SC2046
+  c++ -std=c++20 -Wall -Wextra -Werror tests/install/mpi_cpp.cpp \
+    $(pkg-config --cflags --libs memarea-mpi) -Wl,-rpath,"$libdir" -o "$work/mpi_cpp_pkgconfig"
+  for exe in "$work/build-mpi/mpi_c" "$work/build-mpi/mpi_cpp" "$work/mpi_c_pkgconfig" \
+      "$work/mpi_cpp_pkgconfig"; do
+    echo "\$ mpirun ${flags[*]} -n 2 $(basename "$exe")"
+    MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=2 timeout 120 \
+      "$mpirun" "${flags[@]}" -n 2 "$exe"
+  done
+  # The same prefix as an install without MPI looks: no memarea-mpi targets, no .pc file.
+  cp -a "$work/prefix" "$work/nompi"
+  rm -f "$work/nompi/${cmakedir#"$work/prefix/"}"/memarea-mpi-targets*.cmake
+  find "$work/nompi" -name memarea-mpi.pc -delete
+  refuses_mpi "$work/nompi"
+  if PKG_CONFIG_PATH="$(dirname "$(find "$work/nompi" -name memarea.pc | head -n 1)")" \
+      pkg-config --exists memarea-mpi; then
+    echo "pkg-config finds memarea-mpi in an install without MPI" >&2
+    exit 1
+  fi
+  mpi_text="the MPI component through pkg-config (memarea-mpi) and find_package(memarea"
+  mpi_text+=" COMPONENTS mpi) from C and C++ under mpirun -n 2, and its clear refusal without MPI"
+else
+  refuses_mpi "$work/prefix"
+  if pkg-config --exists memarea-mpi; then
+    echo "pkg-config finds memarea-mpi, but memarea was built without MPI" >&2
+    exit 1
+  fi
+  mpi_text="find_package(memarea COMPONENTS mpi)'s clear refusal (memarea was built without MPI)"
+fi
+
 echo "install check: find_package (shared, static), pkg-config, AML programs through" \
-     "memarea-aml (pkg-config) and memarea::aml / memarea::aml_static, and the Python package work"
+     "memarea-aml (pkg-config) and memarea::aml / memarea::aml_static, the Python package," \
+     "and $mpi_text work"

@@ -74,7 +74,9 @@ MEMAREA_API memarea_status memarea_mpi_window_remote(memarea_mpi_window_t window
 MEMAREA_API memarea_status memarea_mpi_window_node_rank(memarea_mpi_window_t window,
                                                         int *node_rank, int *node_size);
 /** A communicator of the node's ranks, for the caller's use; valid until destroy. The first
- *  call makes it: blocking (no deadline) and collective over the node's ranks. */
+ *  call makes it, collective over the node's ranks: a step bounded by the window's timeout (a
+ *  rank that never calls it fails the others with a timeout), then MPI_Comm_create_group,
+ *  which has no deadline of its own. */
 MEMAREA_API memarea_status memarea_mpi_window_node_comm(memarea_mpi_window_t window,
                                                         MPI_Comm *comm);
 /** *can_access: 1 when this rank's device reaches node_rank's segment directly, else 0

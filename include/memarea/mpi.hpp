@@ -5,15 +5,15 @@
 // the ranks already have. Underneath: memarea's IPC handles, exchanged over MPI and opened with
 // lazy peer access. Ranks of other nodes are never reachable through them (docs/mpi.md).
 //
-// Every call named "collective" must be made by every rank of the communicator, in the same
-// order. Each step waits at most options::timeout for the other ranks, then fails with
-// failure::timeout; ranks whose calls differ (one fences while another destroys) fail with
-// failure::mismatch. Only node_comm()'s first call blocks without a deadline (MPI's own
-// MPI_Comm_create_group). After a timeout or an MPI error the communicators involved are
-// unusable (MPI's own rule: a collective that did not complete everywhere cannot be recovered)
-// and the process should abort or exit (MPI_Abort, or exit after reporting). A failure of one
-// rank's own step (allocation, export, open) is seen by every rank, which all fail alike and
-// change nothing; the communicator stays usable then.
+// Every call named "collective" must be made by every rank of the communicator, in the same order.
+// Each step waits at most options::timeout for the other ranks, then fails with failure::timeout;
+// ranks whose calls differ (one fences while another destroys) fail with failure::mismatch. Only
+// node_comm()'s first call may block without a deadline, and only when a rank dies inside it (MPI's
+// own MPI_Comm_create_group follows a bounded step). After a timeout or an MPI error the
+// communicators involved are unusable (MPI's own rule: a collective that did not complete
+// everywhere cannot be recovered) and the process should abort or exit (MPI_Abort, or exit after
+// reporting). A failure of one rank's own step (allocation, export, open) is seen by every rank,
+// which all fail alike and change nothing; the communicator stays usable then.
 #pragma once
 
 #include <memarea/area.hpp>
@@ -91,9 +91,69 @@ struct imports;
 struct window_access;
 }  // namespace detail
 
+/// The node queries that shared_buffers and shared_window share: the ranks of this rank's node
+/// and how this process reaches each one's memory (shared_buffers::get, shared_window::remote).
+/// Not made on its own. Every query of an empty object throws invalid_value.
+class node_view {
+ public:
+  /// The device where node rank r's memory lives.
+  int device_of(int node_rank) const;
+  /// Whether this rank's device can access node rank r's memory directly (kernels, the
+  /// driver's copies): true for its own and same-device memory, and where peer access exists.
+  /// Otherwise r's memory is mapped on r's device and memarea::copy stages through pinned host
+  /// memory.
+  bool can_access(int node_rank) const;
+  /// This rank's rank within its node.
+  int node_rank() const;
+  /// Number of ranks of this rank's node.
+  int node_size() const;
+  /// The node rank of `rank` (a rank of the communicator given to the collective call); throws
+  /// invalid_value naming the node when `rank` lives on another node or does not exist.
+  int node_rank_of(int rank) const;
+  /// The rank in the communicator given to the collective call of node rank r.
+  int rank_of(int node_rank) const;
+  /// A communicator of this node's ranks, ordered as the node ranks, for the caller's own use
+  /// (memarea's own messages travel on a private one). Valid until the object is closed or
+  /// destroyed. The first call makes it, collective over the node's ranks: a step bounded by
+  /// the timeout (a rank that never calls it fails the others with failure::timeout), then
+  /// MPI_Comm_create_group, which has no deadline; later calls return it.
+  MPI_Comm node_comm() const;
+  /// True unless empty (closed, destroyed or moved from).
+  explicit operator bool() const noexcept { return imports_ != nullptr; }
+
+ protected:
+  /// Empty; `name` ("shared_buffers") prefixes the messages of its errors.
+  explicit node_view(const char* name) noexcept;
+  node_view(const char* name, std::unique_ptr<detail::imports> i) noexcept;
+  // Never deleted through a node_view pointer: the destructor is protected and not virtual.
+  ~node_view();
+  node_view(node_view&&) noexcept;
+  /// Takes o's imports; the caller closed its own first.
+  node_view& operator=(node_view&& o) noexcept;
+  node_view(const node_view&) = delete;
+  node_view& operator=(const node_view&) = delete;
+
+  /// Takes i as the imports (the caller closed its own first).
+  void adopt(std::unique_ptr<detail::imports> i) noexcept;
+  /// The imports; invalid_value naming `call` (as "shared_window::remote") when empty.
+  detail::imports& need(const char* call) const;
+  /// Node rank r's memory as this process sees it, checking r (`call` names the query).
+  void* memory_of(int node_rank, const char* call) const;
+  /// A barrier step of kind `kind` (a detail::step_kind), named `call`.
+  void step(int kind, const char* call);
+  /// The collective close: closes every import, then waits until every rank of the node has
+  /// closed its own. Empty afterwards, whatever it throws.
+  void close_imports(const char* call);
+
+ private:
+  std::unique_ptr<detail::imports> imports_;
+  const char* name_;
+};
+
 /// Every node peer's buffer, opened in this process (what share() returns). Move-only.
-/// Destruction is collective, as close() (errors are reported on stderr there).
-class shared_buffers {
+/// Destruction is collective, as close() (errors are reported on stderr there). The node
+/// queries (can_access, node_rank, node_comm, ...) come from node_view.
+class shared_buffers : public node_view {
  public:
   /// Empty: shares nothing.
   shared_buffers() noexcept;
@@ -109,26 +169,6 @@ class shared_buffers {
   /// Bytes of node rank r's buffer: from the pointer shared to the end of its allocation (or of
   /// its pool piece).
   std::size_t size(int node_rank) const;
-  /// The device where node rank r's buffer lives.
-  int device_of(int node_rank) const;
-  /// Whether this rank's device can access node rank r's buffer directly (kernels, the
-  /// driver's copies): true for its own and same-device buffers, and where peer access
-  /// exists. Otherwise get(r) is mapped on r's device and memarea::copy stages through the host.
-  bool can_access(int node_rank) const;
-  /// This rank's rank within its node.
-  int node_rank() const;
-  /// Number of ranks of this rank's node.
-  int node_size() const;
-  /// The node rank of `rank` (a rank of the communicator given to share()); throws
-  /// invalid_value naming the node when `rank` lives on another node or does not exist.
-  int node_rank_of(int rank) const;
-  /// The rank in the communicator given to share() of node rank r.
-  int rank_of(int node_rank) const;
-  /// A communicator of this node's ranks, ordered as the node ranks, for the caller's own use
-  /// (memarea's own messages travel on a private one). Valid until close(). The first call
-  /// makes it: a blocking call (MPI_Comm_create_group, no deadline), collective over the
-  /// node's ranks; later calls return it.
-  MPI_Comm node_comm() const;
   /// Waits for every rank of the node (deadline: the timeout). Collective over the node;
   /// failure::mismatch when another rank made another call (e.g. close()).
   void barrier();
@@ -136,16 +176,10 @@ class shared_buffers {
   /// (so that each may free its buffer on return). Collective over the node; empty afterwards,
   /// whatever it throws.
   void close();
-  /// True unless empty.
-  explicit operator bool() const noexcept { return imports_ != nullptr; }
 
  private:
   friend shared_buffers share(MPI_Comm, const void*, const options&);
-  friend class shared_window;
   explicit shared_buffers(std::unique_ptr<detail::imports> i) noexcept;
-  /// A barrier step of kind `kind` (a detail::step_kind), named `what`.
-  void step(int kind, const char* what);
-  std::unique_ptr<detail::imports> imports_;
 };
 
 /// Shares one buffer per rank with the ranks of its node: `buffer` is any pointer inside memory
@@ -167,8 +201,9 @@ class shared_buffers {
 
 /// A window of device memory over the ranks of each node: every rank owns a segment of
 /// bytes_per_rank bytes and sees every node peer's. Move-only. Destruction is collective, as
-/// destroy() (errors are reported on stderr there).
-class shared_window {
+/// destroy() (errors are reported on stderr there). The node queries (can_access, node_rank,
+/// node_comm, ...) come from node_view.
+class shared_window : public node_view {
  public:
   /// Collective over comm (split by node: ranks of the same host). Each rank allocates its
   /// segment on device options.device (< 0: its node rank modulo the device count), exports
@@ -198,25 +233,6 @@ class shared_window {
   std::size_t size() const;
   /// The device of this rank's segment.
   int device() const;
-  /// The device of node rank r's segment.
-  int device_of(int node_rank) const;
-  /// Whether this rank's device can access node rank r's segment directly (kernels, the
-  /// driver's copies). Where it cannot, remote(r) is mapped on r's device and memarea::copy
-  /// still works: it stages through pinned host memory.
-  bool can_access(int node_rank) const;
-  /// This rank's rank within its node.
-  int node_rank() const;
-  /// Number of ranks of this rank's node.
-  int node_size() const;
-  /// The node rank of `rank` (a rank of the communicator the window was made over); throws
-  /// invalid_value naming the node when it lives on another node or does not exist.
-  int node_rank_of(int rank) const;
-  /// The rank in the window's communicator of node rank r.
-  int rank_of(int node_rank) const;
-  /// A communicator of this node's ranks, ordered as the node ranks, for the caller's own use.
-  /// Valid until destroy(). The first call makes it: a blocking call (MPI_Comm_create_group,
-  /// no deadline), collective over the node's ranks; later calls return it.
-  MPI_Comm node_comm() const;
   /// Completes this rank's work on its device (memarea::device_synchronize), then waits for
   /// every rank of the node: what any rank wrote to any segment before its fence is visible to
   /// every rank after it. Collective over the node; failure::mismatch when another rank made
@@ -231,8 +247,6 @@ class shared_window {
   /// free fails (ipc::free_policy::refuse: busy), the segment goes to memarea's release-failure
   /// record (memarea/error.hpp, take_release_failures) for the caller to free later.
   void destroy();
-  /// True unless empty (destroyed or moved from).
-  explicit operator bool() const noexcept { return bool(peers_); }
 
  private:
   friend struct detail::window_access;
@@ -244,7 +258,6 @@ class shared_window {
                 const options& o);
   /// Frees the segment now (a failure goes to the release-failure record).
   void free_segment() noexcept;
-  shared_buffers peers_;
   release_fn release_;
   void* segment_ = nullptr;
   std::size_t size_ = 0;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sched.h>
 #include <thread>
 #include <unistd.h>
@@ -85,13 +86,6 @@ std::uint64_t node_key(long test_nodes, int rank) {
   return hash(h, std::to_string(rank % test_nodes));
 }
 
-/// What every rank sends in the join allgather.
-struct join_record {
-  std::uint64_t key = 0;
-  std::int32_t status = 0;  ///< errc: non-zero when this rank's test settings are malformed
-  std::int32_t reserved = 0;
-};
-
 }  // namespace
 
 test_hooks test_hooks::parse() {
@@ -100,6 +94,7 @@ test_hooks test_hooks::parse() {
   h.nodes = env_number("MEMAREA_MPI_TEST_NODES", 1, 1L << 20, 1, &bad);
   h.kill_rank = env_number("MEMAREA_MPI_TEST_KILL_RANK", 0, 1L << 30, -1, &bad);
   h.fail_open_rank = env_number("MEMAREA_MPI_TEST_FAIL_OPEN_RANK", 0, 1L << 30, -1, &bad);
+  h.bad_record_rank = env_number("MEMAREA_MPI_TEST_BAD_RECORD_RANK", 0, 1L << 30, -1, &bad);
   static constexpr const char* names[] = {"arrive", "exchange", "open", "fence", "destroy"};
   const char* at = std::getenv("MEMAREA_MPI_TEST_KILL_AT");
   if (at && *at) {
@@ -120,54 +115,6 @@ test_hooks test_hooks::parse() {
     return none;
   }
   return h;
-}
-
-const char* describe(step_kind k) noexcept {
-  switch (k) {
-    case step_kind::handles: return "making a window or share() (exchanging handles)";
-    case step_kind::opens: return "making a window or share() (reporting the opens)";
-    case step_kind::undo: return "making a window or share() (closing after a failed open)";
-    case step_kind::fence: return "fencing the window";
-    case step_kind::barrier: return "waiting in shared_buffers::barrier";
-    case step_kind::close: return "destroying the window or closing the shared buffers";
-  }
-  return "an unknown step";
-}
-
-errc status_of(std::int32_t s) noexcept {
-  switch (static_cast<errc>(s)) {
-    case errc::invalid_value:
-    case errc::invalid_device:
-    case errc::out_of_memory:
-    case errc::not_supported:
-    case errc::no_device:
-    case errc::not_found:
-    case errc::busy:
-    case errc::peer_access_unsupported:
-    case errc::peer_access_already_enabled:
-    case errc::peer_access_not_enabled:
-    case errc::too_many_peers:
-    case errc::invalid_handle:
-    case errc::invalid_context:
-    case errc::not_permitted:
-    case errc::initialization:
-    case errc::unknown:
-      return static_cast<errc>(s);
-    case errc::success:
-      break;
-  }
-  return errc::unknown;
-}
-
-void record::fail(errc code, const std::string& text) noexcept {
-  status = static_cast<std::int32_t>(code == errc::success ? errc::unknown : code);
-  set_message(text);
-}
-
-void record::set_message(const std::string& text) noexcept {
-  std::size_t n = std::min(text.size(), message.size() - 1);
-  std::memcpy(message.data(), text.data(), n);
-  message[n] = '\0';
 }
 
 comm_holder::~comm_holder() { reset(MPI_COMM_NULL); }
@@ -199,16 +146,52 @@ void group::throw_mpi(int code, const char* call, const std::string& step) {
   throw collective_error(errc::unknown, fmt::format("{}: {} failed", step, call), failure::mpi, -1);
 }
 
-bool group::wait(std::vector<MPI_Request>& requests, const std::string& step) {
+bool group::wait(std::vector<MPI_Request>& requests, const std::string& step,
+                 std::vector<int>* counts) {
   const auto start = clock::now();
   const auto deadline = start + timeout;  // timeout <= max_timeout: no overflow
   std::vector<int> done(requests.size());
+  // Always with statuses: a request that failed (a receive truncated) is told by its status.
+  std::vector<MPI_Status> statuses(requests.size());
+  if (counts) counts->assign(requests.size(), -1);
   for (;;) {
     int count = 0;
     int rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, done.data(),
-                          MPI_STATUSES_IGNORE);
+                          statuses.data());
+    if (rc == MPI_ERR_IN_STATUS) {
+      // Some request failed while others may still be pending: the caller parks the buffers
+      // (exchange and join do) before this reaches the user.
+      for (int i = 0; i < count; ++i) {
+        const MPI_Status& st = statuses[static_cast<std::size_t>(i)];
+        if (st.MPI_ERROR == MPI_SUCCESS || st.MPI_ERROR == MPI_ERR_PENDING) continue;
+        int cls = st.MPI_ERROR;
+        if (MPI_Error_class(st.MPI_ERROR, &cls) != MPI_SUCCESS) cls = st.MPI_ERROR;
+        broken = true;
+        if (cls == MPI_ERR_TRUNCATE) {
+          // Only a peer that is not a record sender of this version sends more than the
+          // longest record: told like any malformed record.
+          throw collective_error(
+              errc::invalid_value,
+              fmt::format("{}: rank {} sent a record longer than {} bytes: it runs another "
+                          "version of memarea, or the message was damaged. The window or "
+                          "buffers are unusable: destroy them",
+                          step, st.MPI_SOURCE, max_record_bytes),
+              failure::mismatch, st.MPI_SOURCE);
+        }
+        throw_mpi(st.MPI_ERROR, "a request of MPI_Testsome", step);
+      }
+    }
     if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Testsome", step);
     if (count == MPI_UNDEFINED) return true;  // every request has completed (all are null)
+    for (int i = 0; counts && i < count; ++i) {
+      // A receive's length is what its record is judged by (decode_record).
+      int bytes = -1;
+      if (MPI_Get_count(&statuses[static_cast<std::size_t>(i)], MPI_BYTE, &bytes) != MPI_SUCCESS ||
+          bytes == MPI_UNDEFINED) {
+        bytes = -1;
+      }
+      (*counts)[static_cast<std::size_t>(done[static_cast<std::size_t>(i)])] = bytes;
+    }
     auto now = clock::now();
     if (now >= deadline) return false;
     back_off(now - start);
@@ -246,7 +229,14 @@ group::group(MPI_Comm comm, std::chrono::milliseconds t) : timeout(t) {
   auto world = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Comm_idup(comm, world.get(), req.data()), "MPI_Comm_idup", step);
-  if (!wait(req, step)) {
+  bool arrived = false;
+  try {
+    arrived = wait(req, step);
+  } catch (...) {
+    (void)world.release();  // MPI may still write the duplicate's handle
+    throw;
+  }
+  if (!arrived) {
     broken = true;
     (void)world.release();
     throw collective_error(
@@ -275,14 +265,23 @@ void group::join(MPI_Comm comm) {
   // The node: every rank's node key (host, boot id, test split) and the state of its test
   // settings, gathered without blocking. MEMAREA_MPI_TEST_NODES=k splits by rank modulo k, so
   // that CI runs the path of several nodes on one machine.
-  auto sent = std::make_unique<join_record>();
-  auto all = std::make_unique<std::vector<join_record>>(static_cast<std::size_t>(size));
-  sent->key = node_key(hooks.nodes, rank);
-  if (!hooks.error.empty()) sent->status = static_cast<std::int32_t>(errc::invalid_value);
-  int rc = MPI_Iallgather(sent.get(), sizeof(join_record), MPI_BYTE, all->data(),
-                          sizeof(join_record), MPI_BYTE, priv.get(), req.data());
+  join_record me;
+  me.key = node_key(hooks.nodes, rank);
+  if (!hooks.error.empty()) me.status = static_cast<std::int32_t>(errc::invalid_value);
+  using wire = std::array<unsigned char, join_record_bytes>;
+  auto sent = std::make_unique<wire>(encode_join(me));
+  auto all = std::make_unique<std::vector<wire>>(static_cast<std::size_t>(size));
+  int rc = MPI_Iallgather(sent->data(), join_record_bytes, MPI_BYTE, all->data(),
+                          join_record_bytes, MPI_BYTE, priv.get(), req.data());
   if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Iallgather", step);
-  if (!wait(req, step)) {
+  bool gathered = false;
+  try {
+    gathered = wait(req, step);
+  } catch (...) {
+    (void)sent.release(), (void)all.release();  // the allgather may still use them
+    throw;
+  }
+  if (!gathered) {
     broken = true;
     (void)sent.release(), (void)all.release();
     throw collective_error(errc::unknown,
@@ -293,9 +292,21 @@ void group::join(MPI_Comm comm) {
                                        step, duration_text(timeout)),
                            failure::timeout, -1);
   }
+  // Every rank sees the same records, so every rank throws what follows alike.
+  std::vector<join_record> joined(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
-    if ((*all)[static_cast<std::size_t>(r)].status == 0) continue;
-    // Every rank sees the same records, so every rank throws this alike.
+    auto d = decode_join((*all)[static_cast<std::size_t>(r)]);
+    if (!d.ok()) {
+      throw collective_error(errc::invalid_value,
+                             fmt::format("{}: rank {} sent a malformed record ({}: {}): it runs "
+                                         "another version of memarea, or the message was "
+                                         "damaged", step, r, to_string(d.why), d.error),
+                             failure::rank, r);
+    }
+    joined[static_cast<std::size_t>(r)] = d.value;
+  }
+  for (int r = 0; r < size; ++r) {
+    if (joined[static_cast<std::size_t>(r)].status == 0) continue;
     std::string mine = r == rank ? ": " + hooks.error : " (that rank's error names it)";
     throw collective_error(errc::invalid_value,
                            fmt::format("{}: rank {}'s test settings (MEMAREA_MPI_TEST_*) are "
@@ -305,14 +316,14 @@ void group::join(MPI_Comm comm) {
   }
   node_of.assign(static_cast<std::size_t>(size), -1);
   for (int r = 0; r < size; ++r) {
-    const auto key = (*all)[static_cast<std::size_t>(r)].key;
+    const auto key = joined[static_cast<std::size_t>(r)].key;
     for (int f = 0; f <= r; ++f) {
-      if ((*all)[static_cast<std::size_t>(f)].key == key) {
+      if (joined[static_cast<std::size_t>(f)].key == key) {
         node_of[static_cast<std::size_t>(r)] = f;
         break;
       }
     }
-    if (key == sent->key) {
+    if (key == me.key) {
       if (r == rank) node_rank = static_cast<int>(node_ranks.size());
       node_ranks.push_back(r);
     }
@@ -344,6 +355,11 @@ MPI_Comm group::user_comm() {
     throw collective_error(errc::unknown, "node_comm: an earlier collective failed; the "
                                           "communicator is unusable", failure::timeout, -1);
   }
+  // MPI_Comm_create_group blocks until every node rank calls it. A deadline-bounded step
+  // first: a rank that left the sequence (its object failed, it refused a record, it died)
+  // surfaces here as a timeout instead of a hang. Once this step completed, every node rank
+  // has entered node_comm().
+  barrier(step_kind::node_comm, step);
   MPI_Group all = MPI_GROUP_NULL, node = MPI_GROUP_NULL;
   int rc = MPI_Comm_group(priv.get(), &all);
   if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Comm_group", step);
@@ -359,7 +375,8 @@ MPI_Comm group::user_comm() {
   return made;
 }
 
-std::vector<record> group::exchange(const record& mine, step_kind kind, const std::string& step) {
+std::vector<record> group::exchange(const record& mine, step_kind kind, const std::string& step,
+                                    std::optional<collective_error>* refused) {
   // Point to point rather than an allgather: on a timeout, the receives that did not complete
   // name the ranks that never sent. The buffers are on the heap and let go after a timeout: a
   // late rank's message may still land in them.
@@ -369,35 +386,53 @@ std::vector<record> group::exchange(const record& mine, step_kind kind, const st
                                        "unusable", step),
                            failure::timeout, -1);
   }
+  // Records travel in their wire form (mpi/record.hpp): what arrives is judged by
+  // decode_record, with the length MPI received, before anything of it is used.
   struct buffers {
-    record mine;
-    std::vector<record> all;
+    std::vector<unsigned char> sent;
+    std::vector<unsigned char> received;  ///< max_record_bytes for each node rank
   };
+  record me = mine;
+  me.rank = rank;
+  me.kind = static_cast<std::int32_t>(kind);
+  me.seq = seq++;
   auto b = std::make_unique<buffers>();
-  b->mine = mine;
-  b->mine.rank = rank;
-  b->mine.kind = static_cast<std::int32_t>(kind);
-  b->mine.seq = seq++;
-  b->all.resize(static_cast<std::size_t>(node_size));
-  b->all[static_cast<std::size_t>(node_rank)] = b->mine;
+  b->sent = encode_record(me);
+  const auto n = static_cast<std::size_t>(node_size);
+  b->received.resize(n * max_record_bytes);
   std::vector<MPI_Request> req;
+  req.reserve(2 * n);
   std::vector<int> source;  // the node rank of each receive (receives first)
-  for (int r = 0; r < node_size; ++r) {
-    if (r == node_rank) continue;
-    req.push_back(MPI_REQUEST_NULL);
-    source.push_back(r);
-    int rc = MPI_Irecv(&b->all[static_cast<std::size_t>(r)], sizeof(record), MPI_BYTE,
-                       node_ranks[static_cast<std::size_t>(r)], kTag, priv.get(), &req.back());
-    if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Irecv", step);
+  std::vector<int> counts;
+  bool completed = false;
+  try {
+    for (int r = 0; r < node_size; ++r) {
+      if (r == node_rank) continue;
+      req.push_back(MPI_REQUEST_NULL);
+      source.push_back(r);
+      int rc = MPI_Irecv(b->received.data() + static_cast<std::size_t>(r) * max_record_bytes,
+                         static_cast<int>(max_record_bytes), MPI_BYTE,
+                         node_ranks[static_cast<std::size_t>(r)], kTag, priv.get(), &req.back());
+      if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Irecv", step);
+    }
+    for (int r = 0; r < node_size; ++r) {
+      if (r == node_rank) continue;
+      req.push_back(MPI_REQUEST_NULL);
+      int rc = MPI_Isend(b->sent.data(), static_cast<int>(b->sent.size()), MPI_BYTE,
+                         node_ranks[static_cast<std::size_t>(r)], kTag, priv.get(), &req.back());
+      if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Isend", step);
+    }
+    completed = wait(req, step, &counts);
+  } catch (...) {
+    // An MPI error (a posting that failed partway, a receive truncated) while other requests
+    // may still be pending: MPI may yet write into the receive buffers and read the send
+    // buffer, so they are let go (leaked), as after a timeout. The group is broken: no MPI
+    // call touches its communicator again.
+    broken = true;
+    (void)b.release();
+    throw;
   }
-  for (int r = 0; r < node_size; ++r) {
-    if (r == node_rank) continue;
-    req.push_back(MPI_REQUEST_NULL);
-    int rc = MPI_Isend(&b->mine, sizeof(record), MPI_BYTE, node_ranks[static_cast<std::size_t>(r)],
-                       kTag, priv.get(), &req.back());
-    if (rc != MPI_SUCCESS) throw_mpi(rc, "MPI_Isend", step);
-  }
-  if (!wait(req, step)) {
+  if (!completed) {
     broken = true;
     std::vector<int> missing;
     for (std::size_t i = 0; i < source.size(); ++i) {
@@ -413,10 +448,43 @@ std::vector<record> group::exchange(const record& mine, step_kind kind, const st
                     duration_text(timeout)),
         failure::timeout, first);
   }
-  // Every message of the step was matched; the ranks agree only if they made the same step.
+  // Every message of the step was matched. Each record is decoded whole first: a malformed
+  // one (another protocol version, a damaged message) fails this rank before any of its fields
+  // is used. The sender sent every rank the same bytes, so every receiver refuses it alike.
+  std::vector<record> all(n);
+  std::vector<bool> kept_back(n, false);  // refused into *refused: no kind or number to compare
+  all[static_cast<std::size_t>(node_rank)] = me;
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    const auto r = static_cast<std::size_t>(source[i]);
+    const std::size_t got = counts[i] < 0 ? 0 : static_cast<std::size_t>(counts[i]);
+    auto d = decode_record({b->received.data() + r * max_record_bytes, got},
+                           record_limits{size, node_ranks[r]});
+    if (!d.ok()) {
+      collective_error e(
+          errc::invalid_value,
+          fmt::format("{}: {} sent a malformed record ({}: {}): it runs another version of "
+                      "memarea, or the message was damaged. The window or buffers are "
+                      "unusable: destroy them",
+                      step, who(static_cast<int>(r)), printable(to_string(d.why)),
+                      printable(d.error)),
+          failure::mismatch, node_ranks[r]);
+      if (refused) {
+        // The caller tells the others in its next step (make_imports' confirm step): every
+        // message of this one was matched, so the sequence goes on.
+        if (!*refused) refused->emplace(std::move(e));
+        kept_back[r] = true;
+        continue;
+      }
+      broken = true;  // this rank leaves the step sequence: no further step can agree
+      throw e;
+    }
+    all[r] = std::move(d.value);
+  }
+  // The ranks agree only if they made the same step.
   for (int r = 0; r < node_size; ++r) {
-    const record& theirs = b->all[static_cast<std::size_t>(r)];
-    if (theirs.kind == b->mine.kind && theirs.seq == b->mine.seq) continue;
+    const record& theirs = all[static_cast<std::size_t>(r)];
+    if (kept_back[static_cast<std::size_t>(r)]) continue;
+    if (theirs.kind == me.kind && theirs.seq == me.seq) continue;
     broken = true;  // the ranks' objects are out of step: no further step can agree
     auto their_kind = static_cast<step_kind>(theirs.kind);
     throw collective_error(
@@ -426,10 +494,10 @@ std::vector<record> group::exchange(const record& mine, step_kind kind, const st
                     "collective calls in the same order. The window or buffers are unusable: "
                     "destroy them",
                     step, who(r), describe(their_kind), theirs.seq, rank, describe(kind),
-                    b->mine.seq),
+                    me.seq),
         failure::mismatch, node_ranks[static_cast<std::size_t>(r)]);
   }
-  return std::move(b->all);
+  return all;
 }
 
 void group::barrier(step_kind kind, const std::string& step) { (void)exchange(record{}, kind, step); }
@@ -443,13 +511,12 @@ void group::throw_first_failure(const std::vector<record>& all, const std::strin
   }
   if (first < 0) return;
   const record& f = all[static_cast<std::size_t>(first)];
-  std::string text(f.message.data(), strnlen(f.message.data(), f.message.size()));
   auto code = status_of(f.status);
   throw collective_error(
       code,
       fmt::format("{} failed on {}{}: {}: {}", step, who(first),
                   failed > 1 ? fmt::format(" (and on {} more)", failed - 1) : std::string(),
-                  to_string(code), text),
+                  to_string(code), printable(f.message)),
       failure::rank, node_ranks[static_cast<std::size_t>(first)]);
 }
 

@@ -1,18 +1,21 @@
 // The ranks of one node as libmemarea_mpi sees them: a private duplicate of the user's
 // communicator, and the one way its collectives talk after the node is known: a step, an
-// exchange of fixed-size records among the node's ranks that carries the step's kind and
+// exchange of records (mpi/record.hpp) among the node's ranks that carries the step's kind and
 // sequence number, bounded by a deadline so that a dead or absent rank fails the others instead
-// of blocking them. No blocking MPI call follows a deadline-bounded one (node_comm() excepted:
-// documented as blocking).
+// of blocking them. No blocking MPI call follows a deadline-bounded one (node_comm()'s
+// MPI_Comm_create_group excepted: it follows a bounded step of its own, and blocks only if a
+// rank dies between the two).
 #pragma once
+
+#include "mpi/record.hpp"
 
 #include <memarea/mpi.hpp>
 
 #include <mpi.h>
 
-#include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,44 +33,10 @@ struct test_hooks {
   long kill_rank = -1;         ///< MEMAREA_MPI_TEST_KILL_RANK (-1: none)
   phase kill_at = phase::exchange;  ///< MEMAREA_MPI_TEST_KILL_AT
   long fail_open_rank = -1;    ///< MEMAREA_MPI_TEST_FAIL_OPEN_RANK (-1: none)
+  long bad_record_rank = -1;   ///< MEMAREA_MPI_TEST_BAD_RECORD_RANK (-1: none)
   std::string error;           ///< non-empty: what is malformed (then the settings are unused)
   /// Reads the environment now.
   static test_hooks parse();
-};
-
-/// The kind of one step, carried in its records so that ranks making different collective
-/// calls (one fences while another destroys) are told so instead of matching each other.
-enum class step_kind : std::int32_t {
-  handles = 1,  ///< making a window or share(): the handle exchange
-  opens = 2,    ///< making a window or share(): the report of the opens
-  undo = 3,     ///< making a window or share(): closing after a failed open
-  fence = 4,    ///< shared_window::fence
-  barrier = 5,  ///< shared_buffers::barrier
-  close = 6,    ///< shared_window::destroy, shared_buffers::close
-};
-
-/// What a rank making a step of this kind is doing, in words ("fencing the window").
-const char* describe(step_kind k) noexcept;
-
-/// A peer's status as memarea::errc: values outside the enumeration (a damaged or foreign
-/// record) become errc::unknown, 0 included (a failed record never carries success).
-errc status_of(std::int32_t status) noexcept;
-
-/// What each rank tells the others at one step: its status and, on success, what it shares.
-struct record {
-  std::int32_t status = 0;  ///< memarea::errc of this rank's step (0: it succeeded)
-  std::int32_t rank = -1;   ///< the sender's rank in the user's communicator
-  std::int32_t device = -1; ///< the device of the sender's memory
-  std::int32_t kind = 0;    ///< step_kind of the step (set by group::exchange)
-  std::uint64_t seq = 0;    ///< the step's sequence number in its group (set by group::exchange)
-  std::uint64_t size = 0;   ///< bytes of the sender's memory, from its pointer to its end
-  std::uint64_t requested = 0;  ///< a window's bytes_per_rank (0: share())
-  std::array<unsigned char, 128> handle{};  ///< its IPC handle
-  std::array<char, 416> message{};          ///< the failure's message, NUL-terminated
-  /// Records a failure: status and message (cut to fit).
-  void fail(errc code, const std::string& text) noexcept;
-  /// Sets the message (cut to fit), NUL-terminated.
-  void set_message(const std::string& text) noexcept;
 };
 
 /// An MPI communicator that is freed when its holder goes (unless MPI was finalized), so that
@@ -105,15 +74,24 @@ struct group {
 
   /// One step: every node rank's record, ordered by node rank (this rank's own included).
   /// Collective over the node. Throws collective_error(timeout) naming the ranks that sent
-  /// nothing, collective_error(mismatch) naming a rank whose step had another kind or number.
-  std::vector<record> exchange(const record& mine, step_kind kind, const std::string& step);
+  /// nothing, collective_error(mismatch) naming a rank whose step had another kind or number
+  /// or whose record decode_record refused (or that sent more than max_record_bytes).
+  /// With `refused`, a record that decode_record refuses does not throw: the first refusal is
+  /// kept there (its entry stays a default record) and the group stays usable, so that the
+  /// caller can tell the other ranks in a next step (make_imports' confirm step).
+  /// On any failure after the first request is posted, the step's buffers are leaked, never
+  /// freed while MPI may still write into them.
+  std::vector<record> exchange(const record& mine, step_kind kind, const std::string& step,
+                               std::optional<collective_error>* refused = nullptr);
   /// A step that carries nothing but its kind: waits for every rank of the node.
   void barrier(step_kind kind, const std::string& step);
   /// Throws collective_error(rank) for the first record that failed, on every rank alike; the
   /// message names its rank and, when several failed, how many.
   void throw_first_failure(const std::vector<record>& all, const std::string& step) const;
-  /// The caller's node communicator, made on the first call (MPI_Comm_create_group over the
-  /// node: a blocking call, collective over the node's ranks, with no deadline).
+  /// The caller's node communicator, made on the first call: a deadline-bounded step
+  /// (step_kind::node_comm), so that a rank that left the sequence fails it with a timeout,
+  /// then MPI_Comm_create_group over the node (blocking, with no deadline: it blocks only if a
+  /// rank dies between the two).
   MPI_Comm user_comm();
   /// Raises SIGKILL when the test settings name this rank and phase p.
   void maybe_die(phase p) const;
@@ -143,8 +121,12 @@ struct group {
 
  private:
   /// Waits for requests until the deadline; returns false on timeout (the requests left are
-  /// those not completed). Throws collective_error(mpi) on an MPI error.
-  bool wait(std::vector<MPI_Request>& requests, const std::string& step);
+  /// those not completed). Throws collective_error(mpi) on an MPI error, and
+  /// collective_error(mismatch) naming the sender of a receive that MPI truncated (more than
+  /// max_record_bytes); both break the group. With `counts`, the
+  /// bytes each request received go to (*counts)[i] (-1 when MPI cannot tell).
+  bool wait(std::vector<MPI_Request>& requests, const std::string& step,
+            std::vector<int>* counts = nullptr);
   /// The constructor's steps after the arrival check: the node map.
   void join(MPI_Comm comm);
   [[noreturn]] void throw_mpi(int code, const char* call, const std::string& step);

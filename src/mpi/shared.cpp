@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 namespace memarea::mpi {
@@ -86,7 +87,7 @@ void imports::close_all() noexcept {
 }
 
 std::unique_ptr<imports> make_imports(MPI_Comm comm, const options& o, const char* what,
-                                      std::size_t window_bytes,
+                                      std::optional<std::size_t> window_bytes,
                                       const std::function<const void*(const group&)>& local) {
   auto im = std::make_unique<imports>();
   im->g = std::make_unique<group>(comm, o.timeout);
@@ -101,13 +102,14 @@ std::unique_ptr<imports> make_imports(MPI_Comm comm, const options& o, const cha
 
   // 1. This rank's memory and its handle; a failure travels to every rank in the exchange.
   record mine;
-  mine.requested = window_bytes;
+  mine.requested = window_bytes.value_or(0);
   std::string my_bus;
   try {
     const void* p = local(g);
     allocation_info info = lookup(p);
     ipc::handle h = ipc::export_handle(p);
-    std::memcpy(mine.handle.data(), h.bytes.data(), h.bytes.size());
+    static_assert(sizeof h.bytes == handle_bytes);
+    mine.set_handle(h.bytes);
     mine.device = info.device;
     mine.size = static_cast<const char*>(info.base) + info.size - static_cast<const char*>(p);
     im->ptrs[me] = const_cast<void*>(p);
@@ -120,7 +122,10 @@ std::unique_ptr<imports> make_imports(MPI_Comm comm, const options& o, const cha
   // The bus id rides in the message field of a record that succeeded.
   if (mine.status == 0) mine.set_message(my_bus);
   g.maybe_die(phase::exchange);
-  auto all = g.exchange(mine, step_kind::handles, fmt::format("{}: exchanging handles", what));
+  // share() has a step kind of its own: a rank calling share() against one making a window
+  // fails both as a mismatch, whatever the sizes.
+  auto all = g.exchange(mine, window_bytes ? step_kind::handles : step_kind::share_handles,
+                        fmt::format("{}: exchanging handles", what));
   g.throw_first_failure(all, fmt::format("{}: sharing memory", what));
   // A window's size must agree within the node (every rank sees the same records: all throw
   // alike, before anything was opened).
@@ -141,7 +146,7 @@ std::unique_ptr<imports> make_imports(MPI_Comm comm, const options& o, const cha
   record result;
   for (std::size_t r = 0; r < n; ++r) {
     const record& rec = all[r];
-    std::string bus(rec.message.data(), strnlen(rec.message.data(), rec.message.size()));
+    const std::string& bus = rec.message;
     if (r == me) {
       im->sizes[r] = rec.size;
       im->devices[r] = my_device;
@@ -173,14 +178,38 @@ std::unique_ptr<imports> make_imports(MPI_Comm comm, const options& o, const cha
     }
   }
   g.maybe_die(phase::open);
-  auto results = g.exchange(result, step_kind::opens, fmt::format("{}: reporting the opens", what));
-  for (const auto& rr : results) {
-    if (rr.status == 0) continue;
+  // MEMAREA_MPI_TEST_BAD_RECORD_RANK: a record every receiver refuses (a device in a record
+  // that shares nothing), so that the test sees the confirm step fail every rank alike.
+  if (g.hooks.bad_record_rank == g.rank) result.device = 0;
+  // A record refused here fails only its receivers; its sender saw nothing wrong. The confirm
+  // step tells every rank, so that the constructor fails everywhere, not only on them (the
+  // sender would keep a window that maps memory they free).
+  std::optional<collective_error> refused;
+  auto results = g.exchange(result, step_kind::opens, fmt::format("{}: reporting the opens", what),
+                            &refused);
+  record verdict;
+  if (refused) verdict.fail(errc::invalid_value, refused->message());
+  auto verdicts = g.exchange(verdict, step_kind::confirm,
+                             fmt::format("{}: confirming the opens", what));
+  bool failed = refused.has_value();
+  for (const auto& rr : results) failed |= rr.status != 0;
+  for (const auto& rr : verdicts) failed |= rr.status != 0;
+  if (failed) {
     // Undo: every rank closes what it opened, and waits until all have, before any of them
     // frees its memory (the caller frees after this throws).
     im->close_all();
     g.barrier(step_kind::undo, fmt::format("{}: closing after a failed open", what));
+    if (refused) throw *refused;
     g.throw_first_failure(results, fmt::format("{}: opening the node's memory", what));
+    // Only a refusal elsewhere is left: failure::mismatch, as on the rank that refused.
+    for (std::size_t r = 0; r < n; ++r) {
+      if (verdicts[r].status == 0) continue;
+      throw collective_error(
+          errc::invalid_value,
+          fmt::format("{}: {} refused a record of the opens step: {}", what, g.who(int(r)),
+                      printable(verdicts[r].message)),
+          failure::mismatch, g.node_ranks[r]);
+    }
   }
   return im;
 }
@@ -193,83 +222,63 @@ void close_imports(imports& im, const char* what) {
 
 }  // namespace detail
 
-// --- shared_buffers -----------------------------------------------------------------------------
+// --- node_view ----------------------------------------------------------------------------------
 
-shared_buffers::shared_buffers() noexcept = default;
-shared_buffers::shared_buffers(std::unique_ptr<detail::imports> i) noexcept
-    : imports_(std::move(i)) {}
-shared_buffers::shared_buffers(shared_buffers&&) noexcept = default;
-shared_buffers& shared_buffers::operator=(shared_buffers&& o) noexcept {
-  if (this != &o) {
-    if (imports_) {
-      try {
-        close();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "memarea mpi: closing shared buffers: %s\n", e.what());
-      }
-    }
-    imports_ = std::move(o.imports_);
-  }
+node_view::node_view(const char* name) noexcept : name_(name) {}
+node_view::node_view(const char* name, std::unique_ptr<detail::imports> i) noexcept
+    : imports_(std::move(i)), name_(name) {}
+node_view::~node_view() = default;
+node_view::node_view(node_view&&) noexcept = default;
+node_view& node_view::operator=(node_view&& o) noexcept {
+  imports_ = std::move(o.imports_);  // the name stays: it is the class's
   return *this;
 }
-shared_buffers::~shared_buffers() {
-  if (!imports_) return;
-  try {
-    close();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "memarea mpi: closing shared buffers: %s\n", e.what());
+void node_view::adopt(std::unique_ptr<detail::imports> i) noexcept { imports_ = std::move(i); }
+
+detail::imports& node_view::need(const char* call) const {
+  if (!imports_) {
+    throw error(errc::invalid_value, fmt::format("{}::{}: the object is empty", name_, call));
   }
+  return *imports_;
 }
 
-namespace {
-detail::imports& need(const std::unique_ptr<detail::imports>& i, const char* what) {
-  if (!i) throw error(errc::invalid_value, fmt::format("{}: the object is empty", what));
-  return *i;
-}
-}  // namespace
-
-void* shared_buffers::get(int r) const {
-  auto& im = need(imports_, "shared_buffers::get");
-  im.g->check_node_rank(r, "shared_buffers::get");
+void* node_view::memory_of(int r, const char* call) const {
+  auto& im = need(call);
+  im.g->check_node_rank(r, fmt::format("{}::{}", name_, call).c_str());
   return im.ptrs[static_cast<std::size_t>(r)];
 }
-std::size_t shared_buffers::size(int r) const {
-  auto& im = need(imports_, "shared_buffers::size");
-  im.g->check_node_rank(r, "shared_buffers::size");
-  return im.sizes[static_cast<std::size_t>(r)];
-}
-int shared_buffers::device_of(int r) const {
-  auto& im = need(imports_, "shared_buffers::device_of");
-  im.g->check_node_rank(r, "shared_buffers::device_of");
+
+int node_view::device_of(int r) const {
+  auto& im = need("device_of");
+  im.g->check_node_rank(r, fmt::format("{}::device_of", name_).c_str());
   return im.devices[static_cast<std::size_t>(r)];
 }
-bool shared_buffers::can_access(int r) const {
-  auto& im = need(imports_, "shared_buffers::can_access");
-  im.g->check_node_rank(r, "shared_buffers::can_access");
+bool node_view::can_access(int r) const {
+  auto& im = need("can_access");
+  im.g->check_node_rank(r, fmt::format("{}::can_access", name_).c_str());
   return im.access[static_cast<std::size_t>(r)];
 }
-int shared_buffers::node_rank() const { return need(imports_, "node_rank").g->node_rank; }
-int shared_buffers::node_size() const { return need(imports_, "node_size").g->node_size; }
-int shared_buffers::node_rank_of(int rank) const {
-  return need(imports_, "node_rank_of").g->node_rank_of(rank);
-}
-int shared_buffers::rank_of(int r) const {
-  auto& im = need(imports_, "rank_of");
-  im.g->check_node_rank(r, "rank_of");
+int node_view::node_rank() const { return need("node_rank").g->node_rank; }
+int node_view::node_size() const { return need("node_size").g->node_size; }
+int node_view::node_rank_of(int rank) const { return need("node_rank_of").g->node_rank_of(rank); }
+int node_view::rank_of(int r) const {
+  auto& im = need("rank_of");
+  im.g->check_node_rank(r, fmt::format("{}::rank_of", name_).c_str());
   return im.g->node_ranks[static_cast<std::size_t>(r)];
 }
-MPI_Comm shared_buffers::node_comm() const { return need(imports_, "node_comm").g->user_comm(); }
-void shared_buffers::barrier() {
-  step(static_cast<int>(detail::step_kind::barrier), "shared_buffers::barrier");
-}
-void shared_buffers::step(int kind, const char* what) {
-  auto& im = need(imports_, what);
+MPI_Comm node_view::node_comm() const { return need("node_comm").g->user_comm(); }
+
+void node_view::step(int kind, const char* call) {
+  auto& im = need(call);
   im.g->maybe_die(detail::phase::fence);
-  im.g->barrier(static_cast<detail::step_kind>(kind), what);  // refuses a broken group
+  // group::barrier refuses a broken group.
+  im.g->barrier(static_cast<detail::step_kind>(kind), fmt::format("{}::{}", name_, call));
 }
-void shared_buffers::close() {
+
+void node_view::close_imports(const char* call) {
   if (!imports_) return;
   auto im = std::move(imports_);  // empty afterwards, whatever happens
+  const std::string what = fmt::format("{}::{}", name_, call);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {
@@ -277,18 +286,56 @@ void shared_buffers::close() {
     // process opened; memarea defers the peers' frees while it still maps them.
     im->g->broken = true;
     im->close_all();
-    throw error(errc::invalid_value, "shared_buffers::close: MPI was finalized first; this rank "
-                                     "closed its imports without waiting for the others");
+    throw error(errc::invalid_value, fmt::format("{}: MPI was finalized first; this rank closed "
+                                                 "its imports without waiting for the others",
+                                                 what));
   }
   if (im->g->broken) {
     im->close_all();
     return;
   }
-  detail::close_imports(*im, "shared_buffers::close");
+  detail::close_imports(*im, what.c_str());
 }
 
+// --- shared_buffers -----------------------------------------------------------------------------
+
+shared_buffers::shared_buffers() noexcept : node_view("shared_buffers") {}
+shared_buffers::shared_buffers(std::unique_ptr<detail::imports> i) noexcept
+    : node_view("shared_buffers", std::move(i)) {}
+shared_buffers::shared_buffers(shared_buffers&&) noexcept = default;
+shared_buffers& shared_buffers::operator=(shared_buffers&& o) noexcept {
+  if (this != &o) {
+    if (*this) {
+      try {
+        close();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "memarea mpi: closing shared buffers: %s\n", e.what());
+      }
+    }
+    node_view::operator=(std::move(o));
+  }
+  return *this;
+}
+shared_buffers::~shared_buffers() {
+  if (!*this) return;
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "memarea mpi: closing shared buffers: %s\n", e.what());
+  }
+}
+
+void* shared_buffers::get(int r) const { return memory_of(r, "get"); }
+std::size_t shared_buffers::size(int r) const {
+  auto& im = need("size");
+  im.g->check_node_rank(r, "shared_buffers::size");
+  return im.sizes[static_cast<std::size_t>(r)];
+}
+void shared_buffers::barrier() { step(static_cast<int>(detail::step_kind::barrier), "barrier"); }
+void shared_buffers::close() { close_imports("close"); }
+
 shared_buffers share(MPI_Comm comm, const void* buffer, const options& o) {
-  auto im = detail::make_imports(comm, o, "share", 0, [&](const detail::group&) -> const void* {
+  auto im = detail::make_imports(comm, o, "share", std::nullopt, [&](const detail::group&) -> const void* {
     if (!buffer) throw error(errc::invalid_value, "share: buffer is NULL");
     return buffer;
   });
@@ -338,7 +385,7 @@ shared_window::shared_window(MPI_Comm comm, std::size_t bytes, pool& p, const op
 
 shared_window::shared_window(MPI_Comm comm, std::size_t bytes, const allocate_fn& allocate,
                              release_fn release, const options& o)
-    : release_(std::move(release)) {
+    : node_view("shared_window"), release_(std::move(release)) {
   try {
     auto im = detail::make_imports(comm, o, "shared_window", bytes, [&](const detail::group& g) {
       if (bytes == 0) throw error(errc::invalid_value, "bytes_per_rank is 0");
@@ -346,10 +393,14 @@ shared_window::shared_window(MPI_Comm comm, std::size_t bytes, const allocate_fn
       size_ = bytes;
       return segment_;
     });
-    peers_ = shared_buffers(std::move(im));
+    adopt(std::move(im));
   } catch (...) {
-    // Nothing of the window stays: every rank closed its imports (make_imports waits for that
-    // before it throws a rank's failure), so the segment is no longer mapped anywhere.
+    // After a failure that every rank saw alike (failure::rank, or a record refused at the
+    // opens step, which the confirm step tells every rank), every rank closed its imports
+    // before any throws (the undo step), so the segment is no longer mapped anywhere. After a
+    // timeout, an MPI error or a mismatch at another step, another rank may still map it:
+    // memarea then defers the driver's free until that process closes it or dies
+    // (docs/ipc.md, "Lifetimes").
     free_segment();
     throw;
   }
@@ -373,7 +424,7 @@ void shared_window::free_segment() noexcept {
 }
 
 shared_window::~shared_window() {
-  if (!peers_ && !segment_) return;
+  if (!*this && !segment_) return;
   try {
     destroy();
   } catch (const std::exception& e) {
@@ -382,21 +433,21 @@ shared_window::~shared_window() {
 }
 
 shared_window::shared_window(shared_window&& o) noexcept
-    : peers_(std::move(o.peers_)),
+    : node_view(std::move(o)),
       release_(std::move(o.release_)),
       segment_(std::exchange(o.segment_, nullptr)),
       size_(std::exchange(o.size_, 0)) {}
 
 shared_window& shared_window::operator=(shared_window&& o) noexcept {
   if (this != &o) {
-    if (peers_ || segment_) {
+    if (*this || segment_) {
       try {
         destroy();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "memarea mpi: destroying a window: %s\n", e.what());
       }
     }
-    peers_ = std::move(o.peers_);
+    node_view::operator=(std::move(o));
     release_ = std::move(o.release_);
     segment_ = std::exchange(o.segment_, nullptr);
     size_ = std::exchange(o.size_, 0);
@@ -412,31 +463,27 @@ void shared_window::destroy() {
     shared_window& w;
     ~on_exit() { w.free_segment(); }
   } guard{*this};
-  peers_.close();
+  close_imports("destroy");
 }
 
 void* shared_window::local() const {
   if (!segment_) throw error(errc::invalid_value, "shared_window::local: the window is empty");
   return segment_;
 }
-void* shared_window::remote(int r) const { return peers_.get(r); }
+void* shared_window::remote(int r) const { return memory_of(r, "remote"); }
 std::size_t shared_window::size() const { return size_; }
-int shared_window::device() const { return peers_.device_of(peers_.node_rank()); }
-int shared_window::device_of(int r) const { return peers_.device_of(r); }
-bool shared_window::can_access(int r) const { return peers_.can_access(r); }
-int shared_window::node_rank() const { return peers_.node_rank(); }
-int shared_window::node_size() const { return peers_.node_size(); }
-int shared_window::node_rank_of(int rank) const { return peers_.node_rank_of(rank); }
-int shared_window::rank_of(int r) const { return peers_.rank_of(r); }
-MPI_Comm shared_window::node_comm() const { return peers_.node_comm(); }
+int shared_window::device() const {
+  auto& im = need("device");
+  return im.devices[static_cast<std::size_t>(im.g->node_rank)];
+}
 
 void shared_window::fence() {
   device_synchronize(device());
-  peers_.step(static_cast<int>(detail::step_kind::fence), "shared_window::fence");
+  step(static_cast<int>(detail::step_kind::fence), "fence");
 }
 void shared_window::fence(memarea_stream_t s) {
   detail::require_ok(memarea_stream_synchronize(s), "shared_window::fence");
-  peers_.step(static_cast<int>(detail::step_kind::fence), "shared_window::fence");
+  step(static_cast<int>(detail::step_kind::fence), "fence");
 }
 
 }  // namespace memarea::mpi

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace memarea::mpi::detail {
@@ -35,10 +36,10 @@ struct imports {
 /// The collective behind share() and shared_window: joins the node, calls `local` for this
 /// rank's memory (what it throws travels to every rank), exchanges handles and opens them.
 /// window_bytes: a window's bytes_per_rank, which must be the same on every rank of the node
-/// (0: share(), whose sizes may differ). Throws collective_error, every rank alike; nothing
-/// stays open then, on any rank.
+/// (nullopt: share(), whose sizes may differ, with a handle step of its own kind). Throws
+/// collective_error, every rank alike; nothing stays open then, on any rank.
 std::unique_ptr<imports> make_imports(MPI_Comm comm, const options& o, const char* what,
-                                      std::size_t window_bytes,
+                                      std::optional<std::size_t> window_bytes,
                                       const std::function<const void*(const group&)>& local);
 
 /// The bytes of a peer's memory that this process may use: `claimed`, what the peer said, once

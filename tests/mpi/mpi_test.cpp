@@ -9,6 +9,9 @@
 //                   timeout (+ slack), none hangs
 //   mismatch        rank 0 fences while rank 1 destroys: both fail (failure::mismatch), and the
 //                   destroying rank's free is refused while rank 0 still maps its segment
+//   records         (3 ranks) rank 1 sends what the protocol refuses: a status in a fence, a
+//                   failure message with control bytes, more than the longest record
+//   bad_record      (3 ranks) rank 1's opens record is malformed: every rank fails alike
 //   --gc            (no MPI) removes what dead processes left in /dev/shm
 // Each rank writes its verdict to $MEMAREA_MPI_TEST_RESULTS/rank-N ("PASS ..." / "FAIL ...")
 // and its lease owner to owner-N, for the harness's check of /dev/shm.
@@ -31,7 +34,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
+#include <memory>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -366,6 +371,31 @@ int scenario_window(int size) {
         CHECK(read(s.get(r), 5000) == pattern(s.rank_of(r) + 99, 5000));
       }
     }
+    // share() on one rank against a window on the others (both a handle exchange): every
+    // rank fails at once with failure::mismatch, whatever the sizes, and frees what it made.
+    {
+      const int k = std::getenv("MEMAREA_MPI_TEST_NODES") ? std::atoi(std::getenv("MEMAREA_MPI_TEST_NODES")) : 1;
+      auto start = std::chrono::steady_clock::now();
+      auto m = expect_collective_error(
+          [&] {
+            if (g_rank < k) {
+              (void)mm::share(MPI_COMM_WORLD, b);
+            } else {
+              mm::shared_window w(MPI_COMM_WORLD, 4096);
+            }
+          },
+          "share() against a window");
+      CHECK(m.kind() == mm::failure::mismatch);
+      CHECK(m.status() == memarea::errc::invalid_value);
+      CHECK(m.rank() == (g_rank < k ? g_rank % k + k : g_rank % k));
+      CHECK(m.message().find("made another collective call") != std::string::npos);
+      CHECK(m.message().find(g_rank < k ? "making a window (exchanging handles)"
+                                        : "calling share() (exchanging handles)") !=
+            std::string::npos);
+      CHECK(m.communicator_usable());
+      CHECK(std::chrono::steady_clock::now() - start < 5s);  // told at once, not timed out
+      CHECK(memarea::ipc::deferred_frees() == 0);
+    }
     // Host memory cannot be shared: every rank fails, naming the first rank of its node.
     std::vector<char> host(64);
     auto e = expect_collective_error([&] { (void)mm::share(MPI_COMM_WORLD, host.data()); },
@@ -579,6 +609,154 @@ int scenario_mismatch() {
   return verdict("mismatch scenario");
 }
 
+/// A group of its own over MPI_COMM_WORLD, for the scenarios that speak the protocol directly.
+std::unique_ptr<memarea::mpi::detail::group> make_group(std::chrono::milliseconds t) {
+  return std::make_unique<memarea::mpi::detail::group>(MPI_COMM_WORLD, t);
+}
+
+/// What peers send that the protocol refuses, sent through the group's own steps or raw on its
+/// private communicator (3 ranks; rank 1 misbehaves).
+int scenario_records() {
+  namespace d = memarea::mpi::detail;
+  // 1. A status in a fence record: refused by the receivers (never dropped unseen). The
+  // sender saw nothing wrong; its node_comm() then times out instead of blocking in
+  // MPI_Comm_create_group.
+  {
+    auto g = make_group(2s);
+    if (g_rank == 1) {
+      d::record r;
+      r.fail(memarea::errc::out_of_memory, "a fence that failed");
+      try {
+        (void)g->exchange(r, d::step_kind::fence, "test fence");
+      } catch (const std::exception& e) {
+        g_failures.push_back(std::string("the sender of a refused record failed: ") + e.what());
+      }
+      auto start = std::chrono::steady_clock::now();
+      auto e = expect_collective_error([&] { (void)g->user_comm(); },
+                                       "node_comm() after the others left the sequence");
+      auto took = std::chrono::steady_clock::now() - start;
+      std::printf("rank 1 got: %s\n", e.what());
+      CHECK(e.kind() == mm::failure::timeout);
+      CHECK(e.message().find("node_comm") != std::string::npos);
+      CHECK(took >= 1900ms);
+      CHECK(took < 5s);
+    } else {
+      auto e = expect_collective_error(
+          [&] { (void)g->exchange(d::record{}, d::step_kind::fence, "test fence"); },
+          "a fence record carrying a status");
+      std::printf("rank %d got: %s\n", g_rank, e.what());
+      CHECK(e.kind() == mm::failure::mismatch);
+      CHECK(e.rank() == 1);
+      CHECK(e.message().find("malformed record (bad_status") != std::string::npos);
+      CHECK(g->broken);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // 2. A failure message with control bytes: every rank's exception shows it escaped.
+  {
+    auto g = make_group(5s);
+    d::record r;
+    if (g_rank == 1) r.fail(memarea::errc::not_found, "evil\x1b[2J\r\nline\\x");
+    auto all = g->exchange(r, d::step_kind::opens, "test opens");
+    auto e = expect_collective_error([&] { g->throw_first_failure(all, "test"); },
+                                     "a failure message with control bytes");
+    CHECK(e.kind() == mm::failure::rank);
+    CHECK(e.rank() == 1);
+    CHECK(e.status() == memarea::errc::not_found);
+    CHECK(e.message().find("evil\\x1b[2J\\x0d\\x0aline\\\\x") != std::string::npos);
+    for (unsigned char c : e.message()) {
+      if (c < 0x20 || c == 0x7f) {
+        g_failures.push_back(fmt::format("a control byte {:#04x} in: {}", c, e.message()));
+        break;
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // 3. More than the longest record, raw on the private communicator: MPI truncates it, and
+  // the receivers fail with failure::mismatch naming rank 1 while their receive from rank 2
+  // (late by 500 ms) is still pending. Its buffer must not be freed: rank 2's record lands in
+  // it later, and must not land in memory this rank reuses.
+  {
+    auto g = make_group(5s);
+    if (g_rank == 1) {
+      std::vector<unsigned char> big(2000, 0x5a);
+      std::vector<MPI_Request> sends;
+      for (int r : {0, 2}) {
+        sends.push_back(MPI_REQUEST_NULL);
+        MPI_Isend(big.data(), static_cast<int>(big.size()), MPI_BYTE, r, 0x6d61, g->priv.get(),
+                  &sends.back());
+      }
+      auto end = std::chrono::steady_clock::now() + 3s;
+      int done = 0;
+      while (!done && std::chrono::steady_clock::now() < end) {
+        MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+      }
+      CHECK(done);
+      g->broken = true;  // the others' records to it are never received
+    } else {
+      if (g_rank == 2) std::this_thread::sleep_for(500ms);
+      auto e = expect_collective_error(
+          [&] { (void)g->exchange(d::record{}, d::step_kind::fence, "test fence"); },
+          "a record longer than the longest");
+      std::printf("rank %d got: %s\n", g_rank, e.what());
+      CHECK(e.kind() == mm::failure::mismatch);
+      CHECK(e.rank() == 1);
+      CHECK(e.message().find("rank 1 sent a record longer than 1204 bytes") != std::string::npos);
+      CHECK(g->broken);
+      // Memory of the size the step's buffers had, reused at once if they had been freed.
+      std::vector<std::vector<unsigned char>> probes;
+      for (int i = 0; i < 64; ++i) probes.emplace_back(3 * memarea::mpi::detail::max_record_bytes, 0xa5);
+      auto end = std::chrono::steady_clock::now() + 1500ms;
+      while (std::chrono::steady_clock::now() < end) {  // rank 2's record arrives meanwhile
+        int flag = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        std::this_thread::sleep_for(100us);
+      }
+      for (auto& p : probes) {
+        if (std::count(p.begin(), p.end(), 0xa5) != static_cast<long>(p.size())) {
+          g_failures.push_back("a late record landed in memory the step had freed");
+          break;
+        }
+      }
+    }
+  }
+  return verdict("records scenario");
+}
+
+/// Rank 1's report of its opens is malformed: the others refuse it, and the confirm step
+/// makes rank 1 fail too; nothing stays open, and a new window works.
+int scenario_bad_record(int size) {
+  mm::options o;
+  o.timeout = 5s;
+  {  // the first window makes the lease
+    mm::shared_window w(MPI_COMM_WORLD, 4096, o);
+  }
+  write_owner();
+  setenv("MEMAREA_MPI_TEST_BAD_RECORD_RANK", "1", 1);
+  auto start = std::chrono::steady_clock::now();
+  auto e = expect_collective_error([&] { mm::shared_window w(MPI_COMM_WORLD, 4096, o); },
+                                   "a window whose rank 1 sends a malformed opens record");
+  auto took = std::chrono::steady_clock::now() - start;
+  unsetenv("MEMAREA_MPI_TEST_BAD_RECORD_RANK");
+  std::printf("rank %d got: %s\n", g_rank, e.what());
+  CHECK(e.kind() == mm::failure::mismatch);
+  CHECK(e.status() == memarea::errc::invalid_value);
+  if (g_rank == 1) {
+    CHECK(e.rank() == 0);  // the first rank that refused its record
+    CHECK(e.message().find("refused a record of the opens step") != std::string::npos);
+  } else {
+    CHECK(e.rank() == 1);
+    CHECK(e.message().find("rank 1 (node rank 1) sent a malformed record (bad_device") !=
+          std::string::npos);
+  }
+  CHECK(e.communicator_usable());
+  CHECK(took < 3s);  // told by the confirm step, not by a timeout
+  CHECK(memarea::ipc::deferred_frees() == 0);
+  mm::shared_window w(MPI_COMM_WORLD, 8192, o);
+  check_window(w, size, 11, [&](int rank) { return rank % memarea::device_count(); });
+  return verdict("bad_record scenario");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -602,6 +780,13 @@ int main(int argc, char** argv) {
       rc = scenario_late();
       std::fflush(stdout);
       std::exit(rc);  // the communicator is unusable after a timeout: no MPI_Finalize
+    } else if (what == "records") {
+      rc = scenario_records();
+      // The groups it broke leave requests behind: no MPI_Finalize (as after a timeout).
+      std::fflush(stdout);
+      std::exit(rc);
+    } else if (what == "bad_record") {
+      rc = scenario_bad_record(size);
     } else if (what == "fail_open") {
       rc = scenario_fail_open(size);
     } else if (what == "kill" && argc > 2) {
