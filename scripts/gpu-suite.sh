@@ -79,7 +79,8 @@ fi
 
 if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   section "memarea topo"
-  run "$BIN/memarea" topo --json --svg "$RES/topo.svg"
+  # --baseline: the bare driver calls timed the same way in the same run (docs/topo.md).
+  run "$BIN/memarea" topo --baseline --json --svg "$RES/topo.svg"
 fi
 
 # The HIP backend, over HIP's NVIDIA platform built into a libamdhip64.so.5 (tools/hip-nvidia-shim,
