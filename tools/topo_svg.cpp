@@ -403,8 +403,10 @@ picture topo_picture(const nlohmann::json& topo) {
   y += n * row_h + 8;
   // How the host columns are shaded: one line per kind (bandwidth, latency).
   c.text(x0, y + 12, 10,
-         fmt::format("Shades: bandwidth from {} (white) to {}; latency by best \u00f7 value ({}).",
-                     col_scale[0].left, col_scale[0].right, col_scale[2].right),
+         fmt::format("Shades: bandwidth from {} (white) to {}; latency by its column's best \u00f7 "
+                     "value (H2D {}; D2H {}).",
+                     col_scale[0].left, col_scale[0].right, col_scale[2].right,
+                     col_scale[3].right),
          "start", false, "#444444");
   y += 34;
 
