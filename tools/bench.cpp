@@ -130,11 +130,14 @@ void fill_random(void* p, std::size_t n, std::uint64_t seed, const host_copy& pu
   }
 }
 
+bool corrupt_for_test() {
+  const char* corrupt = std::getenv("MEMAREA_BENCH_TEST_CORRUPT");
+  return corrupt && std::string(corrupt) == "1";
+}
+
 void expect_random(const void* p, std::size_t n, std::uint64_t seed, const host_copy& get,
                    const std::string& what) {
-  // Only the bench's own CLI test sets this: it proves that a mismatch fails the run.
-  const char* corrupt = std::getenv("MEMAREA_BENCH_TEST_CORRUPT");
-  const bool flip = corrupt && std::string(corrupt) == "1";
+  const bool flip = corrupt_for_test();
   std::vector<unsigned char> want(std::min(n, kCheckChunk)), got(want.size());
   for (std::size_t at = 0; at < n; at += want.size()) {
     const std::size_t m = std::min(want.size(), n - at);

@@ -101,6 +101,10 @@ void fill_random(void* p, std::size_t n, std::uint64_t seed, const host_copy& pu
 void expect_random(const void* p, std::size_t n, std::uint64_t seed, const host_copy& get,
                    const std::string& what);
 
+/// Whether MEMAREA_BENCH_TEST_CORRUPT=1 asks every byte check to see one byte flipped (set only
+/// by the bench's own CLI tests, to prove that a mismatch fails the run).
+bool corrupt_for_test();
+
 /// When this process is a child that a bench started (MEMAREA_BENCH_IPC_ROLE set: an exporter,
 /// or a fresh process timing its first IPC call), runs that role and returns its exit status;
 /// otherwise -1. main() calls it first.

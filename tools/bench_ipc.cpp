@@ -78,8 +78,7 @@ std::vector<unsigned char> pattern(std::size_t i) {
 bool holds(const void* p, std::size_t i, const host_copy& via) {
   std::vector<unsigned char> got(kChecked, 0);
   via(got.data(), p, kChecked);
-  const char* corrupt = std::getenv("MEMAREA_BENCH_TEST_CORRUPT");
-  if (corrupt && std::string(corrupt) == "1") got[kChecked / 2] ^= 0xff;
+  if (corrupt_for_test()) got[kChecked / 2] ^= 0xff;
   return got == pattern(i);
 }
 bool holds(const void* p, std::size_t i) { return holds(p, i, memarea_host_copy()); }
