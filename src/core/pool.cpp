@@ -143,7 +143,7 @@ void destroy_pool(pool_state* p, bool force) {
       }
       for (thread_cache* c : p->caches) {
         c->lock();
-        (void)c->drain();  // its pieces go with their blocks below
+        c->clear();  // its pieces go with their blocks below
         c->pool = nullptr;
         c->unlock();
       }

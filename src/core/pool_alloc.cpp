@@ -66,8 +66,19 @@ void give_back_entries(pool_state& p, const thread_cache::entry* es, std::size_t
     p.release_handed_locked(e.span, tag);
   }
 }
-void give_back_entries(pool_state& p, const thread_cache::drained& d) {
-  give_back_entries(p, d.e.data(), d.n);
+/// Takes every entry out of c (or those freed on only) and gives them back, in batches: the
+/// cache's flag is held for one batch at a time and never across the arena's lock.
+void drain_into_arena(pool_state& p, thread_cache& c, bool all, native_stream only) {
+  constexpr std::size_t kBatch = 128;
+  thread_cache::entry es[kBatch];
+  // The owner may cache more meanwhile: at most a full cache's worth of rounds.
+  for (std::uint32_t round = 0; round <= thread_cache::kEntries / kBatch; ++round) {
+    c.lock();
+    const std::size_t n = c.drain(es, kBatch, all, only);
+    c.unlock();
+    give_back_entries(p, es, n);
+    if (n < kBatch) return;
+  }
 }
 
 thread_caches::~thread_caches() {
@@ -78,17 +89,24 @@ thread_caches::~thread_caches() {
     pool_state* p = c->pool;
     auto it = p ? list.live.find(p) : list.live.end();
     if (p && it != list.live.end() && it->second == c->serial) {
-      thread_cache::drained es;
+      // At thread exit no one caches into c any more: one drain takes every entry (a flush
+      // meanwhile takes each entry out under the flag, so each leaves once).
+      std::vector<thread_cache::entry> es;
+      try {
+        es.resize(thread_cache::kEntries);
+      } catch (...) {
+        es.clear();  // no memory: the pieces stay cached until the pool goes
+      }
       {
         std::lock_guard cl(p->caches_m);
         std::erase(p->caches, c);
         c->lock();
-        es = c->drain();
+        es.resize(es.empty() ? 0 : c->drain(es.data(), es.size()));
         c->pool = nullptr;
         c->unlock();
       }
       try {
-        give_back_entries(*p, es);
+        give_back_entries(*p, es.data(), es.size());
       } catch (...) {
         // At thread exit nothing can report it; the spans stay cached until the pool goes.
       }
@@ -164,24 +182,15 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
   {
     c->lock();
     const int classes[2] = {insert_class(n), search_class(n)};
-    for (int k2 = 0; k2 < (classes[0] == classes[1] ? 1 : 2); ++k2) {
-      const int cls = classes[k2];
-      thread_cache::slot& sl = c->slot_of(cls);
-      if (sl.cls != cls) continue;
-      for (int k = sl.count - 1; k >= 0; --k) {
-        thread_cache::entry& e = sl.e[k];
-        if (e.stream != ns || e.size < n) continue;
-        const thread_cache::entry got = e;
-        e = sl.e[--sl.count];
-        c->cached_bytes -= got.size;
-        --c->cached_count;
-        // A new incarnation: a stale entry for the last one can no longer free it.
-        const std::uint64_t inc = got.incarnation + 1;
-        spans[got.span].state.store(word(inc, live), std::memory_order_relaxed);
-        c->recents[thread_cache::recent_slot(got.start)] = {got.start, got.span, inc};
-        c->unlock();
-        return reinterpret_cast<void*>(got.start);
-      }
+    thread_cache::entry got;
+    if (c->take(classes[0], n, ns, &got) ||
+        (classes[1] != classes[0] && c->take(classes[1], n, ns, &got))) {
+      // A new incarnation: a stale entry for the last one can no longer free it.
+      const std::uint64_t inc = got.incarnation + 1;
+      spans[got.span].state.store(word(inc, live), std::memory_order_relaxed);
+      c->recents[thread_cache::recent_slot(got.start)] = {got.start, got.span, inc};
+      c->unlock();
+      return reinterpret_cast<void*>(got.start);
     }
     c->unlock();
   }
@@ -319,33 +328,29 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
                       fmt::format("pool free: {} holds {} bytes, not {}", p, sz, size));
         }
         const int cls = insert_class(sz);
-        thread_cache::slot& sl = c->slot_of(cls);
-        // Another class in this slot: its pieces go to the arena, the newest class stays.
-        thread_cache::entry evicted[thread_cache::kPerSlot];
-        int n_evicted = 0;
         // A pool with a release threshold caches only what the threshold would keep anyway.
         const std::size_t limit = std::min(thread_cache::kMaxBytes, release_threshold);
-        const bool fits = c->cached_bytes + sz <= limit ||
-                          (c->cached_count == 0 && release_threshold == SIZE_MAX);
-        if (fits && sl.cls != cls) {
-          for (int k2 = 0; k2 < sl.count; ++k2) {
-            evicted[n_evicted++] = sl.e[k2];
-            c->cached_bytes -= sl.e[k2].size;
-            --c->cached_count;
-          }
-          sl.count = 0;
-          sl.cls = cls;
-        }
-        if (fits && sl.count < thread_cache::kPerSlot) {
-          sl.e[sl.count++] = {start, sz, seen.span, seen.incarnation, ns};
-          c->cached_bytes += sz;
-          ++c->cached_count;
+        if (c->has_room(sz, limit, release_threshold == SIZE_MAX)) {
+          c->put(cls, {start, sz, seen.span, seen.incarnation, ns});
           c->unlock();
-          if (n_evicted) give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
           return;
         }
-        // No room in this cache: the arena takes it (it is ours: cached, no one else frees it).
+        // No room: pieces of other classes make room, a few each time (the flag is held
+        // briefly), so that the cache follows the sizes in use; a larger piece than the cache
+        // takes beside others fits only in an empty cache, and makes no room.
+        thread_cache::entry evicted[thread_cache::kEvictBatch];
+        const int n_evicted = sz <= std::min(limit, thread_cache::kMaxPiece)
+                                  ? c->evict_for(cls, sz, limit, evicted)
+                                  : 0;
+        if (c->has_room(sz, limit, release_threshold == SIZE_MAX)) {
+          c->put(cls, {start, sz, seen.span, seen.incarnation, ns});
+          c->unlock();
+          give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
+          return;
+        }
+        // Still no room: the arena takes it (it is ours: cached, no one else frees it).
         c->unlock();
+        give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
         std::vector<record> empty;
         {
           std::lock_guard lock(m);
@@ -428,12 +433,8 @@ std::vector<record> pool_state::past_threshold_locked() {
 
 void pool_state::flush_caches(bool all, native_stream only) {
   std::lock_guard cl(caches_m);
-  for (thread_cache* c : caches) {
-    c->lock();
-    const thread_cache::drained d = c->drain(all, only);
-    c->unlock();
-    give_back_entries(*this, d);  // caches_m (54) before the arena (56): in rank order
-  }
+  // caches_m (54) before the arena (56): in rank order.
+  for (thread_cache* c : caches) drain_into_arena(*this, *c, all, only);
 }
 
 }  // namespace memarea::detail

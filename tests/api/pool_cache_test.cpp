@@ -1,0 +1,124 @@
+// The pool's per-thread caches seen through the API (docs/pools.md, "Allocation strategy"): a
+// loop of 1,024 like allocations is served again from the thread's cache, cached pieces count
+// as free in the statistics, and a pool short of memory takes back what any thread cached.
+#include "api/common.hpp"
+
+#include <memarea/memarea.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace memarea;
+using namespace memarea::test;
+
+constexpr std::size_t kPiece = 4096;
+constexpr int kLoop = 1024;
+
+/// Allocates kLoop pieces, each holding its index in its first bytes (written through copy).
+std::vector<void*> allocate_loop(pool& p) {
+  std::vector<void*> v;
+  for (int i = 0; i < kLoop; ++i) {
+    v.push_back(p.allocate(kPiece));
+    const std::uint64_t tag = 0x5eed0000u + static_cast<std::uint64_t>(i);
+    copy(v.back(), &tag, sizeof tag);
+  }
+  return v;
+}
+
+void expect_tags(const std::vector<void*>& v) {
+  for (int i = 0; i < kLoop; ++i) {
+    std::uint64_t tag = 0;
+    copy(&tag, v[i], sizeof tag);
+    ASSERT_EQ(tag, 0x5eed0000u + static_cast<std::uint64_t>(i)) << "piece " << i;
+  }
+}
+
+}  // namespace
+
+TEST(PoolCache, ALoopOfAThousandPiecesComesBackFromTheThreadsCache) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  std::vector<void*> first = allocate_loop(p);
+  expect_tags(first);
+  const std::set<void*> addresses(first.begin(), first.end());
+  ASSERT_EQ(addresses.size(), first.size()) << "two live pieces at one address";
+  for (void* x : first) p.deallocate(x);
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.live_allocations, 0u);
+  EXPECT_EQ(s.bytes_in_use, 0u) << "cached pieces count as in use";
+  const std::size_t blocks = s.driver_allocations;
+  std::vector<void*> second = allocate_loop(p);
+  expect_tags(second);
+  // Every piece of the second loop is one of the first's (the cache served it), and no new
+  // block was needed.
+  EXPECT_EQ(std::set<void*>(second.begin(), second.end()), addresses);
+  EXPECT_EQ(p.stats().driver_allocations, blocks);
+  EXPECT_EQ(p.stats().live_allocations, static_cast<std::size_t>(kLoop));
+  // Lookup knows each piece as allocated.
+  for (void* x : {second.front(), second.back()}) {
+    const auto info = lookup(x);
+    EXPECT_EQ(info.base, x);
+    EXPECT_EQ(info.size, kPiece);
+  }
+  for (void* x : second) p.deallocate(x);
+  // A piece freed twice is refused even while the first free sits in the cache.
+  void* y = p.allocate(kPiece);
+  p.deallocate(y);
+  try {
+    p.deallocate(y);
+    ADD_FAILURE() << "a double free succeeded";
+  } catch (const error& e) {
+    EXPECT_EQ(e.status(), errc::invalid_value);
+  }
+}
+
+TEST(PoolCache, APoolShortOfMemoryTakesBackWhatAnotherThreadCached) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool_options o;
+  o.maximum_size = kPiece * kLoop;  // 4 MiB: two 2 MiB blocks, exactly one loop
+  pool p(area(0), o);
+  std::thread([&] {
+    std::vector<void*> v = allocate_loop(p);
+    for (void* x : v) p.deallocate(x);  // all of it in this thread's cache
+  }).join();
+  ASSERT_EQ(p.stats().bytes_reserved, o.maximum_size);
+  // Another thread: every allocation fits only in what the first thread cached.
+  std::vector<void*> mine = allocate_loop(p);
+  expect_tags(mine);
+  EXPECT_EQ(p.stats().bytes_reserved, o.maximum_size);
+  for (void* x : mine) p.deallocate(x);
+  // A piece as large as a block, after small ones were cached on this thread.
+  void* big = p.allocate(std::size_t{2} << 20);
+  EXPECT_EQ(p.stats().bytes_reserved, o.maximum_size);
+  p.deallocate(big);
+}
+
+TEST(PoolCache, AThreadsCacheFollowsTheSizesInUse) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  // Fill the cache with 4 KiB pieces, then loop over 64 KiB pieces: after a few frees the
+  // cache makes room for them, and a round trip of 64 KiB needs no new block.
+  std::vector<void*> small = allocate_loop(p);
+  for (void* x : small) p.deallocate(x);
+  for (int round = 0; round < 8; ++round) {
+    std::vector<void*> v;
+    for (int i = 0; i < 16; ++i) v.push_back(p.allocate(64 << 10));
+    for (void* x : v) p.deallocate(x);
+  }
+  const std::size_t blocks = p.stats().driver_allocations;
+  std::set<void*> seen;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<void*> v;
+    for (int i = 0; i < 16; ++i) v.push_back(p.allocate(64 << 10));
+    if (round > 0) {
+      for (void* x : v) EXPECT_TRUE(seen.count(x)) << "a 64 KiB piece not from the cache";
+    }
+    seen.insert(v.begin(), v.end());
+    for (void* x : v) p.deallocate(x);
+  }
+  EXPECT_EQ(p.stats().driver_allocations, blocks);
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+}
