@@ -11,6 +11,11 @@
 //    once, fenced alike. Each step's time is the slowest rank's; the received bytes of every
 //    path are checked against the senders' random data (untimed).
 //  * window set-up (construction) and destruction time against the number of ranks.
+//  * at 64 KiB per side, after those rows: cold (the process's first halo step through a
+//    window and its first staged MPI_Sendrecv; the first step through each new window or new
+//    buffers), idle-then-warm (one step after every rank paused 70 ms), and a diagnostic split
+//    of the window's step (its copies with a stream synchronize and no barrier; its fence with
+//    no copies; MPI_Barrier for reference), each side by side with the MPI_Sendrecv paths.
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
@@ -30,6 +35,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -97,6 +103,111 @@ struct result_row {
   std::string note;
 };
 
+/// The size of the cold, idle-then-warm and split rows.
+constexpr std::size_t kProbeSide = 64 << 10;
+/// How long every rank pauses before an idle-then-warm step.
+constexpr std::chrono::milliseconds kIdlePause{70};
+
+/// One step, timed on every rank from a common start (a barrier), the slowest rank's time
+/// (microseconds). With a pause, every rank first sleeps that long, making no MPI or device
+/// call, then meets the others in the barrier.
+double time_one(MPI_Comm comm, const std::function<void()>& step,
+                std::chrono::milliseconds pause = std::chrono::milliseconds{0}) {
+  if (pause.count() > 0) std::this_thread::sleep_for(pause);
+  MPI_Barrier(comm);
+  auto a = clock_type::now();
+  step();
+  double t = std::chrono::duration<double, std::micro>(clock_type::now() - a).count();
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return t;
+}
+
+/// One rank's halo exchange of `side` bytes per side in a periodic ring over the node, by each
+/// path: it sends its first `side` bytes of `send` to its left neighbour and its last ones to
+/// its right one. Halos: [from the left | from the right].
+struct halo {
+  std::size_t side = 0;
+  mm::shared_window* win = nullptr;
+  int left = 0, right = 0;            ///< node ranks
+  int left_rank = 0, right_rank = 0;  ///< ranks of MPI_COMM_WORLD
+  char* send = nullptr;               ///< device: [first side bytes | last side bytes]
+  char* recv = nullptr;               ///< device: the MPI_Sendrecv paths' halos
+  char* host_send = nullptr;          ///< pinned host staging
+  char* host_recv = nullptr;
+  memarea::stream* s = nullptr;
+
+  /// Into the left neighbour's right halo and the right one's left halo, then the fence.
+  void window() const {
+    copies();
+    win->fence(s->get());
+  }
+  /// The window step's copies alone, queued on the stream.
+  void copies() const {
+    memarea::copy_async(static_cast<char*>(win->remote(left)) + side, send, side, *s);
+    memarea::copy_async(win->remote(right), send + side, side, *s);
+  }
+  void mpi(const char* sendbuf, char* recvbuf) const {
+    const int count = static_cast<int>(side);
+    MPI_Sendrecv(sendbuf, count, MPI_BYTE, left_rank, 1, recvbuf + side, count, MPI_BYTE,
+                 right_rank, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(sendbuf + side, count, MPI_BYTE, right_rank, 2, recvbuf, count, MPI_BYTE,
+                 left_rank, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  void staged() const {
+    memarea::copy(host_send, send, 2 * side);
+    mpi(host_send, host_recv);
+    memarea::copy(recv, host_recv, 2 * side);
+  }
+  void aware() const { mpi(send, recv); }
+  /// The same bytes, within this rank's own device, fenced alike.
+  void device_copy() const {
+    memarea::copy_async(recv + side, send, side, *s);
+    memarea::copy_async(recv, send + side, side, *s);
+    win->fence(s->get());
+  }
+};
+
+/// This rank's send data for a side: random per rank and size, so that a check finds any byte in
+/// the wrong place.
+std::vector<unsigned char> send_data(int rank, std::size_t side) {
+  return pattern(std::uint64_t(rank) * 977 + side, 2 * side);
+}
+
+/// Zeroes 2 * side bytes of a halo (untimed), so that a check tells what a step delivered.
+void clear(void* halos, std::size_t side) {
+  memarea::copy(halos, std::vector<unsigned char>(2 * side).data(), 2 * side);
+}
+
+/// What a rank's halos must hold after a step: its neighbours' send data.
+struct expected_halos {
+  std::vector<unsigned char> left, right;
+  explicit expected_halos(const halo& h)
+      : left(send_data(h.left_rank, h.side)), right(send_data(h.right_rank, h.side)) {}
+};
+
+/// Checks (untimed, collective) that the halos hold the neighbours' data, byte for byte; counts a
+/// failure on every rank when any rank's differ.
+void check_halos(const halo& h, const expected_halos& e, const char* what, const char* halos,
+                 int& failures) {
+  const std::size_t side = h.side;
+  std::vector<unsigned char> got(2 * side);
+  memarea::copy(got.data(), halos, 2 * side);
+  bool ok = std::memcmp(got.data(), e.left.data() + side, side) == 0 &&
+            std::memcmp(got.data() + side, e.right.data(), side) == 0;
+  int all_ok = ok;
+  MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_ok) {
+    ++failures;
+    if (g_rank == 0) std::fprintf(stderr, "%s %s: received bytes differ\n", what, size_name(side).c_str());
+  }
+}
+
+/// "N.NNx faster than the faster MPI_Sendrecv" for a window figure against the MPI paths'.
+std::string against_mpi(double window, double staged, double aware) {
+  const double best = aware > 0 ? std::min(aware, staged) : staged;
+  return ratio_text(window, best) + " than the faster MPI_Sendrecv";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,6 +238,7 @@ int main(int argc, char** argv) {
   }
   if (quick) reps = std::min(reps, 5);
   std::vector<result_row> rows;
+  std::vector<result_row> extra;  // the cold, idle and split rows: printed after the others
   int failures = 0;
   std::vector<std::string> verdicts;
   try {
@@ -140,73 +252,84 @@ int main(int argc, char** argv) {
     const int left = (me + n - 1) % n, right = (me + 1) % n;
     const int left_rank = win.rank_of(left), right_rank = win.rank_of(right);
     memarea::area dev(win.device());
+    memarea::area pinned(win.device(), memarea::area_flags::host);
     memarea::buffer send = dev.allocate(2 * biggest);   // [first side bytes | last side bytes]
     memarea::buffer recv = dev.allocate(2 * biggest);   // the Sendrecv paths' halos
-    memarea::buffer hsend = memarea::area(win.device(), memarea::area_flags::host).allocate(2 * biggest);
-    memarea::buffer hrecv = memarea::area(win.device(), memarea::area_flags::host).allocate(2 * biggest);
+    memarea::buffer hsend = pinned.allocate(2 * biggest);
+    memarea::buffer hrecv = pinned.allocate(2 * biggest);
     memarea::stream s(win.device());
-    auto* halo = static_cast<char*>(win.local());
-    auto* sb = static_cast<char*>(send.data());
+    auto* halo_mem = static_cast<char*>(win.local());
     auto* rb = static_cast<char*>(recv.data());
-    auto* hs = static_cast<char*>(hsend.data());
-    auto* hr = static_cast<char*>(hrecv.data());
+    auto make_halo = [&](std::size_t side) {
+      halo h;
+      h.side = side;
+      h.win = &win;
+      h.left = left, h.right = right, h.left_rank = left_rank, h.right_rank = right_rank;
+      h.send = static_cast<char*>(send.data());
+      h.recv = rb;
+      h.host_send = static_cast<char*>(hsend.data());
+      h.host_recv = static_cast<char*>(hrecv.data());
+      h.s = &s;
+      return h;
+    };
     if (g_rank == 0) {
       std::printf("memarea-bench-mpi: %d ranks, node of %d, backend %s, device %d; MPI_Sendrecv "
                   "paths: staged through pinned host memory%s; %d repetitions\n",
                   world, n, memarea::backend_name().c_str(), win.device(),
                   aware ? ", CUDA-aware" : " (the MPI is not CUDA-aware)", reps);
     }
+
+    // Cold, first of all: the process's first halo step through a window (this one, just made)
+    // and its first staged MPI_Sendrecv (then its first CUDA-aware one), 64 KiB per side. One
+    // sample each per process; the destinations are cleared and the data written first
+    // (untimed), and each path's bytes are checked after its step.
+    {
+      const halo h = make_halo(kProbeSide);
+      const expected_halos e(h);
+      auto data = send_data(g_rank, kProbeSide);
+      memarea::copy(h.send, data.data(), 2 * kProbeSide);
+      clear(halo_mem, kProbeSide);
+      clear(rb, kProbeSide);
+      const double tw = time_one(MPI_COMM_WORLD, [&] { h.window(); });
+      check_halos(h, e, "window (cold)", halo_mem, failures);
+      const double ts = time_one(MPI_COMM_WORLD, [&] { h.staged(); });
+      check_halos(h, e, "staged MPI_Sendrecv (cold)", rb, failures);
+      double ta = 0;
+      if (aware) {
+        clear(rb, kProbeSide);
+        ta = time_one(MPI_COMM_WORLD, [&] { h.aware(); });
+        check_halos(h, e, "CUDA-aware MPI_Sendrecv (cold)", rb, failures);
+      }
+      const std::string g = "cold 64 KiB, process's first";
+      extra.push_back({g, "window: first step (copies + fence)", "us", {tw, tw, tw},
+                       against_mpi(tw, ts, ta) + "; 1 sample per process"});
+      extra.push_back({g, "MPI_Sendrecv staged by hand: first", "us", {ts, ts, ts},
+                       "1 sample per process; after the window's first step"});
+      if (aware) extra.push_back({g, "MPI_Sendrecv CUDA-aware: first", "us", {ta, ta, ta}, "1 sample per process"});
+    }
+
     for (std::size_t side : sides) {
-      const int count = static_cast<int>(side);
-      // Random data per rank and size, so that a check finds any byte in the wrong place.
-      auto data = pattern(std::uint64_t(g_rank) * 977 + side, 2 * side);
-      memarea::copy(sb, data.data(), 2 * side);
-      auto via_window = [&] {  // into the left neighbour's right halo, the right one's left halo
-        memarea::copy_async(static_cast<char*>(win.remote(left)) + side, sb, side, s);
-        memarea::copy_async(win.remote(right), sb + side, side, s);
-        win.fence(s.get());
-      };
-      auto via_mpi = [&](char* sendbuf, char* recvbuf) {
-        MPI_Sendrecv(sendbuf, count, MPI_BYTE, left_rank, 1, recvbuf + side, count, MPI_BYTE,
-                     right_rank, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Sendrecv(sendbuf + side, count, MPI_BYTE, right_rank, 2, recvbuf, count, MPI_BYTE,
-                     left_rank, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      };
-      auto via_staged = [&] {
-        memarea::copy(hs, sb, 2 * side);
-        via_mpi(hs, hr);
-        memarea::copy(rb, hr, 2 * side);
-      };
-      auto via_aware = [&] { via_mpi(sb, rb); };
-      auto device_copy = [&] {  // the same bytes, within this rank's own device
-        memarea::copy_async(rb + side, sb, side, s);
-        memarea::copy_async(rb, sb + side, side, s);
-        win.fence(s.get());
-      };
+      const halo h = make_halo(side);
+      auto data = send_data(g_rank, side);
+      memarea::copy(h.send, data.data(), 2 * side);
+      auto via_window = [&] { h.window(); };
+      auto via_staged = [&] { h.staged(); };
+      auto via_aware = [&] { h.aware(); };
+      auto device_copy = [&] { h.device_copy(); };
       // Checks (untimed): the halos hold the neighbours' data, byte for byte.
-      auto expect_left = pattern(std::uint64_t(left_rank) * 977 + side, 2 * side);
-      auto expect_right = pattern(std::uint64_t(right_rank) * 977 + side, 2 * side);
+      const expected_halos expect(h);
       auto check = [&](const char* what, const char* halos) {
-        std::vector<unsigned char> got(2 * side);
-        memarea::copy(got.data(), halos, 2 * side);
-        bool ok = std::memcmp(got.data(), expect_left.data() + side, side) == 0 &&
-                  std::memcmp(got.data() + side, expect_right.data(), side) == 0;
-        int all_ok = ok;
-        MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        if (!all_ok) {
-          ++failures;
-          if (g_rank == 0) std::fprintf(stderr, "%s %s: received bytes differ\n", what, size_name(side).c_str());
-        }
+        check_halos(h, expect, what, halos, failures);
       };
-      memarea::copy(halo, std::vector<unsigned char>(2 * side).data(), 2 * side);
+      clear(halo_mem, side);
       MPI_Barrier(MPI_COMM_WORLD);
       via_window();
-      check("window", halo);
-      memarea::copy(rb, std::vector<unsigned char>(2 * side).data(), 2 * side);
+      check("window", halo_mem);
+      clear(rb, side);
       via_staged();
       check("staged MPI_Sendrecv", rb);
       if (aware) {
-        memarea::copy(rb, std::vector<unsigned char>(2 * side).data(), 2 * side);
+        clear(rb, side);
         via_aware();
         check("CUDA-aware MPI_Sendrecv", rb);
       }
@@ -243,8 +366,129 @@ int main(int argc, char** argv) {
         verdicts.push_back(fmt::format("256 MiB: window {:.2f}x the device's copy bandwidth (target >= 0.9x): {}",
                                        x, x >= 0.9 ? "met" : "missed"));
       }
+      if (side != kProbeSide) continue;
+
+      // Idle-then-warm: one step after every rank paused 70 ms (no MPI, no device call), then
+      // met in a barrier. In turns, which path goes first alternating; each destination is
+      // cleared before the pause and checked after the step.
+      {
+        const int samples = quick ? 3 : 15;
+        std::vector<double> iw, is, ia;
+        auto idle_one = [&](std::vector<double>& into, const std::function<void()>& f,
+                            char* dest, const char* what) {
+          clear(dest, side);
+          into.push_back(time_one(MPI_COMM_WORLD, f, kIdlePause));
+          check(what, dest);
+        };
+        for (int i = 0; i < samples; ++i) {
+          auto mpi_paths = [&] {
+            idle_one(is, via_staged, rb, "staged MPI_Sendrecv (idle)");
+            if (aware) idle_one(ia, via_aware, rb, "CUDA-aware MPI_Sendrecv (idle)");
+          };
+          if (i % 2) mpi_paths();
+          idle_one(iw, via_window, halo_mem, "window (idle)");
+          if (!(i % 2)) mpi_paths();
+        }
+        const std::string ig = "idle 70 ms, then 64 KiB per side";
+        auto wi = spread_of(iw), si = spread_of(is);
+        const spread ai = aware ? spread_of(ia) : spread{};
+        extra.push_back({ig, "window (copies + fence)", "us", wi,
+                         against_mpi(wi.median, si.median, ai.median) +
+                             fmt::format("; {:.2f}x the warm step's median", wi.median / w.median)});
+        extra.push_back({ig, "MPI_Sendrecv staged by hand", "us", si,
+                         fmt::format("{:.2f}x the warm step's median", si.median / st.median)});
+        if (aware) {
+          extra.push_back({ig, "MPI_Sendrecv CUDA-aware", "us", ai,
+                           fmt::format("{:.2f}x the warm step's median", ai.median / a.median)});
+        }
+      }
+
+      // Diagnostic split of the window's step, in turns with the whole step: its two copies
+      // and a synchronize of their stream, with no barrier; its fence with nothing queued (an
+      // empty stream's synchronize and the node barrier); MPI_Barrier over node_comm() for
+      // reference. Each gets an untimed call first; the copies' bytes are checked after it.
+      {
+        MPI_Comm node = win.node_comm();
+        auto copies_sync = [&] {
+          h.copies();
+          s.synchronize();
+        };
+        auto fence_only = [&] { win.fence(s.get()); };
+        auto barrier = [&] { MPI_Barrier(node); };
+        clear(halo_mem, side);
+        MPI_Barrier(MPI_COMM_WORLD);
+        copies_sync();
+        MPI_Barrier(MPI_COMM_WORLD);  // every rank's copies are done: the halos are complete
+        check("window split: copies + stream synchronize", halo_mem);
+        fence_only();
+        barrier();
+        std::vector<double> pw, pc, pf, pb;
+        for (int i = 0; i < reps; ++i) {
+          pw.push_back(time_one(MPI_COMM_WORLD, via_window));
+          pc.push_back(time_one(MPI_COMM_WORLD, copies_sync));
+          pf.push_back(time_one(MPI_COMM_WORLD, fence_only));
+          pb.push_back(time_one(MPI_COMM_WORLD, barrier));
+        }
+        const std::string sg = "64 KiB window step, diagnostic";
+        auto whole = spread_of(pw);
+        auto share = [&](const spread& part) {
+          return fmt::format("{:.0f}% of the whole step's median", 100 * part.median / whole.median);
+        };
+        extra.push_back({sg, "whole step (copies + fence)", "us", whole,
+                         "measured in turns with its parts below"});
+        const auto pcs = spread_of(pc), pfs = spread_of(pf), pbs = spread_of(pb);
+        extra.push_back({sg, "copies + stream sync, no barrier", "us", pcs, share(pcs)});
+        extra.push_back({sg, "fence alone, no copies (node barrier)", "us", pfs,
+                         share(pfs) + "; moves no bytes"});
+        extra.push_back({sg, "MPI_Barrier of node_comm() (reference)", "us", pbs,
+                         share(pbs) + "; moves no bytes"});
+      }
     }
     win.destroy();
+
+    // Cold, repeated: the first step through a window made just before (untimed), against the
+    // first staged MPI_Sendrecv through pinned and device buffers allocated just before
+    // (untimed), 64 KiB per side, in turns, which goes first alternating; each checked.
+    {
+      const int samples = quick ? 3 : 10;
+      const std::size_t side = kProbeSide;
+      std::vector<double> fw, fs;
+      const expected_halos expect(make_halo(side));
+      auto fresh_window = [&] {
+        mm::shared_window w(MPI_COMM_WORLD, 2 * side);
+        halo h = make_halo(side);
+        h.win = &w;
+        clear(w.local(), side);
+        fw.push_back(time_one(MPI_COMM_WORLD, [&] { h.window(); }));
+        check_halos(h, expect, "window (cold, new window)", static_cast<const char*>(w.local()), failures);
+        w.destroy();
+      };
+      auto fresh_staged = [&] {
+        memarea::buffer hs = pinned.allocate(2 * side), hr = pinned.allocate(2 * side);
+        memarea::buffer r = dev.allocate(2 * side);
+        halo h = make_halo(side);
+        h.host_send = static_cast<char*>(hs.data());
+        h.host_recv = static_cast<char*>(hr.data());
+        h.recv = static_cast<char*>(r.data());
+        clear(h.recv, side);
+        fs.push_back(time_one(MPI_COMM_WORLD, [&] { h.staged(); }));
+        check_halos(h, expect, "staged MPI_Sendrecv (cold, new buffers)", h.recv, failures);
+      };
+      auto data = send_data(g_rank, side);
+      memarea::copy(send.data(), data.data(), 2 * side);
+      for (int i = 0; i < samples; ++i) {
+        if (i % 2) fresh_staged();
+        fresh_window();
+        if (!(i % 2)) fresh_staged();
+      }
+      const std::string g = "cold 64 KiB, new window/buffers";
+      auto fws = spread_of(fw), fss = spread_of(fs);
+      extra.push_back({g, "window: first step of a new window", "us", fws,
+                       ratio_text(fws.median, fss.median) + " than the staged MPI_Sendrecv's "
+                       "first step through new buffers"});
+      extra.push_back({g, "MPI_Sendrecv staged: new buffers", "us", fss,
+                       "first step through new pinned staging and device receive buffers"});
+    }
 
     // Window set-up against the number of ranks: 1, 2, 4, ... and all.
     std::vector<int> counts;
@@ -285,6 +529,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "memarea-bench-mpi: rank %d: %s\n", g_rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  rows.insert(rows.end(), extra.begin(), extra.end());
   if (g_rank == 0) {
     std::printf("\n%-34s %-38s %32s  %s\n", "case", "path", "min - median - max", "");
     nlohmann::json out = nlohmann::json::array();

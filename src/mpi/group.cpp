@@ -95,6 +95,7 @@ test_hooks test_hooks::parse() {
   h.kill_rank = env_number("MEMAREA_MPI_TEST_KILL_RANK", 0, 1L << 30, -1, &bad);
   h.fail_open_rank = env_number("MEMAREA_MPI_TEST_FAIL_OPEN_RANK", 0, 1L << 30, -1, &bad);
   h.bad_record_rank = env_number("MEMAREA_MPI_TEST_BAD_RECORD_RANK", 0, 1L << 30, -1, &bad);
+  h.version_rank = env_number("MEMAREA_MPI_TEST_VERSION_RANK", 0, 1L << 30, -1, &bad);
   static constexpr const char* names[] = {"arrive", "exchange", "open", "fence", "destroy"};
   const char* at = std::getenv("MEMAREA_MPI_TEST_KILL_AT");
   if (at && *at) {
@@ -265,8 +266,11 @@ void group::join(MPI_Comm comm) {
   // The node: every rank's node key (host, boot id, test split) and the state of its test
   // settings, gathered without blocking. MEMAREA_MPI_TEST_NODES=k splits by rank modulo k, so
   // that CI runs the path of several nodes on one machine.
+  // MEMAREA_MPI_TEST_VERSION_RANK: this rank speaks the next version, as a newer memarea would.
+  const std::uint32_t version = protocol_version + (hooks.version_rank == rank ? 1 : 0);
   join_record me;
   me.key = node_key(hooks.nodes, rank);
+  me.version = version;
   if (!hooks.error.empty()) me.status = static_cast<std::int32_t>(errc::invalid_value);
   using wire = std::array<unsigned char, join_record_bytes>;
   auto sent = std::make_unique<wire>(encode_join(me));
@@ -292,10 +296,20 @@ void group::join(MPI_Comm comm) {
                                        step, duration_text(timeout)),
                            failure::timeout, -1);
   }
-  // Every rank sees the same records, so every rank throws what follows alike.
+  // Every rank sees the same records, so every rank throws what follows alike. Ranks of
+  // different protocol versions meet here, before anything is allocated or opened: each one
+  // fails naming the first rank whose version differs from its own, and both versions.
   std::vector<join_record> joined(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
-    auto d = decode_join((*all)[static_cast<std::size_t>(r)]);
+    auto d = decode_join((*all)[static_cast<std::size_t>(r)], version);
+    if (d.why == refusal::bad_version) {
+      throw collective_error(errc::invalid_value,
+                             fmt::format("{}: rank {} speaks another version of memarea's MPI "
+                                         "protocol than this rank (rank {}) ({}: {}): every rank "
+                                         "must run the same version of libmemarea_mpi",
+                                         step, r, rank, to_string(d.why), d.error),
+                             failure::mismatch, r);
+    }
     if (!d.ok()) {
       throw collective_error(errc::invalid_value,
                              fmt::format("{}: rank {} sent a malformed record ({}: {}): it runs "
@@ -462,11 +476,17 @@ std::vector<record> group::exchange(const record& mine, step_kind kind, const st
     if (!d.ok()) {
       collective_error e(
           errc::invalid_value,
-          fmt::format("{}: {} sent a malformed record ({}: {}): it runs another version of "
-                      "memarea, or the message was damaged. The window or buffers are "
-                      "unusable: destroy them",
-                      step, who(static_cast<int>(r)), printable(to_string(d.why)),
-                      printable(d.error)),
+          d.why == refusal::bad_version
+              ? fmt::format("{}: {} sent a record of another version of memarea's MPI protocol "
+                            "({}: {}): every rank must run the same version of libmemarea_mpi. "
+                            "The window or buffers are unusable: destroy them",
+                            step, who(static_cast<int>(r)), printable(to_string(d.why)),
+                            printable(d.error))
+              : fmt::format("{}: {} sent a malformed record ({}: {}): it runs another version "
+                            "of memarea, or the message was damaged. The window or buffers are "
+                            "unusable: destroy them",
+                            step, who(static_cast<int>(r)), printable(to_string(d.why)),
+                            printable(d.error)),
           failure::mismatch, node_ranks[r]);
       if (refused) {
         // The caller tells the others in its next step (make_imports' confirm step): every

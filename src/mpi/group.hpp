@@ -34,6 +34,9 @@ struct test_hooks {
   phase kill_at = phase::exchange;  ///< MEMAREA_MPI_TEST_KILL_AT
   long fail_open_rank = -1;    ///< MEMAREA_MPI_TEST_FAIL_OPEN_RANK (-1: none)
   long bad_record_rank = -1;   ///< MEMAREA_MPI_TEST_BAD_RECORD_RANK (-1: none)
+  /// MEMAREA_MPI_TEST_VERSION_RANK (-1: none): that rank's join speaks protocol_version + 1,
+  /// as a rank of a newer memarea would, and expects it of the others.
+  long version_rank = -1;
   std::string error;           ///< non-empty: what is malformed (then the settings are unused)
   /// Reads the environment now.
   static test_hooks parse();
@@ -65,7 +68,9 @@ struct group {
   /// every rank's node key (host name and boot id, and the test split MEMAREA_MPI_TEST_NODES)
   /// and test-settings status, each bounded by the timeout. Throws invalid_value at once for
   /// bad arguments, collective_error(timeout) for a rank that did not arrive,
-  /// collective_error(rank) on every rank alike for a rank with malformed test settings.
+  /// collective_error(mismatch) on every rank for a rank of another protocol version (naming
+  /// it and both versions), collective_error(rank) on every rank alike for a rank with
+  /// malformed test settings or a malformed join record.
   group(MPI_Comm comm, std::chrono::milliseconds timeout);
   /// Frees the communicators unless the group is broken (then MPI may not be called on them).
   ~group();

@@ -34,6 +34,12 @@ std::uint64_t get64(const unsigned char* p) noexcept {
 }
 std::int32_t get_i32(const unsigned char* p) noexcept { return static_cast<std::int32_t>(get32(p)); }
 
+/// "version 3", or what a version field of 0 means in a join record.
+std::string version_text(std::uint32_t v) {
+  return v == 0 ? std::string("version 1 or earlier (a join without a version)")
+                : fmt::format("version {}", v);
+}
+
 bool known_status(std::int32_t s) noexcept { return s == 0 || status_of(s) == static_cast<errc>(s); }
 
 template <class T>
@@ -111,6 +117,12 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::uint32_t magic_version(std::uint32_t magic) noexcept {
+  if ((magic & 0x00ffffffu) != record_magic_prefix) return 0;
+  const std::uint32_t byte = magic >> 24;
+  return byte > '0' ? byte - '0' : 0;
+}
+
 const char* to_string(refusal r) noexcept {
   switch (r) {
     case refusal::none: return "none";
@@ -124,6 +136,7 @@ const char* to_string(refusal r) noexcept {
     case refusal::bad_handle: return "bad_handle";
     case refusal::bad_message: return "bad_message";
     case refusal::bad_size: return "bad_size";
+    case refusal::bad_version: return "bad_version";
   }
   return "unknown";
 }
@@ -172,15 +185,30 @@ std::vector<unsigned char> encode_record(const record& r) {
 
 decoded<record> decode_record(std::span<const unsigned char> bytes, const record_limits& lim) {
   using R = record;
+  if (bytes.size() < 4) {
+    return refuse<R>(refusal::truncated,
+                     fmt::format("{} bytes, fewer than a record's magic (4)", bytes.size()));
+  }
+  const unsigned char* p = bytes.data();
+  // The magic, then the version, before anything else, the header's length included: a record
+  // of another version may lay out its header otherwise, so none of its other fields is read.
+  if (const auto magic = get32(p + kMagic); magic != record_magic) {
+    if ((magic & 0x00ffffffu) != record_magic_prefix) {
+      return refuse<R>(refusal::bad_magic,
+                       fmt::format("magic {:#010x}, not {:#010x} (not a record, or one of "
+                                   "memarea's first MPI protocol, whose records had no magic)",
+                                   magic, record_magic));
+    }
+    const std::uint32_t v = magic_version(magic);
+    return refuse<R>(refusal::bad_version,
+                     fmt::format("protocol {} (magic {:#010x}); this rank speaks version {}",
+                                 v ? fmt::format("version {}", v)
+                                   : fmt::format("version byte {:#04x}", magic >> 24),
+                                 magic, protocol_version));
+  }
   if (bytes.size() < record_header_bytes) {
     return refuse<R>(refusal::truncated, fmt::format("{} bytes, fewer than a record's header ({})",
                                                      bytes.size(), record_header_bytes));
-  }
-  const unsigned char* p = bytes.data();
-  if (const auto magic = get32(p + kMagic); magic != record_magic) {
-    return refuse<R>(refusal::bad_magic,
-                     fmt::format("magic {:#010x}, not {:#010x} (another version of memarea's MPI "
-                                 "protocol, or not a record)", magic, record_magic));
   }
   // The lengths first, each against its own bound, so that the sum below cannot overflow and
   // an oversized count is named as such rather than as a short message.
@@ -277,24 +305,29 @@ std::array<unsigned char, join_record_bytes> encode_join(const join_record& j) n
   std::array<unsigned char, join_record_bytes> out{};
   put64(out.data(), j.key);
   put32(out.data() + 8, static_cast<std::uint32_t>(j.status));
+  put32(out.data() + 12, j.version);
   return out;
 }
 
-decoded<join_record> decode_join(std::span<const unsigned char> bytes) {
+decoded<join_record> decode_join(std::span<const unsigned char> bytes, std::uint32_t version) {
   using J = join_record;
   if (bytes.size() != join_record_bytes) {
     return refuse<J>(bytes.size() < join_record_bytes ? refusal::truncated : refusal::too_long,
                      fmt::format("{} bytes, not {}", bytes.size(), join_record_bytes));
   }
+  // The version first: the other fields of another version's join may mean something else.
+  if (const std::uint32_t v = get32(bytes.data() + 12); v != version) {
+    return refuse<J>(refusal::bad_version,
+                     fmt::format("protocol {}; this rank speaks version {}", version_text(v),
+                                 version));
+  }
   decoded<J> d;
   d.value.key = get64(bytes.data());
   d.value.status = get_i32(bytes.data() + 8);
+  d.value.version = version;
   if (d.value.status != 0 && d.value.status != static_cast<std::int32_t>(errc::invalid_value)) {
     return refuse<J>(refusal::bad_status,
                      fmt::format("status {}, neither 0 nor invalid_value", d.value.status));
-  }
-  if (get32(bytes.data() + 12) != 0) {
-    return refuse<J>(refusal::bad_magic, "non-zero padding (not a join record of this version)");
   }
   return d;
 }

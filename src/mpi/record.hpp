@@ -54,6 +54,19 @@ const char* describe(step_kind k) noexcept;
 /// included (a failed record never carries success). decode_record refuses both already.
 errc status_of(std::int32_t status) noexcept;
 
+/// The version of memarea's MPI protocol: the records' wire form, the step kinds and what each
+/// step carries. The ranks of a job must all speak the same one. Every record names its version
+/// (the last byte of a step record's magic, the last 4 bytes of a join record), and a rank
+/// refuses a record of another version (refusal::bad_version), so that the group fails naming
+/// the sender and both versions rather than misreading its fields. The join, the first exchange
+/// of every window and share(), is where ranks of different versions meet: they fail there,
+/// every rank alike, before anything is allocated.
+///  * 1 named two protocols: dd4b89f's (fixed records of 584 bytes, no magic, step kinds 1-6)
+///    and 67edb87's (this wire form, magic "MMR1", step kinds 1-9; joins without a version).
+///  * 2: step kinds 7-9 (share_handles, confirm, node_comm) part of the protocol, and the join
+///    record carries the version (its last 4 bytes, zero in both protocols of version 1).
+inline constexpr std::uint32_t protocol_version = 2;
+
 /// Bytes of an IPC handle (memarea::ipc::handle::bytes).
 inline constexpr std::size_t handle_bytes = 128;
 /// The longest message a record carries, in bytes (longer ones are cut).
@@ -94,8 +107,14 @@ struct record {
 inline constexpr std::size_t record_header_bytes = 52;
 /// The longest wire form: what a receive buffer holds.
 inline constexpr std::size_t max_record_bytes = record_header_bytes + handle_bytes + max_message;
-/// The first 4 bytes of a record's wire form ("MMR" and the protocol's version 1).
-inline constexpr std::uint32_t record_magic = 0x31524d4d;
+/// The first 3 bytes of a record's wire form, "MMR" (little-endian, in the low 3 bytes).
+inline constexpr std::uint32_t record_magic_prefix = 0x00524d4d;
+/// The first 4 bytes of a record's wire form: "MMR", then '0' + protocol_version ("MMR2").
+inline constexpr std::uint32_t record_magic =
+    record_magic_prefix | ((std::uint32_t{'0'} + protocol_version) << 24);
+/// The protocol version a magic names ("MMR" and '0' + version): 0 for a 4th byte at or below
+/// '0', and for a magic without the "MMR" prefix (not a record of any version).
+std::uint32_t magic_version(std::uint32_t magic) noexcept;
 
 /// The wire form of r. Every record that decode_record accepts comes back byte for byte;
 /// records made through fail/set_message/set_handle and the defaults are such records.
@@ -114,6 +133,7 @@ enum class refusal {
   bad_handle,      ///< handle length other than 0 or handle_bytes, or a handle where none goes
   bad_message,     ///< message longer than max_message, or holding a NUL
   bad_size,        ///< size or requested where none goes, or a handle of 0 bytes
+  bad_version,     ///< a record of another version of the protocol (protocol_version)
 };
 
 /// "truncated", "too_long", ...
@@ -136,27 +156,32 @@ struct decoded {
 };
 
 /// Decodes a record received from another process. Pure: reads only `bytes` and `limits`.
-/// Checks every field: the length against the header's lengths, the magic, kind, status, rank
-/// (in the communicator, and the sender's), device, handle length, message length and bytes,
-/// and what each kind of step may carry (only a successful handle step shares a handle, a
+/// Checks every field: the magic, then the version (a record of another protocol version is
+/// refused before any other field is read: its layout may differ), the length against the
+/// header's lengths, kind, status, rank (in the communicator, and the sender's), device, handle
+/// length, message length and bytes, and what each kind of step may carry (only a successful handle step shares a handle, a
 /// size and a device; only a window's handle step carries a window size; only the handle,
 /// opens and confirm steps carry a failure).
 decoded<record> decode_record(std::span<const unsigned char> bytes, const record_limits& limits);
 
-/// What every rank sends in the join allgather: its node key and whether its test settings
-/// are malformed.
+/// What every rank sends in the join allgather: its node key, whether its test settings are
+/// malformed, and the protocol version it speaks.
 struct join_record {
   std::uint64_t key = 0;
   std::int32_t status = 0;  ///< 0, or errc::invalid_value: this rank's test settings are malformed
+  std::uint32_t version = protocol_version;  ///< the sender's protocol version
   bool operator==(const join_record&) const = default;
 };
 
-/// The join record's wire form: the key, the status, 4 zero bytes (little-endian).
+/// The join record's wire form: the key, the status, the version (little-endian). Version 1's
+/// join had 4 zero bytes where the version goes.
 inline constexpr std::size_t join_record_bytes = 16;
 
 /// The wire form of j.
 std::array<unsigned char, join_record_bytes> encode_join(const join_record& j) noexcept;
-/// Decodes a join record: exactly join_record_bytes, status 0 or invalid_value, zero padding.
-decoded<join_record> decode_join(std::span<const unsigned char> bytes);
+/// Decodes a join record: exactly join_record_bytes, of protocol version `version` (this rank's;
+/// another one is refused first, as bad_version, naming both), status 0 or invalid_value.
+decoded<join_record> decode_join(std::span<const unsigned char> bytes,
+                                 std::uint32_t version = protocol_version);
 
 }  // namespace memarea::mpi::detail

@@ -4,7 +4,9 @@
 // record built from the input, encoded, then edited (byte flips, a new length), so that
 // near-valid records reach every check. Whatever the bytes, decoding must not crash; a record
 // it accepts must satisfy every invariant the group relies on and encode back to the very
-// bytes received (the wire form is canonical). The join record's decoder gets the same bytes.
+// bytes received (the wire form is canonical); a record it refuses as another protocol version
+// must carry the "MMR" prefix and another version byte. The join record's decoder gets the same
+// bytes, as a rank of this version and as one of the next.
 // No MPI: the decoder is all this links.
 #include "mpi/record.hpp"
 
@@ -65,6 +67,10 @@ void check_accepted(const d::record& r, const d::record_limits& lim,
   if (!twice.ok() || !(twice.value == r)) fail("a re-encoded record does not decode alike");
 }
 
+std::uint32_t magic_of(std::span<const unsigned char> bytes) {
+  return bytes[0] | (bytes[1] << 8) | (bytes[2] << 16) | (std::uint32_t(bytes[3]) << 24);
+}
+
 void decode(std::span<const unsigned char> bytes, const d::record_limits& lim) {
   const auto got = d::decode_record(bytes, lim);
   if (got.ok()) {
@@ -72,15 +78,26 @@ void decode(std::span<const unsigned char> bytes, const d::record_limits& lim) {
   } else {
     if (got.error.empty()) fail("a refusal without a message");
     if (!(got.value == d::record{})) fail("a refusal that filled the value");
-  }
-  const auto join = d::decode_join(bytes);
-  if (join.ok()) {
-    const auto again = d::encode_join(join.value);
-    if (bytes.size() != again.size() || !std::equal(again.begin(), again.end(), bytes.begin())) {
-      fail("an accepted join record does not encode back to the bytes received");
+    if (got.why == d::refusal::bad_version &&
+        (bytes.size() < 4 || (magic_of(bytes) & 0x00ffffffu) != d::record_magic_prefix ||
+         magic_of(bytes) == d::record_magic)) {
+      fail("another version told from bytes that are no record, or of this version");
     }
-  } else if (join.error.empty()) {
-    fail("a join refusal without a message");
+  }
+  if (bytes.size() >= 4 && magic_of(bytes) != d::record_magic && got.ok()) {
+    fail("accepted a record of another version");
+  }
+  for (std::uint32_t version : {d::protocol_version, d::protocol_version + 1}) {
+    const auto join = d::decode_join(bytes, version);
+    if (join.ok()) {
+      if (join.value.version != version) fail("accepted a join record of another version");
+      const auto again = d::encode_join(join.value);
+      if (bytes.size() != again.size() || !std::equal(again.begin(), again.end(), bytes.begin())) {
+        fail("an accepted join record does not encode back to the bytes received");
+      }
+    } else if (join.error.empty()) {
+      fail("a join refusal without a message");
+    }
   }
 }
 
@@ -128,6 +145,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   auto bytes = built(in, lim);
+  // Another protocol version where the input asks for one: refused as such, whatever else.
+  if (const std::uint8_t v = in.u8(); v & 1) {
+    bytes[3] = static_cast<unsigned char>(v >> 1);
+    if (bytes[3] != (d::record_magic >> 24) &&
+        d::decode_record(bytes, lim).why != d::refusal::bad_version) {
+      fail("a record of another version not refused as such");
+    }
+  }
   // Edits: (offset, xor) pairs, then a new length where the input asks for one.
   const std::uint8_t edits = in.u8() % 8;
   for (std::uint8_t i = 0; i < edits && !bytes.empty(); ++i) {

@@ -10,8 +10,12 @@
 //   mismatch        rank 0 fences while rank 1 destroys: both fail (failure::mismatch), and the
 //                   destroying rank's free is refused while rank 0 still maps its segment
 //   records         (3 ranks) rank 1 sends what the protocol refuses: a status in a fence, a
-//                   failure message with control bytes, more than the longest record
+//                   failure message with control bytes, a record of protocol version 1, more
+//                   than the longest record
 //   bad_record      (3 ranks) rank 1's opens record is malformed: every rank fails alike
+//   version         (3 ranks) rank 1 speaks the next protocol version: every rank fails at the
+//                   join, naming a rank of the other version and both versions, before
+//                   anything is allocated; a new window works
 //   --gc            (no MPI) removes what dead processes left in /dev/shm
 // Each rank writes its verdict to $MEMAREA_MPI_TEST_RESULTS/rank-N ("PASS ..." / "FAIL ...")
 // and its lease owner to owner-N, for the harness's check of /dev/shm.
@@ -672,7 +676,50 @@ int scenario_records() {
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
-  // 3. More than the longest record, raw on the private communicator: MPI truncates it, and
+  // 3. A record of protocol version 1 (magic "MMR1"), raw on the private communicator, each
+  // message matched: the receivers fail with failure::mismatch naming rank 1 and both versions.
+  {
+    auto g = make_group(5s);
+    if (g_rank == 1) {
+      d::record r;
+      r.rank = 1;
+      r.kind = static_cast<std::int32_t>(d::step_kind::fence);
+      auto old = d::encode_record(r);
+      old[3] = '1';
+      std::vector<std::vector<unsigned char>> in(2, std::vector<unsigned char>(d::max_record_bytes));
+      std::vector<MPI_Request> req;
+      for (int i = 0; i < 2; ++i) {
+        const int peer = i == 0 ? 0 : 2;
+        req.push_back(MPI_REQUEST_NULL);
+        MPI_Irecv(in[static_cast<std::size_t>(i)].data(), static_cast<int>(d::max_record_bytes),
+                  MPI_BYTE, peer, 0x6d61, g->priv.get(), &req.back());
+        req.push_back(MPI_REQUEST_NULL);
+        MPI_Isend(old.data(), static_cast<int>(old.size()), MPI_BYTE, peer, 0x6d61, g->priv.get(),
+                  &req.back());
+      }
+      auto end = std::chrono::steady_clock::now() + 3s;
+      int done = 0;
+      while (!done && std::chrono::steady_clock::now() < end) {
+        MPI_Testall(static_cast<int>(req.size()), req.data(), &done, MPI_STATUSES_IGNORE);
+      }
+      CHECK(done);
+      g->broken = true;  // the others left the sequence
+    } else {
+      auto e = expect_collective_error(
+          [&] { (void)g->exchange(d::record{}, d::step_kind::fence, "test fence"); },
+          "a record of protocol version 1");
+      std::printf("rank %d got: %s\n", g_rank, e.what());
+      CHECK(e.kind() == mm::failure::mismatch);
+      CHECK(e.rank() == 1);
+      CHECK(e.status() == memarea::errc::invalid_value);
+      CHECK(e.message().find("rank 1 (node rank 1) sent a record of another version of memarea's "
+                             "MPI protocol (bad_version: protocol version 1 (magic 0x31524d4d); "
+                             "this rank speaks version 2)") != std::string::npos);
+      CHECK(g->broken);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // 4. More than the longest record, raw on the private communicator: MPI truncates it, and
   // the receivers fail with failure::mismatch naming rank 1 while their receive from rank 2
   // (late by 500 ms) is still pending. Its buffer must not be freed: rank 2's record lands in
   // it later, and must not land in memory this rank reuses.
@@ -757,6 +804,54 @@ int scenario_bad_record(int size) {
   return verdict("bad_record scenario");
 }
 
+/// Rank 1 speaks the next protocol version (MEMAREA_MPI_TEST_VERSION_RANK): every rank fails at
+/// the join with failure::mismatch, naming a rank of the other version and both versions, before
+/// anything is allocated; the communicator stays usable, and a new window works.
+int scenario_version(int size) {
+  mm::options o;
+  o.timeout = 5s;
+  {  // the first window makes the lease
+    mm::shared_window w(MPI_COMM_WORLD, 4096, o);
+  }
+  write_owner();
+  const int dev = g_rank % memarea::device_count();
+  auto check_error = [&](const mm::collective_error& e, const char* what) {
+    std::printf("rank %d got (%s): %s\n", g_rank, what, e.what());
+    CHECK(e.kind() == mm::failure::mismatch);
+    CHECK(e.status() == memarea::errc::invalid_value);
+    CHECK(e.communicator_usable());
+    CHECK(e.message().find("joining the node") != std::string::npos);
+    const int other = g_rank == 1 ? 0 : 1;
+    CHECK(e.rank() == other);
+    CHECK(e.message().find(fmt::format("rank {} speaks another version of memarea's MPI protocol "
+                                       "than this rank (rank {})",
+                                       other, g_rank)) != std::string::npos);
+    CHECK(e.message().find(g_rank == 1 ? "protocol version 2; this rank speaks version 3"
+                                       : "protocol version 3; this rank speaks version 2") !=
+          std::string::npos);
+  };
+  memarea::pool p{memarea::area(dev)};
+  memarea::buffer mine = memarea::area(dev).allocate(4096);
+  setenv("MEMAREA_MPI_TEST_VERSION_RANK", "1", 1);
+  auto start = std::chrono::steady_clock::now();
+  check_error(expect_collective_error([&] { mm::shared_window w(MPI_COMM_WORLD, 4096, p, o); },
+                                      "a window whose rank 1 speaks the next protocol version"),
+              "window");
+  CHECK(std::chrono::steady_clock::now() - start < 3s);  // at the join, not by a timeout
+  check_error(expect_collective_error([&] { (void)mm::share(MPI_COMM_WORLD, mine.data(), o); },
+                                      "share() whose rank 1 speaks the next protocol version"),
+              "share");
+  unsetenv("MEMAREA_MPI_TEST_VERSION_RANK");
+  // Nothing was allocated, exported or opened: the join comes first.
+  const auto st = p.stats();
+  CHECK(st.driver_allocations == 0);
+  CHECK(st.peak_bytes_in_use == 0);
+  CHECK(memarea::ipc::deferred_frees() == 0);
+  mm::shared_window w(MPI_COMM_WORLD, 8192, o);
+  check_window(w, size, 13, [&](int rank) { return rank % memarea::device_count(); });
+  return verdict("version scenario");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -787,6 +882,8 @@ int main(int argc, char** argv) {
       std::exit(rc);
     } else if (what == "bad_record") {
       rc = scenario_bad_record(size);
+    } else if (what == "version") {
+      rc = scenario_version(size);
     } else if (what == "fail_open") {
       rc = scenario_fail_open(size);
     } else if (what == "kill" && argc > 2) {

@@ -1,5 +1,6 @@
-// The records MPI ranks exchange (src/mpi/record.cpp): every refusal of the decoder, and a
-// round trip of random valid records, byte for byte. No MPI: the decoder alone.
+// The records MPI ranks exchange (src/mpi/record.cpp): every refusal of the decoder, records of
+// another protocol version, and a round trip of random valid records, byte for byte. No MPI: the
+// decoder alone.
 #include "mpi/record.hpp"
 
 #include <gtest/gtest.h>
@@ -307,8 +308,101 @@ TEST(MpiRecord, JoinRecords) {
   b[8] = 3;  // status out_of_memory: a join record carries only invalid_value
   EXPECT_EQ(d::decode_join(b).why, d::refusal::bad_status);
   b = bytes;
-  b[15] = 1;
-  EXPECT_EQ(d::decode_join(b).why, d::refusal::bad_magic);
+  b[15] = 1;  // the version's high byte: another version
+  EXPECT_EQ(d::decode_join(b).why, d::refusal::bad_version);
+}
+
+// The protocol's version: step kinds 7-9 and the join's version field came after version 1.
+TEST(MpiRecord, ProtocolVersionIsTwo) {
+  EXPECT_EQ(d::protocol_version, 2u);
+  const auto b = d::encode_record(fence_record());
+  EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "MMR2");
+  EXPECT_EQ(d::magic_version(d::record_magic), d::protocol_version);
+  EXPECT_EQ(d::magic_version(0x31524d4d), 1u);  // "MMR1"
+  EXPECT_EQ(d::magic_version(0x30524d4d), 0u);  // "MMR0": no version
+  EXPECT_EQ(d::magic_version(0x32524d4e), 0u);  // "NMR2": not a record
+  EXPECT_EQ(d::last_step_kind, 9);
+}
+
+// A step record of another version is refused as such, naming both versions, before any of its
+// other fields is read (its header may be laid out otherwise, even be shorter).
+TEST(MpiRecord, RefusesAnotherProtocolVersion) {
+  for (const auto& r : {fence_record(), shared_record()}) {
+    for (unsigned char v : {'1', '3', '9'}) {
+      auto b = d::encode_record(r);
+      b[3] = v;
+      const auto got = d::decode_record(b, kLimits);
+      EXPECT_EQ(got.why, d::refusal::bad_version) << v;
+      EXPECT_NE(got.error.find(std::string("protocol version ") + char(v)), std::string::npos)
+          << got.error;
+      EXPECT_NE(got.error.find("this rank speaks version 2"), std::string::npos) << got.error;
+      EXPECT_EQ(got.value, d::record{});
+    }
+  }
+  // A version byte that names no version.
+  auto b = d::encode_record(fence_record());
+  for (unsigned char v : {0x00, 0x05, 0x30}) {
+    b[3] = v;
+    const auto got = d::decode_record(b, kLimits);
+    EXPECT_EQ(got.why, d::refusal::bad_version) << int(v);
+    EXPECT_NE(got.error.find("version byte"), std::string::npos) << got.error;
+  }
+  // Whatever follows: fields this version would refuse, a header shorter than this version's,
+  // more bytes than this version's longest record.
+  auto v1 = d::encode_record(fence_record());
+  v1[3] = '1';
+  put32(v1, 20, 0xffffffffu);  // handle length
+  put32(v1, 24, 0xffffffffu);  // message length
+  put32(v1, 4, 77);            // kind
+  EXPECT_EQ(why(v1), d::refusal::bad_version);
+  for (std::size_t n : {std::size_t{4}, std::size_t{40}, d::max_record_bytes + 100}) {
+    std::vector<unsigned char> c(n, 0xee);
+    std::copy(v1.begin(), v1.begin() + 4, c.begin());
+    EXPECT_EQ(why(c), d::refusal::bad_version) << n << " bytes";
+  }
+  // Fewer than the magic's 4 bytes; the magic of no record at all.
+  EXPECT_EQ(why(std::vector<unsigned char>{'M', 'M', 'R'}), d::refusal::truncated);
+  b = d::encode_record(fence_record());
+  b[2] = 'X';
+  EXPECT_EQ(why(b), d::refusal::bad_magic);
+  // The records of dd4b89f (no magic: the status came first).
+  std::vector<unsigned char> old(584, 0);
+  EXPECT_EQ(why(old), d::refusal::bad_magic);
+}
+
+// The join record carries the version; a rank refuses another version's join first, naming
+// both, whatever its other fields hold.
+TEST(MpiRecord, JoinRecordsOfAnotherVersion) {
+  const d::join_record j{42, 0};
+  EXPECT_EQ(j.version, d::protocol_version);
+  auto bytes = d::encode_join(j);
+  EXPECT_EQ(bytes[12], d::protocol_version);
+  EXPECT_EQ(bytes[13] | bytes[14] | bytes[15], 0);
+  // Version 1's join: 4 zero bytes where the version goes.
+  auto v1 = bytes;
+  v1[12] = 0;
+  auto got = d::decode_join(v1);
+  EXPECT_EQ(got.why, d::refusal::bad_version);
+  EXPECT_NE(got.error.find("protocol version 1 or earlier (a join without a version); this rank "
+                           "speaks version 2"), std::string::npos) << got.error;
+  // A newer rank's join: refused here, accepted by a rank of that version.
+  d::join_record newer{42, 0, d::protocol_version + 1};
+  auto nb = d::encode_join(newer);
+  got = d::decode_join(nb);
+  EXPECT_EQ(got.why, d::refusal::bad_version);
+  EXPECT_NE(got.error.find("protocol version 3; this rank speaks version 2"), std::string::npos)
+      << got.error;
+  got = d::decode_join(nb, d::protocol_version + 1);
+  ASSERT_TRUE(got.ok()) << got.error;
+  EXPECT_EQ(got.value, newer);
+  // ... and this version's join refused there.
+  got = d::decode_join(bytes, d::protocol_version + 1);
+  EXPECT_EQ(got.why, d::refusal::bad_version);
+  EXPECT_NE(got.error.find("protocol version 2; this rank speaks version 3"), std::string::npos)
+      << got.error;
+  // The version before the other fields: a status this version refuses is not judged.
+  nb[8] = 3;
+  EXPECT_EQ(d::decode_join(nb).why, d::refusal::bad_version);
 }
 
 }  // namespace
