@@ -149,6 +149,47 @@ TEST(RegistryCache, MoreAllocationsThanEntriesAllStayCorrect) {
   }
 }
 
+// The lookup a copy makes: asking first the entry a hint names, whatever the hint says (a
+// stale entry, another pointer's, a miss, a value past the cache), answers as find() does, and
+// leaves in the hint an entry that answers for the pointer.
+TEST(RegistryCache, AHintedLookupAnswersAsFindDoesWhateverTheHint) {
+  registry reg;
+  registry_cache::cache c;
+  reg.insert(make(0x100000, 0x1000, MEMAREA_MEMORY_DEVICE, 0));
+  reg.insert(make(0x200000, 0x1000, MEMAREA_MEMORY_HOST_PINNED, MEMAREA_CPU_DEVICE_ID));
+  const std::uintptr_t probes[] = {0x100000, 0x100fff, 0x101000, 0x1fffff, 0x200800, 0x300000};
+  auto agrees = [&](std::uintptr_t a, unsigned& hint) {
+    const span_info* s = reg.lookup(at(a), c, hint);
+    const auto f = reg.find(at(a));
+    EXPECT_EQ(s != nullptr, f.has_value()) << std::hex << a;
+    if (s && f) {
+      EXPECT_EQ(s->base, f->base) << std::hex << a;
+      EXPECT_EQ(s->kind, f->kind) << std::hex << a;
+    }
+    // The hint now names an entry that answers at once (the same span, or the same miss).
+    EXPECT_EQ(reg.lookup(at(a), c, hint), s);
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (unsigned start = 0; start < 2 * registry_cache::cache::size + 1; ++start) {
+      for (std::uintptr_t a : probes) {
+        SCOPED_TRACE(start);
+        unsigned hint = start;
+        agrees(a, hint);
+      }
+    }
+    // One hint per pointer, as copies keep them, across a change: the old answers retire.
+    unsigned dst_hint = 0, src_hint = 0;
+    agrees(0x100010, dst_hint);
+    agrees(0x200010, src_hint);
+    ASSERT_TRUE(erase(reg, 0x100000));
+    agrees(0x100010, dst_hint);
+    agrees(0x200010, src_hint);
+    reg.insert(make(0x100000, 0x1000, MEMAREA_MEMORY_DEVICE, 1));
+    agrees(0x100010, dst_hint);
+    EXPECT_EQ(reg.lookup(at(0x100010), c, dst_hint)->device, 1);
+  }
+}
+
 // A writer inserts and erases one base over and over, each incarnation with its own size, and
 // says how far it got through an atomic: 3i+1 "incarnation i is in", 3i+2 "about to erase it",
 // 3i+3 "erased" (release; the reader acquires). A reader's lookup must never answer with an

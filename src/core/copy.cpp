@@ -76,6 +76,9 @@ namespace {
 struct thread_state {
   copy_path last = copy_path::none;  ///< last_copy_path()
   registry_cache::cache lookups;     ///< locate()'s recent answers
+  /// Where in `lookups` the last copy found its destination and its source (registry::lookup's
+  /// hints): a loop of copies finds each at the first entry it asks.
+  unsigned dst_hint = 0, src_hint = 0;
 };
 thread_local constinit thread_state t_state{};
 
@@ -89,20 +92,21 @@ inline thread_state& this_thread_state() noexcept {
 }
 
 /// locate() on the registry `reg` with the calling thread's cache `lookups` (both fetched once
-/// per copy by the caller). Inlined: the common case is a handful of compares.
+/// per copy by the caller), starting at the entry `hint` names. Inlined: the common case is a
+/// handful of compares.
 [[gnu::always_inline]] inline endpoint locate_in(const registry& reg,
-                                                 registry_cache::cache& lookups, const void* p,
-                                                 std::size_t n, const char* role,
+                                                 registry_cache::cache& lookups, unsigned& hint,
+                                                 const void* p, std::size_t n, const char* role,
                                                  const char* what) {
   if (!p) [[unlikely]]
     refuse_null(role, what);
-  span_info r;
-  if (reg.locate(p, &r, lookups)) [[likely]] {
+  // Read from the cache entry at once (the next lookup may overwrite it), not copied first.
+  if (const span_info* r = reg.lookup(p, lookups, hint)) [[likely]] {
     const auto offset = static_cast<std::size_t>(static_cast<const char*>(p) -
-                                                 static_cast<const char*>(r.base));
-    if (n > r.size - offset) [[unlikely]]
-      refuse_past_end(p, n, r.base, r.size, role, what);
-    return {r.kind, r.device, r.context_device};
+                                                 static_cast<const char*>(r->base));
+    if (n > r->size - offset) [[unlikely]]
+      refuse_past_end(p, n, r->base, r->size, role, what);
+    return {r->kind, r->device, r->context_device};
   }
   return locate_unregistered(p, n, role, what);
 }
@@ -110,7 +114,9 @@ inline thread_state& this_thread_state() noexcept {
 }  // namespace
 
 endpoint locate(const void* p, std::size_t n, const char* role, const char* what) {
-  return locate_in(allocations(), t_state.lookups, p, n, role, what);
+  auto& ts = t_state;
+  unsigned hint = ts.lookups.next - 1;  // the newest entry: not a copy's, which keep their own
+  return locate_in(allocations(), ts.lookups, hint, p, n, role, what);
 }
 
 namespace {
@@ -493,13 +499,21 @@ void copy_async(void* dst, const void* src, std::size_t n, memarea_stream_t s) {
   ts.last = detail::copy_path::none;
   if (n == 0) return;
   const auto& reg = detail::allocations();
-  auto d = detail::locate_in(reg, ts.lookups, dst, n, "destination", "copy");
-  auto r = detail::locate_in(reg, ts.lookups, src, n, "source", "copy");
+  auto d = detail::locate_in(reg, ts.lookups, ts.dst_hint, dst, n, "destination", "copy");
+  auto r = detail::locate_in(reg, ts.lookups, ts.src_hint, src, n, "source", "copy");
   auto& sys = detail::system::get();
   if (sys.device_count() == 0 && !s) {
     // No GPU backend: only host memory exists.
     std::memmove(dst, src, n);
     ts.last = detail::copy_path::host;
+    return;
+  }
+  // The common case, inline: a named stream and no two devices to choose a path between.
+  // dispatch() would end in the same call (its last branch), after marshalling eight arguments
+  // and a returned struct; on the copy's fixed cost (issue 18) that is worth skipping.
+  if (s && !(d.on_device() && r.on_device() && d.device != r.device)) [[likely]] {
+    detail::check(sys.gpu().memcpy_async(dst, src, n, s->device, s->native), "copy");
+    ts.last = detail::copy_path::driver;
     return;
   }
   detail::stream_ref on{-1, nullptr};
@@ -512,8 +526,8 @@ void copy(void* dst, const void* src, std::size_t n) {
   ts.last = detail::copy_path::none;
   if (n == 0) return;
   const auto& reg = detail::allocations();
-  auto d = detail::locate_in(reg, ts.lookups, dst, n, "destination", "copy");
-  auto r = detail::locate_in(reg, ts.lookups, src, n, "source", "copy");
+  auto d = detail::locate_in(reg, ts.lookups, ts.dst_hint, dst, n, "destination", "copy");
+  auto r = detail::locate_in(reg, ts.lookups, ts.src_hint, src, n, "source", "copy");
   auto& sys = detail::system::get();
   if (sys.device_count() == 0) {
     std::memmove(dst, src, n);
@@ -541,8 +555,8 @@ bool check_peer_args(detail::system& sys, detail::thread_state& ts, void* dst, i
   if (!src) throw error(errc::invalid_value, "copy_peer: source pointer is NULL");
   if (n == 0) return false;
   const auto& reg = detail::allocations();
-  *d = detail::locate_in(reg, ts.lookups, dst, n, "destination", "copy_peer");
-  *r = detail::locate_in(reg, ts.lookups, src, n, "source", "copy_peer");
+  *d = detail::locate_in(reg, ts.lookups, ts.dst_hint, dst, n, "destination", "copy_peer");
+  *r = detail::locate_in(reg, ts.lookups, ts.src_hint, src, n, "source", "copy_peer");
   detail::require_on(*d, dst_device, dst, "destination");
   detail::require_on(*r, src_device, src, "source");
   return true;

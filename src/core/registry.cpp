@@ -54,7 +54,7 @@ std::optional<record> registry::erase_if(void* base,
   return r;
 }
 
-bool registry::locate_locked(const void* p, span_info* out, registry_cache::cache& c) const {
+unsigned registry::fill(const void* p, registry_cache::cache& c) const {
   const auto key = reinterpret_cast<std::uintptr_t>(p);
   registry_cache::entry e;
   {
@@ -83,10 +83,10 @@ bool registry::locate_locked(const void* p, span_info* out, registry_cache::cach
       }
     }
   }
-  c.e[c.next] = e;
-  c.next = (c.next + 1) % registry_cache::cache::size;
-  if (e.found) *out = e.span;
-  return e.found;
+  const unsigned i = c.next % registry_cache::cache::size;
+  c.e[i] = e;
+  c.next = (i + 1) % registry_cache::cache::size;
+  return i;
 }
 
 std::size_t registry::size() const {
@@ -101,12 +101,14 @@ std::size_t registry::count_if(const std::function<bool(const record&)>& count) 
   return n;
 }
 
-registry& allocations() {
+registry& registry_instance::make() {
+  // As made_once (base/fork_safety.hpp), with the pointer where allocations() reads it inline.
+  fork_init_guard guard;
+  if (registry* r = made.load(std::memory_order_relaxed)) return *r;
   // Destroyed at exit, after everything made later (as a function-local static is).
-  return made_once([] {
-    static registry instance;
-    return &instance;
-  });
+  static registry instance;
+  made.store(&instance, std::memory_order_release);
+  return instance;
 }
 
 }  // namespace memarea::detail

@@ -96,6 +96,14 @@ class registry {
   /// is never used. So a lookup that happens after a free (in the memory model's sense) never
   /// sees the freed allocation, nor misses one inserted before it.
   bool locate(const void* p, span_info* out, registry_cache::cache& cache) const;
+  /// As locate(), answering with the span inside `cache` (nullptr: no allocation holds p),
+  /// valid until the next lookup with that cache: what a copy reads at once, without copying it.
+  const span_info* lookup(const void* p, registry_cache::cache& cache) const;
+  /// As lookup(), asking first the entry of `cache` that `hint` names, and leaving in `hint`
+  /// the one that answered. A caller that looks up the same few pointers in turn keeps one
+  /// hint per pointer (a copy: one for its destination, one for its source) and finds each at
+  /// the first try. Any value is a valid hint.
+  const span_info* lookup(const void* p, registry_cache::cache& cache, unsigned& hint) const;
   /// Removes the allocation starting exactly at base if accept(record) says so; returns it,
   /// or the reason it was not removed through *found (nullopt: no allocation at base).
   std::optional<record> erase_if(void* base, const std::function<bool(const record&)>& accept,
@@ -107,30 +115,86 @@ class registry {
 
  private:
   mutable ranked_shared_mutex mutex_{lock_rank::registry};
-  /// locate()'s slow path: find() under the lock, and the answer put in `cache`.
-  bool locate_locked(const void* p, span_info* out, registry_cache::cache& cache) const;
+  /// Whether entry e answers for the address key at generation gen (see locate()).
+  bool answers(const registry_cache::entry& e, std::uintptr_t key,
+               std::uint64_t gen) const noexcept {
+    // The range before the owner: entries of other pointers fail there, one compare sooner.
+    return e.generation == gen && key - e.lo < e.hi - e.lo && e.owner == this;
+  }
+  /// The index of the entry of `cache` that answers for p: a valid one (the newest first),
+  /// else the one fill() makes.
+  unsigned entry_for(const void* p, std::uint64_t gen, registry_cache::cache& cache) const;
+  /// The slow path: find() under the lock, the answer put in an entry of `cache` (whose index
+  /// it returns).
+  unsigned fill(const void* p, registry_cache::cache& cache) const;
+  /// An entry's answer.
+  static const span_info* answer(const registry_cache::entry& e) noexcept {
+    return e.found ? &e.span : nullptr;
+  }
 
   std::map<std::uintptr_t, record> by_base_;
   std::uint64_t next_id_ = 1;
 };
 
-// Forced inline: out of line it is a call through the PLT per pointer, more than the lookup.
-[[gnu::always_inline]] inline bool registry::locate(const void* p, span_info* out,
-                                                    registry_cache::cache& c) const {
+// Forced inline (these three): out of line, each is a call per pointer, more than the lookup.
+
+[[gnu::always_inline]] inline unsigned registry::entry_for(const void* p, std::uint64_t gen,
+                                                           registry_cache::cache& c) const {
+  static_assert((registry_cache::cache::size & (registry_cache::cache::size - 1)) == 0,
+                "the ring's index wraps with a mask");
+  constexpr unsigned mask = registry_cache::cache::size - 1;
   const auto key = reinterpret_cast<std::uintptr_t>(p);
+  // Newest first. Any valid entry that holds p answers alike (they describe one map), so the
+  // order is only speed.
+  const unsigned newest = c.next - 1;
+#pragma GCC unroll 4
+  for (unsigned k = 0; k < registry_cache::cache::size; ++k) {
+    const unsigned i = (newest - k) & mask;
+    if (answers(c.e[i], key, gen)) [[likely]]
+      return i;
+  }
+  return fill(p, c);
+}
+
+[[gnu::always_inline]] inline const span_info* registry::lookup(const void* p,
+                                                                 registry_cache::cache& c) const {
   // Acquire: pairs with the release of the writer's bump (and its unlock), so that a thread
   // that synchronised with a free after it sees the new generation and skips stale entries.
   const std::uint64_t gen = registry_cache::generation.load(std::memory_order_acquire);
-  for (const auto& e : c.e) {
-    if (e.generation == gen && e.owner == this && key - e.lo < e.hi - e.lo) [[likely]] {
-      if (e.found) *out = e.span;
-      return e.found;
-    }
-  }
-  return locate_locked(p, out, c);
+  return answer(c.e[entry_for(p, gen, c)]);
 }
 
+[[gnu::always_inline]] inline const span_info* registry::lookup(const void* p,
+                                                                 registry_cache::cache& c,
+                                                                 unsigned& hint) const {
+  const std::uint64_t gen = registry_cache::generation.load(std::memory_order_acquire);  // above
+  const auto& h = c.e[hint % registry_cache::cache::size];
+  if (answers(h, reinterpret_cast<std::uintptr_t>(p), gen)) [[likely]]
+    return answer(h);
+  hint = entry_for(p, gen, c);
+  return answer(c.e[hint]);
+}
+
+[[gnu::always_inline]] inline bool registry::locate(const void* p, span_info* out,
+                                                    registry_cache::cache& c) const {
+  const span_info* span = lookup(p, c);
+  if (span) *out = *span;
+  return span != nullptr;
+}
+
+namespace registry_instance {
+/// The process's registry once made: read inline by allocations() (every copy asks, and a call
+/// per copy costs more than the load). Default visibility, so libmemarea-aml sees this one.
+inline constinit std::atomic<registry*> made{nullptr};
+/// Makes it (under fork_init_guard, as made_once does) on the first call; out of line.
+registry& make();
+}  // namespace registry_instance
+
 /// The process's registry.
-registry& allocations();
+[[gnu::always_inline]] inline registry& allocations() {
+  if (registry* r = registry_instance::made.load(std::memory_order_acquire)) [[likely]]
+    return *r;
+  return registry_instance::make();
+}
 
 }  // namespace memarea::detail

@@ -12,9 +12,16 @@ void throw_status(const dstatus& s, const std::string& what) {
   if (s.native_name && *s.native_name) {
     msg += fmt::format(": {} ({})", s.native_name, s.native);
   }
-  if (!s.detail.empty()) msg += ": " + s.detail;
+  if (!s.detail.empty()) {
+    msg += ": ";
+    msg += s.detail.view();
+  }
   throw error(s.code == errc::success ? errc::unknown : s.code, msg,
               s.native_name ? s.native_name : "");
+}
+
+void throw_status(const dstatus& s, const char* what) {
+  throw_status(s, std::string(what ? what : ""));
 }
 
 }  // namespace memarea::detail

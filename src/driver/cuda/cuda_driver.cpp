@@ -19,7 +19,8 @@
 // Arguments are the front's (driver/front.hpp): it checks pointers, flags, enums and device
 // ordinals before any call reaches this file, so each operation here is the vendor's call and
 // its error's translation, plus what only this backend knows (whether libcuda loaded, contexts).
-// The shareable-memory steps are driver/vmm.hpp's, over this backend's calls (vmm_calls).
+// The shareable-memory steps are driver/vmm.hpp's, over this backend's calls (vmm_calls); the
+// translations of memarea's values into CUDA's are cuda_values.hpp's.
 //
 // Contexts: every call that names a device runs in that device's primary context (retained once,
 // lazily) and restores the calling thread's previous context afterwards. Calls that name only a
@@ -40,6 +41,7 @@
 
 #include "driver/cuda/cuda_api.hpp"
 #include "driver/cuda/cuda_errors.hpp"
+#include "driver/cuda/cuda_values.hpp"
 #include "driver/driver.hpp"
 #include "driver/front.hpp"
 #include "driver/vmm.hpp"
@@ -51,17 +53,6 @@ namespace {
 static_assert(sizeof(CUipcMemHandle) == sizeof(ipc_native_handle),
               "ipc_native_handle must hold a CUipcMemHandle");
 static_assert(sizeof(CUmemGenericAllocationHandle) <= sizeof(std::uint64_t));
-
-/// CUdeviceptr of a host-visible address (unified addressing: the same bits).
-CUdeviceptr dptr(const void* p) noexcept {
-  return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
-}
-void* vptr(CUdeviceptr d) noexcept {
-  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(d));
-}
-CUstream cu_stream(native_stream s) noexcept { return static_cast<CUstream>(s); }
-CUevent cu_event(native_event e) noexcept { return static_cast<CUevent>(e); }
-
 
 /// Makes a context current for one scope and puts the thread's previous one back on every path,
 /// so helper code never leaks a current device. Does nothing when the context is already current.
@@ -401,33 +392,37 @@ class cuda_driver final : public driver {
 
   // --- copies ------------------------------------------------------------------------------
 
+  // A copy's calls (copy_async, the staged pipeline) use on_device(): issue 18's fixed cost.
+
   dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                        native_stream s) override {
-    MEMAREA_TRY(check_loaded());
-    ctx_scope scope(cu_);
-    MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(MemcpyAsync, dptr(dst), dptr(src), size, cu_stream(s));
-    return {};
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    return on_device(device, "cuMemcpyAsync", [&] {
+      return cu_.MemcpyAsync(dptr(dst), dptr(src), size, cu_stream(s));
+    });
   }
 
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t size,
                             int device, native_stream s) override {
-    MEMAREA_TRY(check_loaded());
-    CUcontext dst_ctx = nullptr, src_ctx = nullptr;
-    MEMAREA_TRY(primary(dst_device, &dst_ctx));
-    MEMAREA_TRY(primary(src_device, &src_ctx));
-    ctx_scope scope(cu_);
-    MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(MemcpyPeerAsync, dptr(dst), dst_ctx, dptr(src), src_ctx, size, cu_stream(s));
-    return {};
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    CUcontext dst_ctx = retained(dst_device), src_ctx = retained(src_device);
+    if (!dst_ctx || !src_ctx) [[unlikely]] {
+      MEMAREA_TRY(primary(dst_device, &dst_ctx));
+      MEMAREA_TRY(primary(src_device, &src_ctx));
+    }
+    return on_device(device, "cuMemcpyPeerAsync", [&] {
+      return cu_.MemcpyPeerAsync(dptr(dst), dst_ctx, dptr(src), src_ctx, size, cu_stream(s));
+    });
   }
 
   dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) override {
-    MEMAREA_TRY(check_loaded());
-    ctx_scope scope(cu_);
-    MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(MemsetD8Async, dptr(dst), static_cast<unsigned char>(value), size, cu_stream(s));
-    return {};
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    return on_device(device, "cuMemsetD8Async", [&] {
+      return cu_.MemsetD8Async(dptr(dst), static_cast<unsigned char>(value), size, cu_stream(s));
+    });
   }
 
   // --- streams and events ------------------------------------------------------------------
@@ -490,19 +485,17 @@ class cuda_driver final : public driver {
   }
 
   dstatus event_record(native_event e, int device, native_stream s) override {
-    MEMAREA_TRY(check_loaded());
-    ctx_scope scope(cu_);
-    MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(EventRecord, cu_event(e), cu_stream(s));
-    return {};
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    return on_device(device, "cuEventRecord",
+                     [&] { return cu_.EventRecord(cu_event(e), cu_stream(s)); });
   }
 
   dstatus stream_wait_event(int device, native_stream s, native_event e) override {
-    MEMAREA_TRY(check_loaded());
-    ctx_scope scope(cu_);
-    MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(StreamWaitEvent, cu_stream(s), cu_event(e), 0u);
-    return {};
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    return on_device(device, "cuStreamWaitEvent",
+                     [&] { return cu_.StreamWaitEvent(cu_stream(s), cu_event(e), 0u); });
   }
 
   dstatus event_synchronize(native_event e) override {
@@ -727,6 +720,7 @@ class cuda_driver final : public driver {
       devices_ = std::move(devices);
       loaded_ = true;
       count_ = n;
+      ready_.store(true, std::memory_order_release);  // after everything loaded() vouches for
     } catch (const std::exception& ex) {
       reason_ = std::string("CUDA initialisation failed: ") + ex.what();
       count_ = 0;
@@ -742,8 +736,9 @@ class cuda_driver final : public driver {
   }
 
   /// The status of a failed driver call: memarea's code, the CUresult and its name, and
-  /// "cuFn: the driver's description" as detail.
-  dstatus fail(CUresult r, const char* fn) const {
+  /// "cuFn: the driver's description" as detail. Cold and out of line: every call's success
+  /// path stays a compare.
+  [[gnu::cold, gnu::noinline]] dstatus fail(CUresult r, const char* fn) const {
     dstatus s;
     s.code = map_cuda_error(r);
     s.native = static_cast<int>(r);
@@ -754,9 +749,63 @@ class cuda_driver final : public driver {
     return s;
   }
 
-  dstatus check_loaded() const {
+  /// Whether libcuda loaded and has devices. One atomic load once init() has run (ready_);
+  /// before that, ensure() runs it. Not std::call_once on every call: that is a pthread_once
+  /// call and four writes of libstdc++'s thread-locals (each a __tls_get_addr call in a shared
+  /// library), on every copy's path.
+  bool loaded() const noexcept {
+    if (ready_.load(std::memory_order_acquire)) [[likely]]
+      return true;
     ensure();
-    if (!loaded_) return refusal(errc::no_device, "CUDA backend unavailable: " + reason_);
+    return loaded_;
+  }
+
+  /// no_device, with the reason libcuda did not load (after loaded() said false).
+  [[gnu::cold, gnu::noinline]] dstatus not_loaded() const {
+    return refusal(errc::no_device, "CUDA backend unavailable: " + reason_);
+  }
+
+  dstatus check_loaded() const {
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    return {};
+  }
+
+  /// The device's primary context if it was retained already, else nullptr (then primary()).
+  CUcontext retained(int device) const noexcept {
+    return primary_[static_cast<size_t>(device)].load(std::memory_order_acquire);
+  }
+
+  /// Runs `call` (which returns a CUresult) in the device's primary context and puts the
+  /// thread's previous context back: what ctx_scope and enter() do, with one status made, on
+  /// return, rather than one per step. `fn` names the call for a failure's message. libcuda
+  /// must be loaded and `device` checked.
+  template <class Call>
+  dstatus on_device(int device, const char* fn, Call&& call) const {
+    CUcontext ctx = retained(device);
+    if (!ctx) [[unlikely]] {
+      MEMAREA_TRY(primary(device, &ctx));
+    }
+    // The current context is asked on every call and never remembered between calls: the
+    // user may change it behind our back (cuCtxSetCurrent, cudaSetDevice, another library),
+    // the thread may be new, and with the legacy default stream (s == nullptr) the current
+    // context is what names the device whose stream runs the work. It is a read of libcuda's
+    // thread-local state; the switch (and the switch back) happens only when it differs.
+    CUcontext previous = nullptr;
+    CUresult r = cu_.CtxGetCurrent(&previous);
+    if (r != CUDA_SUCCESS) [[unlikely]]
+      return fail(r, "cuCtxGetCurrent");
+    if (previous == ctx) [[likely]] {
+      r = call();
+      if (r != CUDA_SUCCESS) [[unlikely]]
+        return fail(r, fn);
+      return {};
+    }
+    r = cu_.CtxSetCurrent(ctx);
+    if (r != CUDA_SUCCESS) return fail(r, "cuCtxSetCurrent");
+    r = call();
+    (void)cu_.CtxSetCurrent(previous);  // as ~ctx_scope: nothing useful to do if this fails
+    if (r != CUDA_SUCCESS) return fail(r, fn);
     return {};
   }
 
@@ -831,64 +880,11 @@ class cuda_driver final : public driver {
     return out;
   }
 
-  static CUmem_advise cu_advice(memarea_mem_advice a) {
-    switch (a) {
-      case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY: return CU_MEM_ADVISE_SET_READ_MOSTLY;
-      case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY: return CU_MEM_ADVISE_UNSET_READ_MOSTLY;
-      case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION: return CU_MEM_ADVISE_SET_PREFERRED_LOCATION;
-      case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
-        return CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
-      case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY: return CU_MEM_ADVISE_SET_ACCESSED_BY;
-      case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: break;
-    }
-    return CU_MEM_ADVISE_UNSET_ACCESSED_BY;
-  }
-
-  static CUdevice_P2PAttribute cu_p2p(memarea_p2p_attribute a) {
-    switch (a) {
-      case MEMAREA_P2P_ATTR_PERFORMANCE_RANK: return CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK;
-      case MEMAREA_P2P_ATTR_ACCESS_SUPPORTED: return CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED;
-      case MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED:
-        return CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED;
-      case MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED: break;
-    }
-    return CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED;
-  }
-
-  static CUmem_range_attribute cu_range_attribute(memarea_mem_range_attribute a) {
-    switch (a) {
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: return CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
-        return CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: return CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY;
-      case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: break;
-    }
-    return CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION;
-  }
-
-  /// MEMAREA_MEM_ATTACH_GLOBAL, _HOST or _SINGLE as CUDA's flag.
-  static unsigned cu_attach(unsigned flags) {
-    if (flags == MEMAREA_MEM_ATTACH_GLOBAL) return CU_MEM_ATTACH_GLOBAL;
-    if (flags == MEMAREA_MEM_ATTACH_HOST) return CU_MEM_ATTACH_HOST;
-    return CU_MEM_ATTACH_SINGLE;
-  }
-
   dstatus missing_location_api(const char* fn) const {
     return refusal(
         errc::not_supported,
         fmt::format("{} with a CUmemLocation needs a CUDA 12.2 driver (this one is {}.{})", fn,
                     driver_version_ / 1000, (driver_version_ % 1000) / 10));
-  }
-
-  /// Properties of pinned device memory that can be exported as a POSIX file descriptor.
-  static CUmemAllocationProp fd_prop(CUdevice dev) {
-    CUmemAllocationProp prop;
-    std::memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = static_cast<int>(dev);
-    return prop;
   }
 
   /// The cuMem* calls that driver/vmm.hpp's sequence makes, in the caller's current context.
@@ -978,6 +974,8 @@ class cuda_driver final : public driver {
   mutable std::once_flag once_;
   mutable cuda::api cu_;
   mutable bool loaded_ = false;
+  /// loaded_ once init() is done (only ever false -> true): loaded()'s one-load fast path.
+  mutable std::atomic<bool> ready_{false};
   mutable int count_ = 0;
   mutable int driver_version_ = 0;
   mutable std::string reason_;

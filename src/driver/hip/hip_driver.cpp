@@ -5,7 +5,8 @@
 // Arguments are the front's (driver/front.hpp): pointers, flags, enums and device ordinals are
 // checked before a call reaches this file. What stays is what only this backend knows: whether
 // the runtime loaded and has devices, ROCm 5/6 differences, what HIP cannot do. The
-// shareable-memory steps are driver/vmm.hpp's, over this backend's calls (vmm_calls).
+// shareable-memory steps are driver/vmm.hpp's, over this backend's calls (vmm_calls); the entry
+// points it resolves are listed in hip_symbols.hpp.
 //
 // ROCm 5 and ROCm 6+ differ in ways that the 5.2 headers we compile against cannot show, so the
 // runtime's major version (hipRuntimeGetVersion) picks the right values at run time:
@@ -20,8 +21,8 @@
 // ROCm 5's conventions; what it cannot do is in docs/hip-nvidia.md.
 #include "driver/hip/hip_driver.hpp"
 
-#include "driver/hip/hip_api.hpp"
 #include "driver/hip/hip_errors.hpp"
+#include "driver/hip/hip_symbols.hpp"
 #include "driver/front.hpp"
 #include "driver/vmm.hpp"
 
@@ -37,58 +38,6 @@
 namespace memarea::detail {
 
 namespace {
-
-// The function pointer types come from the HIP headers' own declarations, so a signature we get
-// wrong fails to compile. Three names are overloaded by C++ templates in the header; the cast
-// picks the C function and still checks its signature.
-using hipMalloc_fn = decltype(static_cast<hipError_t (*)(void**, size_t)>(&::hipMalloc));
-using hipHostMalloc_fn =
-    decltype(static_cast<hipError_t (*)(void**, size_t, unsigned int)>(&::hipHostMalloc));
-using hipMallocManaged_fn =
-    decltype(static_cast<hipError_t (*)(void**, size_t, unsigned int)>(&::hipMallocManaged));
-
-// Every symbol a working runtime must have; one missing means the library is not usable.
-#define MEMAREA_HIP_REQUIRED(X)                                                                  \
-  X(hipGetDeviceCount) X(hipGetErrorString) X(hipRuntimeGetVersion) X(hipDriverGetVersion)      \
-  X(hipSetDevice) X(hipGetDevice) X(hipDeviceGet) X(hipDeviceGetName) X(hipDeviceGetPCIBusId)   \
-  X(hipDeviceTotalMem) X(hipDeviceGetAttribute) X(hipMemGetInfo) X(hipFree) X(hipHostFree)      \
-  X(hipHostRegister) X(hipHostUnregister) X(hipHostGetDevicePointer) X(hipPointerGetAttributes) \
-  X(hipMemGetAddressRange) X(hipDeviceCanAccessPeer) X(hipDeviceEnablePeerAccess)               \
-  X(hipDeviceDisablePeerAccess) X(hipDeviceGetP2PAttribute) X(hipMemcpyAsync)                   \
-  X(hipMemcpyPeerAsync) X(hipMemsetAsync) X(hipStreamCreateWithFlags) X(hipStreamDestroy)       \
-  X(hipStreamSynchronize) X(hipStreamQuery) X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord)       \
-  X(hipEventSynchronize) X(hipEventQuery) X(hipEventElapsedTime) X(hipStreamWaitEvent) X(hipDeviceSynchronize)   \
-  X(hipIpcGetMemHandle) X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemPrefetchAsync)   \
-  X(hipMemAdvise) X(hipMemRangeGetAttribute) X(hipStreamAttachMemAsync)
-
-// Virtual memory management (shareable memory); absent or stubbed in older runtimes, so a missing
-// one only makes shareable_* not_supported.
-#define MEMAREA_HIP_VMM(X)                                                                     \
-  X(hipMemCreate) X(hipMemRelease) X(hipMemAddressReserve) X(hipMemAddressFree) X(hipMemMap)  \
-  X(hipMemUnmap) X(hipMemSetAccess) X(hipMemGetAllocationGranularity)                         \
-  X(hipMemExportToShareableHandle) X(hipMemImportFromShareableHandle)
-
-/// The runtime's entry points, resolved by dlsym.
-struct hip_api {
-#define MEMAREA_HIP_FIELD(name) decltype(&::name) name = nullptr;
-  MEMAREA_HIP_REQUIRED(MEMAREA_HIP_FIELD)
-  MEMAREA_HIP_VMM(MEMAREA_HIP_FIELD)
-#undef MEMAREA_HIP_FIELD
-  hipMalloc_fn hipMalloc = nullptr;
-  hipHostMalloc_fn hipHostMalloc = nullptr;
-  hipMallocManaged_fn hipMallocManaged = nullptr;
-  bool have_vmm = false;
-};
-
-/// Looks one symbol up into a typed pointer. memcpy, because ISO C++ has no portable cast from
-/// an object pointer (what dlsym returns) to a function pointer.
-template <typename F>
-bool resolve(void* lib, const char* name, F* out) {
-  void* sym = ::dlsym(lib, name);
-  static_assert(sizeof(F) == sizeof(void*), "function and object pointers differ in size");
-  std::memcpy(out, &sym, sizeof sym);
-  return sym != nullptr;
-}
 
 // ROCm 6's hipMemAllocationProp (CUDA's layout); our 5.2 headers declare the older one.
 struct mem_location_r6 {
@@ -282,8 +231,8 @@ class hip_driver final : public driver {
         *f.field = 1;
         continue;
       }
-      dstatus s = call(e, fmt::format("hipDeviceGetAttribute({})", static_cast<int>(f.attribute)));
-      if (!s.ok()) return s;
+      if (e != hipSuccess)  // the name is formatted only for the message
+        return call(e, fmt::format("hipDeviceGetAttribute({})", static_cast<int>(f.attribute)));
       *f.field = value;
     }
     // Booleans are normalised to 0/1 as the public struct documents.
@@ -681,12 +630,20 @@ class hip_driver final : public driver {
     }
 
     /// Makes `device` (an ordinal the front checked) current, remembering the previous one.
+    /// The current device is asked every time, never remembered: the user may change it
+    /// between two calls (hipSetDevice behind our back). On a copy's path (issue 18: its fixed
+    /// cost), so its steps test HIP's codes and make a status only on failure.
     dstatus enter(int device, const char* what) {
-      if (auto s = d_.check_available(what); !s.ok()) return s;
+      if (d_.count_ <= 0) [[unlikely]]
+        return d_.check_available(what);
       int previous = 0;
-      if (auto s = d_.call(d_.api_.hipGetDevice(&previous), "hipGetDevice"); !s.ok()) return s;
-      if (previous == device) return dstatus::success();
-      if (auto s = d_.call(d_.api_.hipSetDevice(device), "hipSetDevice"); !s.ok()) return s;
+      hipError_t e = d_.api_.hipGetDevice(&previous);
+      if (e != hipSuccess) [[unlikely]]
+        return d_.call(e, "hipGetDevice");
+      if (previous == device) [[likely]]
+        return dstatus::success();
+      e = d_.api_.hipSetDevice(device);
+      if (e != hipSuccess) return d_.call(e, "hipSetDevice");
       previous_ = previous;
       switched_ = true;
       return dstatus::success();
@@ -723,9 +680,16 @@ class hip_driver final : public driver {
   };
 
   /// A HIP status (native code, name and hipGetErrorString's text) for a failed call; success
-  /// passes through. `what` names the HIP function, for the detail.
-  dstatus call(hipError_t e, const std::string& what) const {
-    if (e == hipSuccess) return dstatus::success();
+  /// passes through. `what` names the HIP function, for the detail. A view, not a std::string:
+  /// most callers pass a literal, and success (every copy's case) must build no string.
+  dstatus call(hipError_t e, std::string_view what) const {
+    if (e == hipSuccess) [[likely]]
+      return dstatus::success();
+    return failed(e, what);
+  }
+
+  /// call()'s failure path, out of line.
+  [[gnu::cold, gnu::noinline]] dstatus failed(hipError_t e, std::string_view what) const {
     dstatus s;
     s.native = static_cast<int>(e);
     s.code = map_hip_error(s.native);
