@@ -3,10 +3,10 @@
 // memarea's call and the raw call a user would make instead on the same stream (CUDA:
 // cuMemcpyAsync on the stream's native handle; sim: the driver layer's memcpy_async on a
 // driver of its own, see raw_driver.hpp). The copies are 4 KiB, so what is timed is the
-// enqueue (copy_async: batches of calls, the stream drained between batches, untimed) or the
-// whole short copy (copy). Each side copies between buffers of its own, filled with random
-// bytes; the destinations are compared byte for byte after the timed repetitions. Estimator:
-// docs/bench.md.
+// enqueue (copy_async: every call on its own, memarea's and the raw calls alternating one by
+// one, the streams drained between turns, untimed) or the whole short copy (copy). Each side
+// copies between buffers of its own, filled with random bytes; the destinations are compared
+// byte for byte after the timed turns. Estimator: docs/bench.md.
 #include "tools/bench.hpp"
 #include "tools/raw_cuda.hpp"
 #include "tools/raw_driver.hpp"
@@ -26,7 +26,9 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 constexpr std::size_t kBytes = 4096;
-constexpr int kBatch = 32;  ///< enqueues per timed batch: far below any driver's queue depth
+/// Enqueues per side in one turn; with the other side's, 32 on the streams between two drains:
+/// far below any driver's queue depth.
+constexpr int kCallsPerSide = 16;
 constexpr double kTargetNs = 50;
 
 /// The baseline's buffers (device source, pinned and device destinations) and its calls.
@@ -113,49 +115,73 @@ raw_side make_raw(const stream& s) {
   return r;
 }
 
-/// Nanoseconds per call of `calls` calls of fn.
-double ns_per_call(int calls, const std::function<void()>& fn) {
-  const auto t0 = clock_type::now();
-  for (int i = 0; i < calls; ++i) fn();
-  return std::chrono::duration<double, std::nano>(clock_type::now() - t0).count() / calls;
-}
-
-/// Samples of both sides in turns (which goes first alternates); `prepare` runs untimed
-/// before each sample of each side.
-struct turns {
-  std::vector<double> mem, raw;
+/// Every call's time (ns) of both sides, and per turn the difference of their medians.
+struct calls {
+  std::vector<double> mem, raw;   ///< each timed call, all turns
+  std::vector<double> turn_diff;  ///< per turn: median of memarea's calls - median of raw's
 };
-turns in_turns(int samples, int calls, const std::function<void()>& prepare,
-               const std::function<void()>& mem, const std::function<void()>& raw) {
-  turns t;
-  for (int i = -1; i < samples; ++i) {  // sample -1: a warm-up of each side, not kept
-    auto one = [&](const std::function<void()>& fn, std::vector<double>& into) {
-      prepare();
-      const double ns = ns_per_call(calls, fn);
-      if (i >= 0) into.push_back(ns);
-    };
-    if (i % 2 == 0) {
-      one(mem, t.mem);
-      one(raw, t.raw);
-    } else {
-      one(raw, t.raw);
-      one(mem, t.mem);
+
+/// `turns` turns of `per_side` calls of each side, timed one call at a time, the two sides
+/// alternating call by call (mem raw mem raw ..., or raw mem raw mem ... in every other turn),
+/// so that both meet the same queue: the i-th call of one side finds the same number of copies
+/// queued as the i-th of the other, give or take the one between them, and which side that
+/// one is alternates. `prepare` runs untimed before each turn. Turn -1 is a warm-up, not kept.
+/// Each call's time runs from the clock read before it to the one after it, so both sides
+/// carry the same clock and loop overhead, which the difference of medians cancels.
+/// Without a baseline (raw empty), only memarea's calls are made and kept.
+calls alternating(int turns, int per_side, const std::function<void()>& prepare,
+                  const std::function<void()>& mem, const std::function<void()>& raw) {
+  calls c;
+  const bool has_raw = static_cast<bool>(raw);
+  const auto n = static_cast<std::size_t>(turns) * static_cast<std::size_t>(per_side);
+  c.mem.reserve(n);
+  if (has_raw) c.raw.reserve(n);
+  std::vector<clock_type::time_point> stamps(2 * static_cast<std::size_t>(per_side) + 1);
+  std::vector<double> m, r;
+  for (int t = -1; t < turns; ++t) {
+    prepare();
+    const bool mem_first = t % 2 == 0;
+    const int count = has_raw ? 2 * per_side : per_side;
+    // Only clock reads between the calls: the times are worked out after the turn.
+    stamps[0] = clock_type::now();
+    for (int i = 0; i < count; ++i) {
+      const bool is_mem = !has_raw || ((i % 2 == 0) == mem_first);
+      (is_mem ? mem : raw)();
+      stamps[static_cast<std::size_t>(i) + 1] = clock_type::now();
+    }
+    if (t < 0) continue;
+    m.clear();
+    r.clear();
+    for (int i = 0; i < count; ++i) {
+      const bool is_mem = !has_raw || ((i % 2 == 0) == mem_first);
+      const auto k = static_cast<std::size_t>(i);
+      const std::chrono::duration<double, std::nano> took = stamps[k + 1] - stamps[k];
+      (is_mem ? m : r).push_back(took.count());
+    }
+    c.mem.insert(c.mem.end(), m.begin(), m.end());
+    if (has_raw) {
+      c.raw.insert(c.raw.end(), r.begin(), r.end());
+      c.turn_diff.push_back(median(m) - median(r));
     }
   }
-  return t;
+  return c;
 }
 
-row fixed_cost_row(const std::string& variant, const turns& t, const std::string& raw_name) {
-  row r = measured_row("copy fixed cost", variant, "ns", t.mem, t.raw, raw_name);
-  if (t.raw.empty()) return r;
-  // The fixed cost: the median over turns of memarea's time minus the baseline's in the same
-  // turn (adjacent in time, so drift cancels), per call.
-  std::vector<double> diff;
-  for (std::size_t i = 0; i < t.mem.size(); ++i) diff.push_back(t.mem[i] - t.raw[i]);
-  const double cost = median(diff);
+/// The row of one kind of call. Fixed cost = median of all memarea's calls - median of all the
+/// baseline's: two medians of thousands of calls each, taken in the same turns; beside it the
+/// min-median-max over turns of the per-turn difference of medians, to show how far it moves.
+row fixed_cost_row(const std::string& variant, const calls& c, const std::string& raw_name) {
+  row r = measured_row("copy fixed cost", variant, "ns", c.mem, c.raw, raw_name);
+  if (c.raw.empty()) return r;
+  const double cost = median(c.mem) - median(c.raw);
+  const spread per_turn = spread_of(c.turn_diff);
   r.target = fmt::format("fixed cost <= {:.0f} ns", kTargetNs);
   r.met = cost <= kTargetNs;
-  r.note = fmt::format("fixed cost {:.0f} ns (target {:.0f} ns)", cost, kTargetNs);
+  r.note = fmt::format(
+      "fixed cost {:.0f} ns (target {:.0f} ns): medians of {} calls a side; per turn "
+      "{:.0f}/{:.0f}/{:.0f} ns min/median/max of {} turns",
+      cost, kTargetNs, c.mem.size(), per_turn.min, per_turn.median, per_turn.max,
+      c.turn_diff.size());
   return r;
 }
 
@@ -178,8 +204,9 @@ void copy_fixed_cost(context& ctx) {
   const std::uint64_t s_mem = 0xC0C0, s_raw = 0xC1C1;
   fill_random(src.data(), kBytes, s_mem, memarea_host_copy());
   if (has_raw) fill_random(raw.src, kBytes, s_raw, raw.blocking);
-  const int samples = ctx.quick ? 50 : std::max(200, 10 * ctx.repetitions);
+  const int turns = ctx.quick ? 50 : std::max(500, 25 * ctx.repetitions);
   auto none = [] {};
+  using call = std::function<void()>;
 
   struct kind {
     const char* variant;
@@ -192,38 +219,35 @@ void copy_fixed_cost(context& ctx) {
                             raw.device}}) {
     fill_random(k.mem_dst, kBytes, ~s_mem, memarea_host_copy());
     if (has_raw) fill_random(k.raw_dst, kBytes, ~s_raw, raw.blocking);
-    // Both streams drained before each batch, untimed: each batch finds an empty queue.
-    const turns t = in_turns(
-        samples, kBatch,
+    // Both streams drained before each turn, untimed: each turn finds empty queues.
+    const calls c = alternating(
+        turns, kCallsPerSide,
         [&] {
           s.synchronize();
           if (has_raw) raw.drain();
         },
         [&] { copy_async(k.mem_dst, src.data(), kBytes, s); },
-        [&] {
-          if (has_raw) raw.enqueue(k.raw_dst, raw.src, kBytes);
-        });
+        has_raw ? call([&] { raw.enqueue(k.raw_dst, raw.src, kBytes); }) : call());
     s.synchronize();
     if (has_raw) raw.drain();
     const std::string what = std::string("bench copy: ") + k.variant;
     expect_random(k.mem_dst, kBytes, s_mem, memarea_host_copy(), what + ", memarea");
     if (has_raw) expect_random(k.raw_dst, kBytes, s_raw, raw.blocking, what + ", raw");
-    ctx.add(fixed_cost_row(k.variant, has_raw ? t : turns{t.mem, {}}, raw.name));
+    ctx.add(fixed_cost_row(k.variant, c, raw.name));
   }
-  // memarea::copy: the whole blocking copy, one call a sample.
+  // memarea::copy: the whole blocking copy, one call of each side a turn (each waits for its
+  // own copy, so the queues are empty at every call without a drain).
   {
     fill_random(to_host.data(), kBytes, ~s_mem, memarea_host_copy());
     if (has_raw) fill_random(raw.pinned, kBytes, ~s_raw, raw.blocking);
-    const turns t = in_turns(
-        samples, 1, none, [&] { copy(to_host.data(), src.data(), kBytes); },
-        [&] {
-          if (has_raw) raw.blocking(raw.pinned, raw.src, kBytes);
-        });
+    const calls c = alternating(
+        turns, 1, none, [&] { copy(to_host.data(), src.data(), kBytes); },
+        has_raw ? call([&] { raw.blocking(raw.pinned, raw.src, kBytes); }) : call());
     const std::string what = "bench copy: copy 4 KiB device->host (pinned)";
     expect_random(to_host.data(), kBytes, s_mem, memarea_host_copy(), what + ", memarea");
     if (has_raw) expect_random(raw.pinned, kBytes, s_raw, raw.blocking, what + ", raw");
-    ctx.add(fixed_cost_row("copy 4 KiB device->host (pinned), whole copy",
-                           has_raw ? t : turns{t.mem, {}}, raw.blocking_name));
+    ctx.add(fixed_cost_row("copy 4 KiB device->host (pinned), whole copy", c,
+                           raw.blocking_name));
   }
 }
 

@@ -12,6 +12,19 @@
 //   valgrind --tool=callgrind --toggle-collect='memarea::copy_async(*'
 //     --toggle-collect='memarea::copy_peer_async(*' /tmp/cfc 1 1000 cg CASE   (CASE 0..4)
 // then inclusive(copy_async) - inclusive(the backend's memcpy call under it), over 1001 calls.
+// The CUDA backend's own share, without a GPU: run the same under LD_LIBRARY_PATH of the stand-in
+// libcuda (bench/experiments/fake_libcuda.cpp, which says how) with MEMAREA_BACKEND=cuda, and
+// subtract the stand-in's cuMemcpyAsync instead (callgrind's call counts include calls made
+// outside the toggled function: count driver calls per copy from a run without the raw loop).
+// Linked statically instead (as the memarea CLI, whose bench row this is, links memarea):
+//   ... bench/experiments/copy_fixed_cost.cpp build/default/src/libmemarea.a -lnuma -ldl
+//       -lpthread -lrt -o /tmp/cfc_static
+// Instructions per copy_async call, device 0 current, CASE 0 (d0->d0) / CASE 3 (d0->h),
+// before -> after the 2026-11-25 changes (issue 18; callgrind 3.19, GCC 12, RelWithDebInfo):
+//   sim,  shared library  282 -> 180 / 273 -> 166     static  270 -> 171 / 261 -> 157
+//   CUDA stand-in, shared 550 -> 253 / 541 -> 239     static  490 -> 244 / 481 -> 230
+// The CUDA figures include the stand-in's cuCtxGetCurrent (21 instructions; one call per copy,
+// before and after), in whose place libcuda's own runs.
 #include <memarea/memarea.hpp>
 #include "core/system.hpp"
 #include "core/stream_impl.hpp"
@@ -61,6 +74,9 @@ int main(int argc, char** argv) {
   const bool callgrind_mode = argc > 3 && std::strcmp(argv[3], "cg") == 0;
   const std::size_t n = 4096;
   auto& gpu = detail::system::get().gpu();
+  // Device 0 current, as in a program that chose its device (and as memarea bench's raw side
+  // makes it): on CUDA a copy on device 0 then switches no context.
+  set_device(0);
   buffer a0 = area(0).allocate(n), a0b = area(0).allocate(n), a1 = area(1).allocate(n);
   // Pinned host memory made by memarea (area of the host with pinned flag).
   buffer h = area(0, area_flags::host).allocate(n);
