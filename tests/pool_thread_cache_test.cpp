@@ -138,7 +138,6 @@ TEST(PoolThreadCache, DrainsInBatchesEverythingOrOneStream) {
     all.insert(start);
     if (s == a) of_a.insert(start);
   }
-  c->recents[5] = {0x1234, 7, 9};
   std::vector<thread_cache::entry> buf(64);
   std::set<std::uintptr_t> drained;
   std::size_t n;
@@ -151,13 +150,11 @@ TEST(PoolThreadCache, DrainsInBatchesEverythingOrOneStream) {
   }
   EXPECT_EQ(drained, of_a);
   EXPECT_EQ(c->cached_count, all.size() - of_a.size());
-  EXPECT_EQ(c->recents[5].start, 0x1234u);  // one stream's drain keeps the recents
   while ((n = c->drain(buf.data(), buf.size())) > 0)
     for (std::size_t k = 0; k < n; ++k) EXPECT_TRUE(drained.insert(buf[k].start).second);
   EXPECT_EQ(drained, all);
   EXPECT_EQ(c->cached_count, 0u);
   EXPECT_EQ(c->cached_bytes, 0u);
-  EXPECT_EQ(c->recents[5].start, 0u);
 }
 
 TEST(PoolThreadCache, ClearForgetsEverything) {
@@ -177,14 +174,32 @@ TEST(PoolThreadCache, ClearForgetsEverything) {
 }
 
 TEST(PoolThreadCache, RecentSlotsKeepAThousandPiecesAtARegularStrideApart) {
-  // The free's fast path finds its span here: 1,024 live pieces at a stride of 256 B, 4 KiB
-  // or 64 KiB each keep a slot of their own.
-  for (std::uintptr_t stride : {std::uintptr_t{256}, std::uintptr_t{4096}, std::uintptr_t{65536}}) {
-    std::set<int> slots;
-    for (std::uintptr_t i = 0; i < 1024; ++i)
-      slots.insert(thread_cache::recent_slot(0x7f0000600000 + i * stride));
-    EXPECT_EQ(slots.size(), 1024u) << "stride " << stride;
+  // The free's fast path finds its span here: 1,024 live pieces at a stride of 1, 16 or 256
+  // alignment units each keep a slot of their own, for the default alignment (256 B) and the
+  // smallest (16 B).
+  for (int shift : {8, 4}) {
+    for (std::uintptr_t units : {std::uintptr_t{1}, std::uintptr_t{16}, std::uintptr_t{256}}) {
+      std::set<int> slots;
+      for (std::uintptr_t i = 0; i < 1024; ++i)
+        slots.insert(thread_cache::recent_slot(0x7f0000600000 + (i * units << shift), shift));
+      EXPECT_EQ(slots.size(), 1024u) << "stride " << units << " x 2^" << shift;
+    }
   }
+  // A cache hashes by its pool's alignment.
+  auto c = fresh();
+  c->recent_shift = 4;
+  EXPECT_EQ(c->recent_slot(0x7f0000600010), thread_cache::recent_slot(0x7f0000600010, 4));
+}
+
+TEST(PoolThreadCache, ADrainKeepsTheRecents) {
+  // Recents are checked against their span's incarnation when used: a flush leaves those of
+  // pieces still live, whose frees then stay off the arena.
+  auto c = fresh();
+  c->put(insert_class(4096), piece(0x10000, 4096));
+  c->recents[7] = {0x20000, 3, 5};
+  thread_cache::entry out[4];
+  EXPECT_EQ(c->drain(out, 4), 1u);
+  EXPECT_EQ(c->recents[7].start, 0x20000u);
 }
 
 }  // namespace

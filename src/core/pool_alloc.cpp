@@ -43,6 +43,7 @@ thread_cache* cache_for(pool_state& p) {
   auto fresh = std::make_unique<thread_cache>();
   fresh->pool = &p;
   fresh->serial = p.serial;
+  fresh->recent_shift = std::countr_zero(p.alignment);
   {
     std::lock_guard lock(p.caches_m);
     p.caches.push_back(fresh.get());
@@ -89,27 +90,27 @@ thread_caches::~thread_caches() {
     pool_state* p = c->pool;
     auto it = p ? list.live.find(p) : list.live.end();
     if (p && it != list.live.end() && it->second == c->serial) {
-      // At thread exit no one caches into c any more: one drain takes every entry (a flush
-      // meanwhile takes each entry out under the flag, so each leaves once).
-      std::vector<thread_cache::entry> es;
-      try {
-        es.resize(thread_cache::kEntries);
-      } catch (...) {
-        es.clear();  // no memory: the pieces stay cached until the pool goes
-      }
-      {
-        std::lock_guard cl(p->caches_m);
-        std::erase(p->caches, c);
+      // Under caches_m (and the pool list's lock) no flush, trim or destroy reaches c, and
+      // this thread caches into it no more: its entries go back in batches, with nothing
+      // allocated (caches_m ranks below the arena's lock).
+      std::lock_guard cl(p->caches_m);
+      std::erase(p->caches, c);
+      constexpr std::size_t kBatch = 128;
+      thread_cache::entry es[kBatch];
+      std::size_t n = kBatch;
+      while (n == kBatch) {
         c->lock();
-        es.resize(es.empty() ? 0 : c->drain(es.data(), es.size()));
-        c->pool = nullptr;
+        n = c->drain(es, kBatch);
         c->unlock();
+        try {
+          give_back_entries(*p, es, n);
+        } catch (...) {
+          // At thread exit nothing can report it; those spans stay cached until the pool goes.
+        }
       }
-      try {
-        give_back_entries(*p, es.data(), es.size());
-      } catch (...) {
-        // At thread exit nothing can report it; the spans stay cached until the pool goes.
-      }
+      c->lock();
+      c->pool = nullptr;
+      c->unlock();
     }
     delete c;
   }
@@ -188,7 +189,7 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
       // A new incarnation: a stale entry for the last one can no longer free it.
       const std::uint64_t inc = got.incarnation + 1;
       spans[got.span].state.store(word(inc, live), std::memory_order_relaxed);
-      c->recents[thread_cache::recent_slot(got.start)] = {got.start, got.span, inc};
+      c->recents[c->recent_slot(got.start)] = {got.start, got.span, inc};
       c->unlock();
       return reinterpret_cast<void*>(got.start);
     }
@@ -292,7 +293,7 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
     }
   }
   c->lock();
-  c->recents[thread_cache::recent_slot(start)] = {start, i, inc};
+  c->recents[c->recent_slot(start)] = {start, i, inc};
   c->unlock();
   return reinterpret_cast<void*>(start);
 }
@@ -309,7 +310,7 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
   thread_cache* c = cache_for(*this);
   {
     c->lock();
-    thread_cache::recent& r = c->recents[thread_cache::recent_slot(start)];
+    thread_cache::recent& r = c->recents[c->recent_slot(start)];
     if (r.start == start) {
       const thread_cache::recent seen = r;
       r = {};
@@ -322,7 +323,7 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
         const std::size_t sz = s.size;
         if (size > sz) {
           s.state.store(word(seen.incarnation, live), std::memory_order_relaxed);
-          c->recents[thread_cache::recent_slot(start)] = seen;
+          c->recents[c->recent_slot(start)] = seen;
           c->unlock();
           throw error(errc::invalid_value,
                       fmt::format("pool free: {} holds {} bytes, not {}", p, sz, size));

@@ -48,6 +48,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -537,17 +538,27 @@ struct alignas(64) thread_cache {  // a line of its own: no false sharing betwee
     std::uint32_t span = kNone;
     std::uint64_t incarnation = 0;  // the span's when this thread was handed it
   };
-  /// Direct-mapped by address: 4,096 so that 1,024 live pieces at any regular stride each keep
-  /// a slot (Fibonacci hashing spreads an arithmetic sequence evenly).
+  /// Direct-mapped by address over the pool's alignment (pieces start at least that far
+  /// apart): 4,096 slots, so that 1,024 live pieces at a regular stride of one to 256 alignment
+  /// units each keep a slot of their own (Fibonacci hashing spreads an arithmetic sequence).
   static constexpr int kRecentBits = 12, kRecent = 1 << kRecentBits;
-  static int recent_slot(std::uintptr_t p) {
-    return static_cast<int>((p >> 8) * 0x9e3779b97f4a7c15ull >> (64 - kRecentBits));
+  static int recent_slot(std::uintptr_t p, int alignment_shift) {
+    return static_cast<int>((p >> alignment_shift) * 0x9e3779b97f4a7c15ull >> (64 - kRecentBits));
   }
+  int recent_slot(std::uintptr_t p) const { return recent_slot(p, recent_shift); }
+  int recent_shift = 8;  ///< log2 of the pool's alignment (set when the cache is made)
   recent recents[kRecent];
 
   void lock() noexcept {
-    while (busy.exchange(true, std::memory_order_acquire)) {
-      // Only trim, destroy or a thread's exit contend: short sections.
+    // Only a flush, trim, destroy, fork or a thread's exit contend, for one batch at most.
+    for (int spins = 0; busy.exchange(true, std::memory_order_acquire); ++spins) {
+      if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();  // the holder may be descheduled (one core)
+      }
     }
   }
   void unlock() noexcept { busy.store(false, std::memory_order_release); }
@@ -622,8 +633,8 @@ struct alignas(64) thread_cache {  // a line of its own: no false sharing betwee
         i = next;
       }
     }
-    if (all)
-      for (recent& r : recents) r = {};
+    // The recents stay: each is checked against its span's incarnation when used, and those
+    // of pieces still live keep their frees off the arena.
     return n;
   }
   /// Forgets every entry (the pool is going, and its pieces with its blocks).
