@@ -100,7 +100,7 @@ dstatus enable_locked(int device, int peer, unsigned flags) {
     if (gpu.can_access_peer(device, peer, &can).ok() && can == 0) {
       st.code = errc::peer_access_unsupported;
       st.detail = fmt::format("device {} cannot reach device {}{}{}", device, peer,
-                              st.detail.empty() ? "" : ": ", st.detail);
+                              st.detail.empty() ? "" : ": ", st.detail.view());
     }
   }
   return st;

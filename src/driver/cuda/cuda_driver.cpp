@@ -912,7 +912,7 @@ class cuda_driver final : public driver {
       if (r == CUDA_ERROR_UNKNOWN || r == CUDA_ERROR_INVALID_VALUE) {
         st.code = errc::invalid_value;
         st.detail = fmt::format("fd {} is not a descriptor of CUDA shareable memory ({})", fd,
-                                st.detail);
+                                st.detail.view());
       }
       return st;
     }

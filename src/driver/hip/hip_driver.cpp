@@ -396,7 +396,8 @@ class hip_driver final : public driver {
     // device cannot reach the peer (REFERENCE.md); say so, keeping the native code.
     if (s.native == hipErrorInvalidDevice) {
       s.code = errc::peer_access_unsupported;
-      s.detail = fmt::format("device {} cannot access device {} ({})", device, peer, s.detail);
+      s.detail = fmt::format("device {} cannot access device {} ({})", device, peer,
+                             s.detail.view());
     }
     return s;
   }
