@@ -127,6 +127,12 @@ if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
   for at in arrive exchange open fence destroy; do
     run "${mpi_run[@]}" 3 2 "$BIN/memarea_mpi_tests" kill "$at"
   done
+  run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_tests" late
+  run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_tests" mismatch
+  run "${mpi_run[@]}" 3 3 "$BIN/memarea_mpi_tests" records
+  run "${mpi_run[@]}" 3 3 "$BIN/memarea_mpi_tests" bad_record
+  run "${mpi_run[@]}" 3 3 "$BIN/memarea_mpi_tests" version
+  run env MEMAREA_MPI_TEST_NODES=2 "${mpi_run[@]}" 4 4 "$BIN/memarea_mpi_tests" window
   run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_c_test"
   run "${mpi_run[@]}" 2 exit "$BIN/example_mpi_halo" --steps 100
   # The bench lets MPI choose its own transports (a CUDA-aware Open MPI needs its smcuda BTL).
@@ -135,6 +141,27 @@ if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
   section "MPI bench on CUDA (memarea-bench-mpi, 2 ranks)"
   run "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -np 2 "$BIN/memarea-bench-mpi" --reps 30 \
       --json "$RES/bench-mpi.json"
+  # Opt-in (MEMAREA_SUITE_MPS=1): the bench again with both ranks as clients of a CUDA MPS
+  # server, which runs the processes' work in one GPU context instead of switching between
+  # their contexts. The daemon is this run's own (pipe and log directories under $RES), and
+  # is told to quit afterwards; the card's settings are not touched.
+  if [ "${MEMAREA_SUITE_MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+    section "MPI bench on CUDA under MPS (opt-in experiment)"
+    mps_dir=$(mktemp -d /tmp/memarea-mps.XXXXXX)
+    export CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if timeout 20 nvidia-cuda-mps-control -d; then
+      run timeout 240 "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -x CUDA_MPS_PIPE_DIRECTORY \
+          -x CUDA_MPS_LOG_DIRECTORY -np 2 "$BIN/memarea-bench-mpi" --quick \
+          --json "$RES/bench-mpi-mps.json"
+      echo quit | timeout 20 nvidia-cuda-mps-control || echo "MPS: quit failed" | tee -a "$LOG"
+      cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$RES/mps-control.log" 2>/dev/null || true
+    else
+      echo "MPS: the control daemon did not start" | tee -a "$LOG"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    rm -rf "$mps_dir"
+  fi
 else
   section "MPI windows"
   echo "NOT RUN: no $BIN/memarea_mpi_tests (MPI not found at build time) or no mpirun here" | tee -a "$LOG"

@@ -8,14 +8,18 @@
 //    MPI_Sendrecv of the same device buffers: CUDA-aware where the MPI is (MPIX_Query_cuda_support,
 //    looked up at run time), and always staged through pinned host buffers by hand. And the
 //    device's own copy bandwidth: every rank copies the same bytes within its own device at
-//    once, fenced alike. Each step's time is the slowest rank's; the received bytes of every
-//    path are checked against the senders' random data (untimed).
+//    once, fenced alike. Where ranks share a device, also the window with those ranks taking
+//    turns (the GPU runs one process's context at a time). Each step's time is the slowest
+//    rank's; the received bytes of every path are checked against the senders' random data
+//    (untimed).
 //  * window set-up (construction) and destruction time against the number of ranks.
 //  * at 64 KiB per side, after those rows: cold (the process's first halo step through a
 //    window and its first staged MPI_Sendrecv; the first step through each new window or new
 //    buffers), idle-then-warm (one step after every rank paused 70 ms), and a diagnostic split
 //    of the window's step (its copies with a stream synchronize and no barrier; its fence with
-//    no copies; MPI_Barrier for reference), each side by side with the MPI_Sendrecv paths.
+//    no copies; MPI_Barrier for reference; one rank's copies while the others make no device
+//    call; the staged path's device-to-host copy alone), each side by side with the
+//    MPI_Sendrecv paths.
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
@@ -135,6 +139,24 @@ struct halo {
   char* host_send = nullptr;          ///< pinned host staging
   char* host_recv = nullptr;
   memarea::stream* s = nullptr;
+  MPI_Comm node = MPI_COMM_NULL;  ///< the window's node communicator
+  int turn = 0;                   ///< this rank's place among the node ranks on its device
+  int turns = 1;                  ///< the most node ranks that share one device
+
+  /// The window's step where ranks share a device: they take turns, one rank of each device
+  /// copying at a time (ranks of different devices copy at once), each turn ended by the node
+  /// barrier after its copies completed; the last barrier is the fence. The GPU runs one
+  /// process's context at a time: two processes queueing work at once make it switch between
+  /// them.
+  void window_turns() const {
+    for (int t = 0; t < turns; ++t) {
+      if (t == turn) {
+        copies();
+        s->synchronize();
+      }
+      MPI_Barrier(node);
+    }
+  }
 
   /// Into the left neighbour's right halo and the right one's left halo, then the fence.
   void window() const {
@@ -258,6 +280,21 @@ int main(int argc, char** argv) {
     memarea::buffer hsend = pinned.allocate(2 * biggest);
     memarea::buffer hrecv = pinned.allocate(2 * biggest);
     memarea::stream s(win.device());
+    // Each rank's place among the node's ranks on its device, and how many share one device.
+    int turn = 0, turns = 1;
+    {
+      std::vector<int> devs(static_cast<std::size_t>(n));
+      const int mine = win.device();
+      MPI_Allgather(&mine, 1, MPI_INT, devs.data(), 1, MPI_INT, win.node_comm());
+      for (int r = 0; r < n; ++r) {
+        const int on_dev = static_cast<int>(std::count(devs.begin(), devs.begin() + r + 1, devs[static_cast<std::size_t>(r)]));
+        turns = std::max(turns, on_dev);
+        if (r == me) turn = on_dev - 1;
+      }
+    }
+    // The window's node communicator, for the turns' barriers (the fresh windows below set
+    // their own).
+    MPI_Comm node_c = win.node_comm();
     auto* halo_mem = static_cast<char*>(win.local());
     auto* rb = static_cast<char*>(recv.data());
     auto make_halo = [&](std::size_t side) {
@@ -270,6 +307,9 @@ int main(int argc, char** argv) {
       h.host_send = static_cast<char*>(hsend.data());
       h.host_recv = static_cast<char*>(hrecv.data());
       h.s = &s;
+      h.node = node_c;
+      h.turn = turn;
+      h.turns = turns;
       return h;
     };
     if (g_rank == 0) {
@@ -313,6 +353,7 @@ int main(int argc, char** argv) {
       auto data = send_data(g_rank, side);
       memarea::copy(h.send, data.data(), 2 * side);
       auto via_window = [&] { h.window(); };
+      auto via_turns = [&] { h.window_turns(); };
       auto via_staged = [&] { h.staged(); };
       auto via_aware = [&] { h.aware(); };
       auto device_copy = [&] { h.device_copy(); };
@@ -325,6 +366,12 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       via_window();
       check("window", halo_mem);
+      if (turns > 1) {
+        clear(halo_mem, side);
+        MPI_Barrier(MPI_COMM_WORLD);
+        via_turns();
+        check("window, in turns", halo_mem);
+      }
       clear(rb, side);
       via_staged();
       check("staged MPI_Sendrecv", rb);
@@ -335,12 +382,13 @@ int main(int argc, char** argv) {
       }
       // Timed, in turns so that drift slows every path alike.
       const int r = side >= (16u << 20) ? std::max(3, reps / 3) : reps;
-      std::vector<double> tw, ts, ta, td;
+      std::vector<double> tw, tt, ts, ta, td;
       for (int i = 0; i < r; ++i) {
         auto one = [&](std::vector<double>& into, const std::function<void()>& f) {
           into.push_back(time_steps(1, MPI_COMM_WORLD, f)[0]);
         };
         one(tw, via_window);
+        if (turns > 1) one(tt, via_turns);
         one(ts, via_staged);
         if (aware) one(ta, via_aware);
         one(td, device_copy);
@@ -351,6 +399,12 @@ int main(int argc, char** argv) {
       if (aware) a = spread_of(ta);
       double best_mpi = aware ? std::min(a.median, st.median) : st.median;
       rows.push_back({g, "window (copies + fence)", "us", w, ratio_text(w.median, best_mpi) + " than the faster MPI_Sendrecv"});
+      spread tts{};
+      if (turns > 1) {
+        tts = spread_of(tt);
+        rows.push_back({g, fmt::format("window, {} ranks a GPU in turns", turns), "us", tts,
+                        ratio_text(tts.median, best_mpi) + " than the faster MPI_Sendrecv"});
+      }
       rows.push_back({g, "MPI_Sendrecv staged by hand", "us", st, ""});
       if (aware) rows.push_back({g, "MPI_Sendrecv CUDA-aware", "us", a, ""});
       rows.push_back({g, "device copy (same bytes, own device)", "us", d,
@@ -360,6 +414,12 @@ int main(int argc, char** argv) {
         double x = best_mpi / w.median;
         verdicts.push_back(fmt::format("64 KiB: window {:.2f}x the faster MPI_Sendrecv (target >= 2x): {}",
                                        x, x >= 2 ? "met" : "missed"));
+        if (turns > 1) {
+          const double xt = best_mpi / tts.median;
+          verdicts.push_back(fmt::format("64 KiB: window, ranks of a GPU in turns, {:.2f}x the "
+                                         "faster MPI_Sendrecv (target >= 2x): {}",
+                                         xt, xt >= 2 ? "met" : "missed"));
+        }
       }
       if (side == (256u << 20)) {
         double x = d.median / w.median;
@@ -415,6 +475,13 @@ int main(int argc, char** argv) {
         };
         auto fence_only = [&] { win.fence(s.get()); };
         auto barrier = [&] { MPI_Barrier(node); };
+        // One rank's copies while the others make no device call (node rank 0's; the others
+        // only meet it in the barrier): what a step's copies cost with the GPU to itself.
+        auto one_rank = [&] {
+          if (me == 0) copies_sync();
+        };
+        // The staged path's first part alone: every rank's device-to-host copy at once.
+        auto staged_d2h = [&] { memarea::copy(h.host_send, h.send, 2 * side); };
         clear(halo_mem, side);
         MPI_Barrier(MPI_COMM_WORLD);
         copies_sync();
@@ -422,12 +489,14 @@ int main(int argc, char** argv) {
         check("window split: copies + stream synchronize", halo_mem);
         fence_only();
         barrier();
-        std::vector<double> pw, pc, pf, pb;
+        std::vector<double> pw, pc, pf, pb, po, pd;
         for (int i = 0; i < reps; ++i) {
           pw.push_back(time_one(MPI_COMM_WORLD, via_window));
           pc.push_back(time_one(MPI_COMM_WORLD, copies_sync));
           pf.push_back(time_one(MPI_COMM_WORLD, fence_only));
           pb.push_back(time_one(MPI_COMM_WORLD, barrier));
+          po.push_back(time_one(MPI_COMM_WORLD, one_rank));
+          pd.push_back(time_one(MPI_COMM_WORLD, staged_d2h));
         }
         const std::string sg = "64 KiB window step, diagnostic";
         auto whole = spread_of(pw);
@@ -442,6 +511,11 @@ int main(int argc, char** argv) {
                          share(pfs) + "; moves no bytes"});
         extra.push_back({sg, "MPI_Barrier of node_comm() (reference)", "us", pbs,
                          share(pbs) + "; moves no bytes"});
+        const auto pos = spread_of(po), pds = spread_of(pd);
+        extra.push_back({sg, "node rank 0's copies + sync, others idle", "us", pos,
+                         share(pos) + "; the GPU to one process"});
+        extra.push_back({sg, "staged path's device-to-host copy alone", "us", pds,
+                         share(pds) + "; every rank at once, 2 x 64 KiB each"});
       }
     }
     win.destroy();
@@ -458,6 +532,7 @@ int main(int argc, char** argv) {
         mm::shared_window w(MPI_COMM_WORLD, 2 * side);
         halo h = make_halo(side);
         h.win = &w;
+        h.node = w.node_comm();
         clear(w.local(), side);
         fw.push_back(time_one(MPI_COMM_WORLD, [&] { h.window(); }));
         check_halos(h, expect, "window (cold, new window)", static_cast<const char*>(w.local()), failures);
