@@ -114,6 +114,12 @@ for n in $(seq 2 "${MEMAREA_SUITE_IPC_RUNS:-3}"); do
   section "IPC benchmark, run $n of 3"
   run "$BIN/memarea" bench --filter ipc --json "$RES/bench-ipc-$n.json"
 done
+# Where a first import's time goes (docs/ipc.md): the IPC bench once more, quick, with every
+# first open printing its phases (printing slows the opens that print: its rows are not
+# quoted). The phase lines go to ipc-timing.txt too.
+section "IPC first-open phases (MEMAREA_IPC_TIMING=1, quick IPC bench; rows not quoted)"
+run env MEMAREA_IPC_TIMING=1 "$BIN/memarea" bench --filter ipc --quick
+grep "memarea ipc timing:" "$LOG" > "$RES/ipc-timing.txt" || true
 
 # libmemarea_mpi (docs/mpi.md): the sim CI's MPI tests on CUDA with 2 ranks (both on device 0
 # of one GPU; 3 where a rank is killed, so that two survive), the example, then the bench.

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,20 @@ importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
                               v, std::numeric_limits<std::size_t>::max()));
     limit_.store(n);
   }
+  if (const char* v = std::getenv("MEMAREA_IPC_TIMING"); v && *v) {
+    if (std::strcmp(v, "1") != 0 && std::strcmp(v, "0") != 0)
+      throw error(errc::invalid_value,
+                  fmt::format("MEMAREA_IPC_TIMING='{}' is neither 1 (print the phases of each "
+                              "first IPC open to stderr) nor 0; fix it or unset it",
+                              v));
+    timing_ = v[0] == '1';
+  }
+}
+
+void importer::phase_times::stamp(phase p) noexcept {
+  ns[p] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::steady_clock::now().time_since_epoch())
+              .count();
 }
 
 void* importer::open(const wire& w, int device, std::uint64_t self) {
@@ -106,7 +121,11 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
 }
 
 void* importer::open_new_locked(const key& k, const wire& w, int device, std::uint64_t self) {
+  phase_times times;
+  phase_times* t = timing_ ? &times : nullptr;
+  if (t) t->stamp(phase_times::start);
   source& src = source_locked(w);  // throws invalid_handle for gone exporters
+  if (t) t->stamp(phase_times::source);
   entry e;
   e.slot = w.slot;
   e.pid = w.pid;
@@ -130,9 +149,10 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
       throw mismatch(w);
     }
   }
+  if (t) t->stamp(phase_times::registered);
   mapping* m = nullptr;
   try {
-    m = &map_locked(src, w, device);
+    m = &map_locked(src, w, device, t);
   } catch (...) {
     unregister_locked(e);
     release_source_locked(src);
@@ -151,7 +171,12 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     if (w.offset >= e.end || opened != opened_.end()) throw mismatch(w);
     auto pos = entries_.emplace(k, e).first;
     added = true;
-    return hand_out_locked(k, pos->second, p, opened);
+    void* out = hand_out_locked(k, pos->second, p, opened);
+    if (t) {
+      t->stamp(phase_times::end);
+      print_phases(*t, w);
+    }
+    return out;
   } catch (...) {
     if (added) entries_.erase(k);
     if (--m->entries == 0) unmap_locked(*m);
@@ -161,7 +186,30 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   }
 }
 
-importer::mapping& importer::map_locked(source& src, const wire& w, int device) {
+void importer::print_phases(const phase_times& t, const wire& w) noexcept {
+  using P = phase_times;
+  auto us = [&](P::phase a, P::phase b) { return static_cast<double>(t.ns[b] - t.ns[a]) / 1e3; };
+  const P::phase mapped = t.new_mapping ? P::recorded : P::registered;
+  try {
+    const std::string line = fmt::format(
+        "memarea ipc timing: first open of buffer {} of process {}: exporter's segment and "
+        "lease {:.1f} us, register {:.1f} us, {}, hand out {:.1f} us, total {:.1f} us\n",
+        w.buffer_id, w.pid, us(P::start, P::source), us(P::source, P::registered),
+        t.new_mapping
+            ? fmt::format("driver open {:.1f} us, driver's size query {:.1f} us, registry "
+                          "{:.1f} us",
+                          us(P::registered, P::driver_open), us(P::driver_open, P::pointer_query),
+                          us(P::pointer_query, P::recorded))
+            : std::string("mapping of its allocation open already"),
+        us(mapped, P::end), us(P::start, P::end));
+    (void)!::write(2, line.data(), line.size());
+  } catch (...) {
+    // Diagnostics only: out of memory for the line changes nothing.
+  }
+}
+
+importer::mapping& importer::map_locked(source& src, const wire& w, int device,
+                                        phase_times* t) {
   // A mapping of this exporter's made with the same driver handle serves every buffer of that
   // allocation (a pool block's sub-allocations): one driver open per allocation.
   const std::uint64_t digest = native_digest(w.native);
@@ -173,7 +221,11 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device) 
     sweep_cache_locked();
     known = find_mapping_locked(src, w, digest);
   }
-  if (known) return *known;
+  if (known) {
+    if (t) t->ns[phase_times::driver_open] = t->ns[phase_times::pointer_query] = 0;
+    return *known;
+  }
+  if (t) t->new_mapping = true;
   auto& sys = system::get();
   // What may throw, first: nothing is open yet.
   mappings_.reserve(mappings_.size() + 1);
@@ -193,6 +245,7 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device) 
                                 w.pid, device));
   }
   driver_opens_.fetch_add(1, std::memory_order_relaxed);
+  if (t) t->stamp(phase_times::driver_open);
   // A mapping the driver has open already under another handle (a handle carrying bytes that
   // name an allocation open under other bytes) is refused: each mapping holds one driver
   // reference, closed once.
@@ -208,12 +261,14 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device) 
   m.size = sys.gpu().pointer_query(base, &pi).ok() && pi.base == base && pi.size != 0
                ? pi.size
                : at(src.seg->slot[w.slot].end).load();
+  if (t) t->stamp(phase_times::pointer_query);
   try {
     record r = imported_record(base, m.size, device);
     allocations().insert(r);
     m.record_id = r.id;
     mapping& placed = mappings_.emplace(base, m).first->second;  // reserved: cannot throw
     by_digest_.emplace(digest, base);
+    if (t) t->stamp(phase_times::recorded);
     return placed;
   } catch (...) {
     if (m.record_id) erase_record(base, m.record_id);

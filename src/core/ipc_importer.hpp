@@ -22,7 +22,7 @@ namespace memarea::detail::ipc_internal {
 
 class importer {
  public:
-  /// Reads MEMAREA_IPC_CACHE_LIMIT (invalid_value when malformed).
+  /// Reads MEMAREA_IPC_CACHE_LIMIT and MEMAREA_IPC_TIMING (invalid_value when malformed).
   importer();
   importer(const importer&) = delete;
   importer& operator=(const importer&) = delete;
@@ -108,6 +108,18 @@ class importer {
   };
   using entry_map = std::unordered_map<key, entry, key_hash>;
 
+  /// Where a first open's time went (MEMAREA_IPC_TIMING=1): steady-clock stamps at each
+  /// phase's end, printed to stderr once the open succeeded. Diagnostics only: off, it costs
+  /// a first open one test of a flag per phase, and a re-open nothing.
+  struct phase_times {
+    enum phase { start, source, registered, driver_open, pointer_query, recorded, end, kCount };
+    std::int64_t ns[kCount] = {};
+    bool new_mapping = false;
+    void stamp(phase p) noexcept;
+  };
+
+  /// Prints t's phases of the first open of w's buffer to stderr (one line).
+  static void print_phases(const phase_times& t, const wire& w) noexcept;
   void* open_new_locked(const key& k, const wire& w, int device, std::uint64_t self);
   bool register_locked(entry& e, const wire& w, std::uint64_t self);
   void unregister_locked(entry& e);
@@ -115,7 +127,7 @@ class importer {
   void* hand_out_locked(const key& k, entry& e, void* p,
                         std::unordered_map<void*, opened_ptr>::iterator it);
   /// The mapping of w's driver allocation: one made for another buffer of it, or a new one.
-  mapping& map_locked(source& src, const wire& w, int device);
+  mapping& map_locked(source& src, const wire& w, int device, phase_times* t);
   /// The mapping of src's made with w's driver handle bytes, or null.
   mapping* find_mapping_locked(const source& src, const wire& w, std::uint64_t digest);
   void unmap_locked(mapping& m);
@@ -145,6 +157,7 @@ class importer {
   std::list<key> spare_lru_;
   std::vector<std::unordered_map<void*, opened_ptr>::node_type> spare_opened_;
   std::atomic<std::size_t> limit_{64};
+  bool timing_ = false;  ///< MEMAREA_IPC_TIMING=1: print each first open's phases
 };
 
 }  // namespace memarea::detail::ipc_internal

@@ -571,6 +571,48 @@ TEST(IpcProcess, CacheLimitFromTheEnvironment) {
   EXPECT_EQ(ipc::cache_limit(), own_limit) << "this process's bound is its own";
 }
 
+TEST(IpcProcess, TimingOfFirstOpensFromTheEnvironment) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  // MEMAREA_IPC_TIMING=1 prints one line per first open (a new mapping) to stderr, with the
+  // phases; 0 or unset prints nothing; anything else fails every IPC call of that process.
+  buffer b = area(0).allocate(4096);
+  const std::string hx = hex(ipc::export_handle(b.data()));
+  auto run = [&](std::optional<std::string> value) {
+    child c({"lru", hx, hx}, -1, {{"MEMAREA_IPC_TIMING", std::move(value)}}, true);
+    std::vector<std::string> lines;
+    for (std::string l = c.line(); l != "<eof>"; l = c.line()) lines.push_back(l);
+    return std::make_pair(lines, c.wait());
+  };
+  {
+    auto [lines, rc] = run("1");
+    EXPECT_EQ(rc, 0);
+    ASSERT_EQ(lines.size(), 2u) << "one timing line (the second open finds the mapping)";
+    const std::string& t = lines[0];
+    EXPECT_EQ(t.rfind("memarea ipc timing: first open of buffer ", 0), 0u) << t;
+    for (const char* part : {"exporter's segment and lease", "register", "driver open",
+                             "driver's size query", "registry", "hand out", "total"})
+      EXPECT_NE(t.find(part), std::string::npos) << part << " in " << t;
+    EXPECT_NE(t.find("of process " + std::to_string(getpid())), std::string::npos) << t;
+    EXPECT_EQ(lines[1], "limit=64 cached=11");
+  }
+  for (std::optional<std::string> quiet : {std::optional<std::string>("0"),
+                                           std::optional<std::string>(""),
+                                           std::optional<std::string>()}) {
+    auto [lines, rc] = run(quiet);
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(lines, std::vector<std::string>{"limit=64 cached=11"}) << "nothing printed";
+  }
+  for (const char* bad : {"2", "yes", " 1", "1 ", "01", "true"}) {
+    SCOPED_TRACE(std::string("MEMAREA_IPC_TIMING='") + bad + "'");
+    auto [lines, rc] = run(bad);
+    EXPECT_EQ(rc, 2);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back().rfind("MEMAREA_ERROR_INVALID_VALUE ", 0), 0u) << lines.back();
+    EXPECT_NE(lines.back().find("MEMAREA_IPC_TIMING"), std::string::npos) << lines.back();
+  }
+}
+
 TEST(IpcProcess, FreeWhileImportedIsDeferredUntilTheLastClose) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();

@@ -104,7 +104,9 @@ inline std::vector<std::string> environment_with(const env_changes& changes) {
 /// A helper process with its stdin and stdout piped to us.
 class child {
  public:
-  explicit child(std::vector<std::string> args, int keep_fd = -1, const env_changes& env = {}) {
+  /// merge_stderr: the child's stderr goes to the same pipe as its stdout (what line() reads).
+  explicit child(std::vector<std::string> args, int keep_fd = -1, const env_changes& env = {},
+                 bool merge_stderr = false) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     // Built before fork: the child only calls async-signal-safe functions until execve.
@@ -120,6 +122,7 @@ class child {
     if (pid_ == 0) {
       dup2(in[0], 0);
       dup2(out[1], 1);
+      if (merge_stderr) dup2(out[1], 2);
       if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
       execve(kHelper, argv.data(), envp.data());
       _exit(127);
