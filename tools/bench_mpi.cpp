@@ -482,6 +482,19 @@ int main(int argc, char** argv) {
         };
         // The staged path's first part alone: every rank's device-to-host copy at once.
         auto staged_d2h = [&] { memarea::copy(h.host_send, h.send, 2 * side); };
+        // What makes a step slow where processes share a GPU: the window's copies on the
+        // device's default stream (memarea::copy, synchronous); the same bytes device to host
+        // on the window's stream; device to device within the rank's own memory on the
+        // default stream. Every rank at once.
+        auto window_default_stream = [&] {
+          memarea::copy(static_cast<char*>(win.remote(left)) + side, h.send, side);
+          memarea::copy(win.remote(right), h.send + side, side);
+        };
+        auto d2h_on_stream = [&] {
+          memarea::copy_async(h.host_send, h.send, 2 * side, s);
+          s.synchronize();
+        };
+        auto d2d_default_stream = [&] { memarea::copy(h.recv, h.send, 2 * side); };
         clear(halo_mem, side);
         MPI_Barrier(MPI_COMM_WORLD);
         copies_sync();
@@ -489,7 +502,7 @@ int main(int argc, char** argv) {
         check("window split: copies + stream synchronize", halo_mem);
         fence_only();
         barrier();
-        std::vector<double> pw, pc, pf, pb, po, pd;
+        std::vector<double> pw, pc, pf, pb, po, pd, pwd, pds2, pdd;
         for (int i = 0; i < reps; ++i) {
           pw.push_back(time_one(MPI_COMM_WORLD, via_window));
           pc.push_back(time_one(MPI_COMM_WORLD, copies_sync));
@@ -497,6 +510,9 @@ int main(int argc, char** argv) {
           pb.push_back(time_one(MPI_COMM_WORLD, barrier));
           po.push_back(time_one(MPI_COMM_WORLD, one_rank));
           pd.push_back(time_one(MPI_COMM_WORLD, staged_d2h));
+          pwd.push_back(time_one(MPI_COMM_WORLD, window_default_stream));
+          pds2.push_back(time_one(MPI_COMM_WORLD, d2h_on_stream));
+          pdd.push_back(time_one(MPI_COMM_WORLD, d2d_default_stream));
         }
         const std::string sg = "64 KiB window step, diagnostic";
         auto whole = spread_of(pw);
@@ -516,6 +532,13 @@ int main(int argc, char** argv) {
                          share(pos) + "; the GPU to one process"});
         extra.push_back({sg, "staged path's device-to-host copy alone", "us", pds,
                          share(pds) + "; every rank at once, 2 x 64 KiB each"});
+        const auto pwds = spread_of(pwd), pds2s = spread_of(pds2), pdds = spread_of(pdd);
+        extra.push_back({sg, "window's copies on the default stream", "us", pwds,
+                         share(pwds) + "; memarea::copy, every rank at once, no barrier"});
+        extra.push_back({sg, "device-to-host on the window's stream", "us", pds2s,
+                         share(pds2s) + "; copy_async + synchronize, every rank at once"});
+        extra.push_back({sg, "own device-to-device, default stream", "us", pdds,
+                         share(pdds) + "; memarea::copy, every rank at once"});
       }
     }
     win.destroy();
