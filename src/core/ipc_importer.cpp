@@ -1,6 +1,7 @@
 #include "core/ipc_importer.hpp"
 
 #include "base/fresh_mmap.hpp"
+#include "base/lease.hpp"
 #include "core/area_impl.hpp"
 #include "core/ipc_exporter.hpp"
 #include "core/ipc_impl.hpp"
@@ -56,6 +57,12 @@ void erase_record(void* base, std::uint64_t id) {
 
 importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
   spare_opened_.reserve(kSpareNodes);
+  // The tables' first buckets now (the background thread makes the importer ahead of the
+  // first import), not inside a first import.
+  entries_.reserve(kSpareNodes);
+  mappings_.reserve(kSpareNodes);
+  by_digest_.reserve(kSpareNodes);
+  opened_.reserve(kSpareNodes);
   if (const char* v = std::getenv("MEMAREA_IPC_CACHE_LIMIT"); v && *v) {
     // Digits only: no sign, spaces or suffix (strtoull would wrap "-1" and skip spaces).
     std::size_t n = 0;
@@ -124,7 +131,7 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   phase_times times;
   phase_times* t = timing_ ? &times : nullptr;
   if (t) t->stamp(phase_times::start);
-  source& src = source_locked(w);  // throws invalid_handle for gone exporters
+  source& src = source_locked(w, t);  // throws invalid_handle for gone exporters
   if (t) t->stamp(phase_times::source);
   entry e;
   e.slot = w.slot;
@@ -153,6 +160,12 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   mapping* m = nullptr;
   try {
     m = &map_locked(src, w, device, t);
+  } catch (const error&) {
+    unregister_locked(e);
+    release_source_locked(src);
+    // The driver refused: an exporter that died (its lease not tested yet) is said so.
+    if (lease::test_owner(w.owner) == lease::holder::gone) throw exited(w);
+    throw;
   } catch (...) {
     unregister_locked(e);
     release_source_locked(src);
@@ -191,10 +204,19 @@ void importer::print_phases(const phase_times& t, const wire& w) noexcept {
   auto us = [&](P::phase a, P::phase b) { return static_cast<double>(t.ns[b] - t.ns[a]) / 1e3; };
   const P::phase mapped = t.new_mapping ? P::recorded : P::registered;
   try {
+    const std::string segment =
+        t.ns[P::seg_read] ? fmt::format("exporter's segment {:.1f} us (shm_open {:.1f}, fstat "
+                                        "mmap close {:.1f}, first read {:.1f}, rest {:.1f})",
+                                        us(P::start, P::source), us(P::start, P::seg_opened),
+                                        us(P::seg_opened, P::seg_mapped),
+                                        us(P::seg_mapped, P::seg_read),
+                                        us(P::seg_read, P::source))
+                          : fmt::format("exporter's segment mapped already {:.1f} us",
+                                        us(P::start, P::source));
     const std::string line = fmt::format(
-        "memarea ipc timing: first open of buffer {} of process {}: exporter's segment and "
-        "lease {:.1f} us, register {:.1f} us, {}, hand out {:.1f} us, total {:.1f} us\n",
-        w.buffer_id, w.pid, us(P::start, P::source), us(P::source, P::registered),
+        "memarea ipc timing: first open of buffer {} of process {}: {}, register {:.1f} us, {}, "
+        "hand out {:.1f} us, total {:.1f} us\n",
+        w.buffer_id, w.pid, segment, us(P::source, P::registered),
         t.new_mapping
             ? fmt::format("driver open {:.1f} us, driver's size query {:.1f} us, registry "
                           "{:.1f} us",
@@ -362,7 +384,10 @@ std::vector<std::pair<std::int32_t, std::uint64_t>> importer::cached_keys() {
 
 void importer::check_exporters() {
   std::lock_guard lock(m_);
-  for (auto& s : sources_) s.known_gone = s.watch->check() || !at(s.seg->owner_alive).load();
+  for (auto& s : sources_) {
+    if (!s.watch) s.watch = std::make_unique<exporter_watch>(s.owner);  // tests it once
+    s.known_gone = s.watch->check() || !at(s.seg->owner_alive).load();
+  }
   sweep_cache_locked();
 }
 
@@ -436,7 +461,7 @@ void* importer::hand_out_locked(const key& k, entry& e, void* p,
   return p;
 }
 
-importer::source& importer::source_locked(const wire& w) {
+importer::source& importer::source_locked(const wire& w, phase_times* t) {
   for (auto& s : sources_)
     if (s.owner == w.owner && s.segment_id == w.segment) {
       if (!s.alive()) throw exited(w);
@@ -444,6 +469,7 @@ importer::source& importer::source_locked(const wire& w) {
     }
   const std::string name = segment_name(w.owner, w.segment);
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (t) t->stamp(phase_times::seg_opened);
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT)
@@ -461,19 +487,20 @@ importer::source& importer::source_locked(const wire& w) {
   void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   ::close(fd);
+  if (t) t->stamp(phase_times::seg_mapped);
   if (p == MAP_FAILED)
     throw error(errc::out_of_memory,
                 fmt::format("ipc open: mapping {} failed: {}", name, std::strerror(e)));
   auto* seg = static_cast<segment*>(p);
-  if (at(seg->magic).load() != kSegmentMagic || seg->version != kSegmentVersion ||
-      seg->owner != w.owner) {
+  const bool ours = at(seg->magic).load() == kSegmentMagic;
+  if (t) t->stamp(phase_times::seg_read);
+  if (!ours || seg->version != kSegmentVersion || seg->owner != w.owner) {
     munmap(p, sizeof(segment));
     throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment "
                                                   "(or of another version)",
                                                   name));
   }
-  auto watch = std::make_unique<exporter_watch>(w.owner);
-  if (!at(seg->owner_alive).load() || watch->gone()) {
+  if (!at(seg->owner_alive).load()) {
     // Its objects are removed by the next sweep (the background thread), not here.
     munmap(p, sizeof(segment));
     throw exited(w);
@@ -483,7 +510,6 @@ importer::source& importer::source_locked(const wire& w) {
   s.owner = w.owner;
   s.segment_id = w.segment;
   s.pid = w.pid;
-  s.watch = std::move(watch);
   sources_.push_back(std::move(s));
   return sources_.back();
 }

@@ -69,12 +69,18 @@ class importer {
     std::uint64_t segment_id = 0;
     std::int32_t pid = 0;
     int entries = 0;
+    /// The exporter's lease, kept open. Made by the first check_exporters after the first
+    /// import (the background thread's next tick), not by the import: opening and testing it
+    /// cost a first import three system calls. Until then, an exporter that died is refused
+    /// by the driver's open (the lease is tested then, for the message).
     std::unique_ptr<exporter_watch> watch;
     /// What the last check found (check_exporters, every tick): a re-open reads this local
     /// flag, not the segment's header page. A clean exit is seen at once all the same: the
     /// exporter marks every buffer it still shares freed (the slot a re-open reads anyway).
     bool known_gone = false;
-    bool alive() const noexcept { return at(seg->owner_alive).load() && !watch->gone(); }
+    bool alive() const noexcept {
+      return at(seg->owner_alive).load() && !(watch && watch->gone());
+    }
   };
   /// One driver mapping of another process's allocation, shared by the entries of its buffers.
   struct mapping {
@@ -112,7 +118,19 @@ class importer {
   /// phase's end, printed to stderr once the open succeeded. Diagnostics only: off, it costs
   /// a first open one test of a flag per phase, and a re-open nothing.
   struct phase_times {
-    enum phase { start, source, registered, driver_open, pointer_query, recorded, end, kCount };
+    enum phase {
+      start,
+      seg_opened,  ///< a new exporter's segment: shm_open
+      seg_mapped,  ///< fstat, mmap, close
+      seg_read,    ///< its header's first read (a page fault)
+      source,
+      registered,
+      driver_open,
+      pointer_query,
+      recorded,
+      end,
+      kCount
+    };
     std::int64_t ns[kCount] = {};
     bool new_mapping = false;
     void stamp(phase p) noexcept;
@@ -133,7 +151,7 @@ class importer {
   void unmap_locked(mapping& m);
   void unlink_lru_locked(entry& e);
   void forget_opened_locked(std::unordered_map<void*, opened_ptr>::iterator it);
-  source& source_locked(const wire& w);
+  source& source_locked(const wire& w, phase_times* t = nullptr);
   void release_source_locked(source& s);
   void evict_locked(entry_map::iterator it);
   void trim_locked();

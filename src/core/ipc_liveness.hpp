@@ -4,9 +4,11 @@
 // reused pid cannot pass for a dead process.
 //
 // When it is checked (never by scanning /dev/shm or /proc inside an export, import or close):
-// - an importer tests the exporter's lease once, at its first import from that exporter, and
-//   then memarea's background thread (base/housekeeper.hpp) tests it every tick (50 ms); calls
-//   read the result, one atomic load;
+// - an importer's first import from an exporter reads the segment's flag of a clean exit only;
+//   memarea's background thread (base/housekeeper.hpp) opens the exporter's lease at its next
+//   tick and tests it every tick (50 ms); calls read the result, one atomic load. A handle of an
+//   exporter killed before that tick is refused by the driver's open, after which the import
+//   tests the lease for its message;
 // - an exporter tests its importers' leases in the background thread while a deferred free
 //   waits for them, and in the calls that must count them exactly (importers(), a free under
 //   the refuse policy).

@@ -276,6 +276,48 @@ TEST(IpcLiveness, AReusedPidCannotPassForTheDeadProcess) {
   }
 }
 
+namespace {
+/// How many of this process's descriptors are open on owner's lease.
+int lease_descriptors(std::uint64_t owner) {
+  char want[64];
+  std::snprintf(want, sizeof want, "/dev/shm/memarea-lease-%016llx",
+                static_cast<unsigned long long>(owner));
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    char link[64], target[256];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    const ssize_t len = readlink(link, target, sizeof target - 1);
+    if (len <= 0) continue;
+    target[len] = '\0';
+    if (std::strcmp(target, want) == 0) ++n;
+  }
+  return n;
+}
+}  // namespace
+
+// Issue 14: a first import from an exporter opens no lease (three system calls off the first
+// import): the background thread's next tick opens and tests it, and keeps it open.
+TEST(IpcLiveness, AFirstImportLeavesTheExportersLeaseToTheNextTick) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const std::size_t n = 4096;
+  const std::uint64_t seed = new_seed();
+  child exporter({"export", str(n), str(seed)});
+  const ipc::handle h = ipc::handle::from_hex(exporter.line());
+  const std::uint64_t owner = wire_of(h).owner;
+  fake_clock clock;  // no tick runs unless this test advances the clock
+  ASSERT_EQ(lease_descriptors(owner), 0);
+  void* p = ipc::open(h);
+  EXPECT_EQ(lease_descriptors(owner), 0) << "the import opened the exporter's lease";
+  clock.advance(std::chrono::seconds(1));
+  housekeeper::run_due();
+  EXPECT_EQ(lease_descriptors(owner), 1) << "the tick opens it and keeps it";
+  EXPECT_EQ(holds(p, seed, n), true);
+  ipc::close(p);
+  exporter.close_stdin();
+  EXPECT_EQ(exporter.wait(), 0);
+}
+
 // Issue 14: time is injected. A pause longer than every interval (an hour: past the tick and
 // the sweep) changes nothing for live processes: the cached mapping stays and re-opens without
 // a system call; one tick after the exporter dies, the cache lets go of it.

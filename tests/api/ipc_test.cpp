@@ -84,6 +84,12 @@ TEST(Ipc, SameProcessOpenReturnsTheOriginalPointer) {
   // Flags other than 0 and LAZY are refused.
   void* r = nullptr;
   EXPECT_STATUS(memarea_ipc_open_mem_handle(&r, h.c(), 0x2), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(std::string(memarea_last_error_message()).rfind("memarea_ipc_open_mem_handle: ", 0),
+            0u)
+      << memarea_last_error_message();
+  EXPECT_STATUS(memarea_ipc_open_mem_handle(nullptr, h.c(), 0), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("ptr is NULL"), std::string::npos)
+      << memarea_last_error_message();
   EXPECT_STATUS(memarea_ipc_open_mem_handle(&r, h.c(), 0), MEMAREA_SUCCESS);
   EXPECT_EQ(r, interior);
   EXPECT_STATUS(memarea_ipc_close_mem_handle(r), MEMAREA_SUCCESS);
@@ -590,7 +596,7 @@ TEST(IpcProcess, TimingOfFirstOpensFromTheEnvironment) {
     ASSERT_EQ(lines.size(), 2u) << "one timing line (the second open finds the mapping)";
     const std::string& t = lines[0];
     EXPECT_EQ(t.rfind("memarea ipc timing: first open of buffer ", 0), 0u) << t;
-    for (const char* part : {"exporter's segment and lease", "register", "driver open",
+    for (const char* part : {"exporter's segment", "register", "driver open",
                              "driver's size query", "registry", "hand out", "total"})
       EXPECT_NE(t.find(part), std::string::npos) << part << " in " << t;
     EXPECT_NE(t.find("of process " + std::to_string(getpid())), std::string::npos) << t;

@@ -82,6 +82,11 @@ dstatus sim_driver::ipc_open_handle(int device, const ipc_native_handle& handle,
     *ptr = reinterpret_cast<void*>(it->second);
     return dstatus::success();
   }
+  // As a real driver refuses the handle of a process that has exited (its memory went with
+  // it), even while the dead process's object is still in /dev/shm (until a sweep).
+  if (lease::test_owner(lease::owner_of(name)) == lease::holder::gone) {
+    return fail(errc::invalid_handle, "the process that exported {} has exited", name);
+  }
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
     int e = errno;
