@@ -161,8 +161,14 @@ TEST_F(CudaGpu, CopyMemsetAndPointerQuery) {
   EXPECT_EQ(info.kind, MEMAREA_MEMORY_HOST_PINNED);
   EXPECT_EQ(info.base, host);
   std::printf("pinned host: base %p size %zu device %d\n", info.base, info.size, info.device);
+  void* range_base = nullptr;
+  size_t range_size = 0;
+  ASSERT_OK(d->address_range(static_cast<char*>(dev) + 4096, &range_base, &range_size));
+  EXPECT_EQ(range_base, dev);
+  EXPECT_GE(range_size, size);
   int local = 0;
   EXPECT_EQ(d->pointer_query(&local, &info).code, errc::not_found);
+  EXPECT_EQ(d->address_range(&local, &range_base, &range_size).code, errc::not_found);
   std::vector<char> heap(1 << 16);
   EXPECT_EQ(d->pointer_query(heap.data(), &info).code, errc::not_found);
 

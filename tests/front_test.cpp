@@ -50,6 +50,11 @@ TEST(DriverFront, RefusesBadArgumentsBeforeTheBackend) {
   EXPECT_EQ(d.shareable_import_fd(0, -1, 4096, nullptr).code, errc::invalid_value);
   pointer_info info;
   EXPECT_EQ(d.pointer_query(nullptr, &info).code, errc::not_found);
+  void* base = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(d.address_range(nullptr, &base, &size).code, errc::not_found);
+  EXPECT_EQ(d.address_range(buf.data(), nullptr, &size).code, errc::invalid_value);
+  EXPECT_EQ(d.address_range(buf.data(), &base, nullptr).code, errc::invalid_value);
   // Good arguments reach the backend, which says why it has no devices; a null free is none.
   const dstatus s = d.malloc_device(0, 16, &p);
   EXPECT_EQ(s.code, errc::not_supported);

@@ -92,6 +92,9 @@ TEST(HipDriver, EveryDeviceCallFailsCleanlyWithoutDevices) {
   results.push_back(d->free_managed(nullptr));
   pointer_info info;
   results.push_back(d->pointer_query(host.data(), &info));
+  void* range_base = nullptr;
+  size_t range_size = 0;
+  results.push_back(d->address_range(host.data(), &range_base, &range_size));
 
   int can = -1;
   results.push_back(d->can_access_peer(0, 1, &can));

@@ -148,6 +148,14 @@ TEST(SimDriver, FreeDeviceChecks) {
   EXPECT_EQ(info.kind, MEMAREA_MEMORY_DEVICE);
   EXPECT_EQ(info.device, 0);
   EXPECT_CODE(d->pointer_query(c + 10000 + 4096 * 16, &info), errc::not_found);
+  void* base = nullptr;
+  size_t size = 0;
+  ASSERT_OK(d->address_range(c + 9999, &base, &size));
+  EXPECT_EQ(base, p);
+  EXPECT_EQ(size, 10000u);
+  ASSERT_OK(d->address_range(c, &base, &size));
+  EXPECT_EQ(base, p);
+  EXPECT_CODE(d->address_range(c + 10000 + 4096 * 16, &base, &size), errc::not_found);
   int local = 0;
   EXPECT_CODE(d->free_device(&local), errc::invalid_value);
   void* h = nullptr;
@@ -159,6 +167,7 @@ TEST(SimDriver, FreeDeviceChecks) {
   EXPECT_CODE(d->free_device(p), errc::invalid_value);  // double free
   EXPECT_CODE(d->pointer_query(p, &info), errc::not_found);
   EXPECT_CODE(d->pointer_query(p, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->address_range(p, &base, &size), errc::not_found);
 }
 
 TEST(SimDriver, HostMemoryAndRegistration) {

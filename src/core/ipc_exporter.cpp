@@ -354,12 +354,13 @@ std::unordered_map<std::uint64_t, exporter::exported>::iterator exporter::add_ex
   e.driver_base = r.base;
   e.driver_size = r.size;
   e.device = r.device;
-  pointer_info pi;
-  if (r.made_by != origin::area && gpu.pointer_query(r.base, &pi).ok() && pi.base && pi.size &&
-      static_cast<char*>(pi.base) <= static_cast<char*>(r.base) &&
-      static_cast<char*>(r.base) + r.size <= static_cast<char*>(pi.base) + pi.size) {
-    e.driver_base = pi.base;
-    e.driver_size = pi.size;
+  void* range_base = nullptr;
+  std::size_t range_size = 0;
+  if (r.made_by != origin::area && gpu.address_range(r.base, &range_base, &range_size).ok() &&
+      range_base && range_size && static_cast<char*>(range_base) <= static_cast<char*>(r.base) &&
+      static_cast<char*>(r.base) + r.size <= static_cast<char*>(range_base) + range_size) {
+    e.driver_base = range_base;
+    e.driver_size = range_size;
   }
   check(gpu.ipc_get_handle(e.driver_base, &e.native),
         [&] { return fmt::format("ipc export of {} (device {})", r.base, r.device); });

@@ -279,9 +279,13 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
   m.base = base;
   m.from = &src;
   std::memcpy(m.native, w.native, sizeof m.native);
-  pointer_info pi;
-  m.size = sys.gpu().pointer_query(base, &pi).ok() && pi.base == base && pi.size != 0
-               ? pi.size
+  // The driver's own range of the new mapping (its address-range query: on an H200 the first
+  // one costs 1.3-2.0 us, a first pointer-attribute query 11-23 us).
+  void* range_base = nullptr;
+  std::size_t range_size = 0;
+  m.size = sys.gpu().address_range(base, &range_base, &range_size).ok() && range_base == base &&
+                   range_size != 0
+               ? range_size
                : at(src.seg->slot[w.slot].end).load();
   if (t) t->stamp(phase_times::pointer_query);
   try {

@@ -200,6 +200,12 @@ class driver {
   virtual dstatus free_managed(void* ptr) = 0;
   /// Base, size, kind and device of the allocation containing ptr; not_found when unknown.
   virtual dstatus pointer_query(const void* ptr, pointer_info* info) = 0;
+  /// Base and size of the allocation (or IPC mapping) containing ptr, from the driver's
+  /// address-range bookkeeping alone; not_found when it holds none. Where only the range is
+  /// needed it is much cheaper than pointer_query on a fresh IPC mapping: the first
+  /// cuPointerGetAttributes of one took 11-23 us on an H200, its first cuMemGetAddressRange
+  /// 1.3-2.0 us (bench/experiments/ipc_first_query.cpp, 2026-11-25).
+  virtual dstatus address_range(const void* ptr, void** base, size_t* size) = 0;
 
   // --- peer access ---------------------------------------------------------------------------
   /// 0 for a device and itself; invalid_device for a bad ordinal.

@@ -60,6 +60,12 @@ dstatus driver_front::refuse_query(const pointer_info* info) const {
   return refusal(errc::not_found, "pointer_query: a null pointer is in no allocation");
 }
 
+dstatus driver_front::refuse_range(void** base, size_t* size) const {
+  if (!base) return null_argument("address_range", "base");
+  if (!size) return null_argument("address_range", "size");
+  return refusal(errc::not_found, "address_range: a null pointer is in no allocation");
+}
+
 dstatus driver_front::refuse_copy(const char* what, bool null_pointer, int device) const {
   if (null_pointer) return null_argument(what, "a pointer of a non-empty range");
   return no_such_device(what, device);

@@ -65,6 +65,12 @@ class driver_front {
       return refuse_query(info);
     return backend_->pointer_query(ptr, info);
   }
+  /// A null pointer is not_found, as no allocation holds it.
+  dstatus address_range(const void* ptr, void** base, size_t* size) {
+    if (!base || !size || !ptr) [[unlikely]]
+      return refuse_range(base, size);
+    return backend_->address_range(ptr, base, size);
+  }
 
   // --- peer access ---------------------------------------------------------------------------
   /// A device is not its own peer: 0, answered here so that no vendor can say otherwise.
@@ -154,6 +160,7 @@ class driver_front {
   // The failure paths, out of line so that the inline checks stay a few instructions.
   [[gnu::cold]] dstatus no_such_device(const char* what, int device) const;
   [[gnu::cold]] dstatus refuse_query(const pointer_info* info) const;
+  [[gnu::cold]] dstatus refuse_range(void** base, size_t* size) const;
   [[gnu::cold]] dstatus refuse_copy(const char* what, bool null_pointer, int device) const;
   [[gnu::cold]] dstatus refuse_event(const char* what, native_event e, int device) const;
 

@@ -33,6 +33,9 @@ class unavailable_driver final : public driver {
   dstatus pointer_query(const void*, pointer_info*) override {
     return dstatus{errc::not_found, 0, "", "no GPU backend knows this pointer"};
   }
+  dstatus address_range(const void*, void**, size_t*) override {
+    return dstatus{errc::not_found, 0, "", "no GPU backend knows this pointer"};
+  }
   dstatus can_access_peer(int, int, int*) override { return fail(); }
   dstatus enable_peer_access(int, int, unsigned) override { return fail(); }
   dstatus disable_peer_access(int, int) override { return fail(); }

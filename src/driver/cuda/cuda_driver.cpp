@@ -350,6 +350,24 @@ class cuda_driver final : public driver {
     return {};
   }
 
+  dstatus address_range(const void* ptr, void** base, size_t* size) override {
+    MEMAREA_TRY(check_loaded());
+    ctx_scope scope(cu_);
+    MEMAREA_TRY(enter_any(scope));
+    CUdeviceptr b = 0;
+    size_t n = 0;
+    const CUresult r = cu_.MemGetAddressRange(&b, &n, dptr(ptr));
+    if (r != CUDA_SUCCESS) {
+      dstatus s = fail(r, "cuMemGetAddressRange");
+      // The pointer is not null (the front saw to that): either answer means "not the driver's".
+      if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_VALUE) s.code = errc::not_found;
+      return s;
+    }
+    *base = vptr(b);
+    *size = n;
+    return {};
+  }
+
   // --- peer access -------------------------------------------------------------------------
 
   dstatus can_access_peer(int device, int peer, int* can_access) override {

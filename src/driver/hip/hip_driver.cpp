@@ -314,6 +314,23 @@ class hip_driver final : public driver {
     return call(api_.hipFree(ptr), "hipFree");
   }
 
+  dstatus address_range(const void* ptr, void** base, size_t* size) override {
+    if (auto s = check_available("address_range"); !s.ok()) return s;
+    hipDeviceptr_t b = nullptr;
+    size_t n = 0;
+    const hipError_t e = api_.hipMemGetAddressRange(&b, &n, const_cast<void*>(ptr));
+    if (e == hipErrorInvalidValue || e == hipErrorNotFound) {
+      // Memory HIP does not know (as pointer_query reads ROCm 5's answer).
+      dstatus s = call(e, "hipMemGetAddressRange");
+      s.code = errc::not_found;
+      return s;
+    }
+    if (e != hipSuccess) return call(e, "hipMemGetAddressRange");
+    *base = b;
+    *size = n;
+    return {};
+  }
+
   dstatus pointer_query(const void* ptr, pointer_info* info) override {
     if (auto s = check_available("pointer_query"); !s.ok()) return s;
 

@@ -83,6 +83,7 @@ class sim_driver final : public driver {
   dstatus malloc_managed(int device, size_t size, unsigned attach_flags, void** ptr) override;
   dstatus free_managed(void* ptr) override;
   dstatus pointer_query(const void* ptr, pointer_info* info) override;
+  dstatus address_range(const void* ptr, void** base, size_t* size) override;
 
   dstatus can_access_peer(int device, int peer, int* can_access) override;
   dstatus enable_peer_access(int device, int peer, unsigned flags) override;

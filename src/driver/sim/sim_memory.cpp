@@ -336,6 +336,17 @@ dstatus sim_driver::free_managed(void* ptr) {
   return dstatus::success();
 }
 
+dstatus sim_driver::address_range(const void* ptr, void** base, size_t* size) {
+  std::lock_guard lk(m_);
+  auto it = find_locked(ptr);
+  if (it == allocations_.end()) {
+    return fail(errc::not_found, "{} is not in any sim allocation", fmt::ptr(ptr));
+  }
+  *base = reinterpret_cast<void*>(it->first);
+  *size = it->second.size;
+  return dstatus::success();
+}
+
 dstatus sim_driver::pointer_query(const void* ptr, pointer_info* info) {
   if (!info) return fail(errc::invalid_value, "info is null");
   std::lock_guard lk(m_);
