@@ -150,6 +150,12 @@ TEST_F(CudaGpu, CopyMemsetAndPointerQuery) {
   const auto* b = static_cast<const unsigned char*>(host);
   EXPECT_EQ(b[0], 0x5a);
   EXPECT_EQ(b[size - 1], 0x5a);
+  // memcpy_sync: done when it returns, on a stream and on the default stream.
+  std::vector<unsigned char> pattern(size), back(size);
+  for (size_t i = 0; i < size; ++i) pattern[i] = static_cast<unsigned char>(i * 37 + 11);
+  EXPECT_OK(d->memcpy_sync(dev, pattern.data(), size, 0, s));
+  EXPECT_OK(d->memcpy_sync(back.data(), dev, size, 0, nullptr));
+  EXPECT_EQ(back, pattern);
 
   memarea::detail::pointer_info info;
   ASSERT_OK(d->pointer_query(static_cast<char*>(dev) + 4096, &info));

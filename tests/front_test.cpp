@@ -33,6 +33,7 @@ TEST(DriverFront, RefusesBadArgumentsBeforeTheBackend) {
   EXPECT_EQ(d.get_p2p_attribute(static_cast<memarea_p2p_attribute>(99), 0, 1, &v).code,
             errc::invalid_value);
   EXPECT_EQ(d.memcpy_async(nullptr, buf.data(), 8, 0, nullptr).code, errc::invalid_value);
+  EXPECT_EQ(d.memcpy_sync(buf.data(), nullptr, 8, 0, nullptr).code, errc::invalid_value);
   EXPECT_EQ(d.event_record(nullptr, 0, nullptr).code, errc::invalid_value);
   EXPECT_EQ(d.mem_advise(buf.data(), buf.size(), static_cast<memarea_mem_advice>(42),
                          location::host())

@@ -105,6 +105,7 @@ TEST(HipDriver, EveryDeviceCallFailsCleanlyWithoutDevices) {
 
   std::vector<char> other(4096);
   results.push_back(d->memcpy_async(other.data(), host.data(), 16, 0, nullptr));
+  results.push_back(d->memcpy_sync(other.data(), host.data(), 16, 0, nullptr));
   results.push_back(d->memcpy_peer_async(other.data(), 1, host.data(), 0, 16, 0, nullptr));
   results.push_back(d->memset_async(other.data(), 0, 16, 0, nullptr));
 

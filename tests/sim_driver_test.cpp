@@ -308,11 +308,25 @@ TEST(SimDriver, CopyValidation) {
   EXPECT_CODE(d->memcpy_peer_async(b, 1, a, 0, 16, 9, nullptr), errc::invalid_device);
   EXPECT_CODE(d->memset_async(ca + 4095, 0, 2, 0, nullptr), errc::invalid_value);
   EXPECT_CODE(d->memset_async(nullptr, 0, 2, 0, nullptr), errc::invalid_value);
+  // memcpy_sync: memcpy_async's checks, then the stream is done when it returns.
+  EXPECT_CODE(d->memcpy_sync(ca + 1, host.data(), 4096, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_sync(nullptr, host.data(), 1, 0, nullptr), errc::invalid_value);
+  EXPECT_CODE(d->memcpy_sync(a, host.data(), 1, 2, nullptr), errc::invalid_device);
+  EXPECT_CODE(d->memcpy_sync(a, host.data(), 1, 0, reinterpret_cast<native_stream>(0x10)),
+              errc::invalid_value);
   // memset
   ASSERT_OK(d->memset_async(a, 0xab, 4096, 0, nullptr));
   ASSERT_OK(d->memcpy_async(host.data(), a, 4096, 0, nullptr));
   ASSERT_OK(d->stream_synchronize(0, nullptr));
   for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(static_cast<unsigned char>(host[i]), 0xab);
+  std::vector<unsigned char> pattern(4096), back(4096);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<unsigned char>(i * 37 + 11);
+  native_stream s = nullptr;
+  ASSERT_OK(d->stream_create(0, &s));
+  ASSERT_OK(d->memcpy_sync(a, pattern.data(), 4096, 0, s));  // on a stream
+  ASSERT_OK(d->memcpy_sync(back.data(), a, 4096, 0, nullptr));  // on the default stream
+  EXPECT_EQ(back, pattern);
+  ASSERT_OK(d->stream_destroy(0, s));
   ASSERT_OK(d->free_device(a));
   ASSERT_OK(d->free_device(b));
 }

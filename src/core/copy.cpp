@@ -534,6 +534,14 @@ void copy(void* dst, const void* src, std::size_t n) {
     ts.last = detail::copy_path::host;
     return;
   }
+  // The common case, inline (as copy_async's): no two devices to choose a path between. The
+  // copy and the wait are one driver call.
+  if (!(d.on_device() && r.on_device() && d.device != r.device)) [[likely]] {
+    detail::check(sys.gpu().memcpy_sync(dst, src, n, detail::default_device(d, r), nullptr),
+                  "copy");
+    ts.last = detail::copy_path::driver;
+    return;
+  }
   const auto done = detail::dispatch(sys, dst, d, src, r, n, {-1, nullptr}, false);
   ts.last = done.path;
   detail::check(sys.gpu().stream_synchronize(done.on.device, done.on.native),

@@ -219,6 +219,10 @@ class driver {
   /// Any memory to any memory the driver knows (unified addressing, like cudaMemcpyDefault).
   virtual dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                                native_stream s) = 0;
+  /// memcpy_async, then a wait for stream s: one call into the backend (one context check on
+  /// CUDA) for a synchronous copy, which is on its fixed cost (issue 18).
+  virtual dstatus memcpy_sync(void* dst, const void* src, size_t size, int device,
+                              native_stream s) = 0;
   /// Device memory of one device to another's; the driver stages when peer access is off.
   virtual dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                                     size_t size, int device, native_stream s) = 0;

@@ -86,6 +86,12 @@ class driver_front {
       return refuse_copy("memcpy_async", null_pointer, device);
     return backend_->memcpy_async(dst, src, size, device, s);
   }
+  dstatus memcpy_sync(void* dst, const void* src, size_t size, int device, native_stream s) {
+    const bool null_pointer = size > 0 && (!dst || !src);
+    if (null_pointer || bad_device(device)) [[unlikely]]
+      return refuse_copy("memcpy_sync", null_pointer, device);
+    return backend_->memcpy_sync(dst, src, size, device, s);
+  }
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                             size_t size, int device, native_stream s);
   dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) {

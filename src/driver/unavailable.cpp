@@ -41,6 +41,7 @@ class unavailable_driver final : public driver {
   dstatus disable_peer_access(int, int) override { return fail(); }
   dstatus get_p2p_attribute(memarea_p2p_attribute, int, int, int*) override { return fail(); }
   dstatus memcpy_async(void*, const void*, size_t, int, native_stream) override { return fail(); }
+  dstatus memcpy_sync(void*, const void*, size_t, int, native_stream) override { return fail(); }
   dstatus memcpy_peer_async(void*, int, const void*, int, size_t, int, native_stream) override { return fail(); }
   dstatus memset_async(void*, int, size_t, int, native_stream) override { return fail(); }
   dstatus stream_create(int, native_stream*) override { return fail(); }

@@ -421,6 +421,19 @@ class cuda_driver final : public driver {
     });
   }
 
+  dstatus memcpy_sync(void* dst, const void* src, size_t size, int device,
+                      native_stream s) override {
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    const char* fn = "cuMemcpyAsync";  // on_device names the call that failed after it ran
+    return on_device(device, fn, [&] {
+      const CUresult r = cu_.MemcpyAsync(dptr(dst), dptr(src), size, cu_stream(s));
+      if (r != CUDA_SUCCESS) return r;
+      fn = "cuStreamSynchronize";
+      return cu_.StreamSynchronize(cu_stream(s));
+    });
+  }
+
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t size,
                             int device, native_stream s) override {
     if (!loaded()) [[unlikely]]
@@ -796,10 +809,11 @@ class cuda_driver final : public driver {
 
   /// Runs `call` (which returns a CUresult) in the device's primary context and puts the
   /// thread's previous context back: what ctx_scope and enter() do, with one status made, on
-  /// return, rather than one per step. `fn` names the call for a failure's message. libcuda
-  /// must be loaded and `device` checked.
+  /// return, rather than one per step. `fn` names the call for a failure's message, read after
+  /// `call` returned (a call of two steps names the one that failed). libcuda must be loaded
+  /// and `device` checked.
   template <class Call>
-  dstatus on_device(int device, const char* fn, Call&& call) const {
+  dstatus on_device(int device, const char* const& fn, Call&& call) const {
     CUcontext ctx = retained(device);
     if (!ctx) [[unlikely]] {
       MEMAREA_TRY(primary(device, &ctx));

@@ -439,6 +439,16 @@ class hip_driver final : public driver {
                 "hipMemcpyAsync");
   }
 
+  dstatus memcpy_sync(void* dst, const void* src, size_t size, int device,
+                      native_stream s) override {
+    MEMAREA_HIP_ON_DEVICE(device, "memcpy_sync");
+    if (dstatus st = call(api_.hipMemcpyAsync(dst, src, size, hipMemcpyDefault, as_stream(s)),
+                          "hipMemcpyAsync");
+        !st.ok())
+      return st;
+    return call(api_.hipStreamSynchronize(as_stream(s)), "hipStreamSynchronize");
+  }
+
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                             size_t size, int device, native_stream s) override {
     MEMAREA_HIP_ON_DEVICE(device, "memcpy_peer_async");

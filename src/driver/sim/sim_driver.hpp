@@ -90,6 +90,8 @@ class sim_driver final : public driver {
   dstatus disable_peer_access(int device, int peer) override;
   dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) override;
 
+  dstatus memcpy_sync(void* dst, const void* src, size_t size, int device,
+                      native_stream s) override;
   dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                        native_stream s) override;
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t size,

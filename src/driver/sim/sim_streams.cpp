@@ -99,6 +99,12 @@ dstatus sim_driver::memcpy_async(void* dst, const void* src, size_t size, int de
   return enqueue(st, [dst, src, size] { std::memmove(dst, src, size); });
 }
 
+dstatus sim_driver::memcpy_sync(void* dst, const void* src, size_t size, int device,
+                                native_stream s) {
+  if (auto r = memcpy_async(dst, src, size, device, s); !r.ok()) return r;
+  return stream_synchronize(device, s);
+}
+
 dstatus sim_driver::memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                                       size_t size, int device, native_stream s) {
   if (auto r = check_device(dst_device); !r.ok()) return r;
