@@ -15,6 +15,7 @@
 using memarea::errc;
 using memarea::error;
 using memarea::detail::c_call;
+using memarea::detail::c_call_hot;
 using memarea::detail::require;
 
 namespace memarea::detail {
@@ -155,7 +156,7 @@ memarea_status memarea_mem_get_address_range(void** base, size_t* size, const vo
 }
 
 memarea_status memarea_pointer_get_info(memarea_allocation_info* info, const void* ptr) {
-  return c_call(__func__, [&] {
+  return c_call_hot(__func__, [&] {
     require(info, "info");
     auto i = memarea::lookup(ptr);
     *info = memarea_allocation_info{i.base, i.size, static_cast<memarea_memory_kind>(i.kind),
@@ -164,12 +165,12 @@ memarea_status memarea_pointer_get_info(memarea_allocation_info* info, const voi
 }
 
 memarea_status memarea_memcpy(void* dst, const void* src, size_t size) {
-  return c_call(__func__, [&] { memarea::copy(dst, src, size); });
+  return c_call_hot(__func__, [&] { memarea::copy(dst, src, size); });
 }
 
 memarea_status memarea_memcpy_async(void* dst, const void* src, size_t size,
                                     memarea_stream_t stream) {
-  return c_call(__func__, [&] { memarea::copy_async(dst, src, size, stream); });
+  return c_call_hot(__func__, [&] { memarea::copy_async(dst, src, size, stream); });
 }
 
 }  // extern "C"

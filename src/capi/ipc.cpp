@@ -6,12 +6,13 @@
 #include <memarea/memarea.h>
 
 using memarea::detail::c_call;
+using memarea::detail::c_call_hot;
 using memarea::detail::require;
 
 extern "C" {
 
 memarea_status memarea_ipc_get_mem_handle(memarea_ipc_handle_t* handle, void* ptr) {
-  return c_call(__func__, [&] {
+  return c_call_hot(__func__, [&] {
     require(handle, "handle");
     *handle = memarea::ipc::export_handle(ptr).c();
   });
@@ -19,21 +20,14 @@ memarea_status memarea_ipc_get_mem_handle(memarea_ipc_handle_t* handle, void* pt
 
 memarea_status memarea_ipc_open_mem_handle(void** ptr, memarea_ipc_handle_t handle,
                                            unsigned flags) {
-  // The import hit is a hot path (issue 14: within 10 ns of the C++ call): its success does not
-  // go through c_call's frame; a failure does (the message and the status are made there).
-  if (ptr) [[likely]] {
-    try {
-      *ptr = memarea::detail::ipc_internal::open_bytes(handle.bytes, -1, flags);
-      return MEMAREA_SUCCESS;
-    } catch (...) {
-      return c_call(__func__, [] { throw; });
-    }
-  }
-  return c_call(__func__, [&] { require(ptr, "ptr"); });
+  return c_call_hot(__func__, [&] {
+    require(ptr, "ptr");
+    *ptr = memarea::detail::ipc_internal::open_bytes(handle.bytes, -1, flags);
+  });
 }
 
 memarea_status memarea_ipc_close_mem_handle(void* ptr) {
-  return c_call(__func__, [&] { memarea::ipc::close(ptr); });
+  return c_call_hot(__func__, [&] { memarea::ipc::close(ptr); });
 }
 
 memarea_status memarea_ipc_remove_stale_objects(size_t* removed) {

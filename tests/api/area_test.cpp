@@ -225,6 +225,14 @@ TEST(Lookup, InteriorPointersOfEveryKindAndForeignPointers) {
   EXPECT_STATUS(memarea_mem_get_address_range(&base, nullptr, &local), MEMAREA_ERROR_NOT_FOUND);
   EXPECT_STATUS(memarea_mem_get_address_range(nullptr, nullptr, &local),
                 MEMAREA_ERROR_INVALID_VALUE);
+  // The C lookup's failures (its success skips c_call's frame; its failures do not).
+  memarea_allocation_info c;
+  EXPECT_STATUS(memarea_pointer_get_info(&c, &local), MEMAREA_ERROR_NOT_FOUND);
+  EXPECT_EQ(std::string(memarea_last_error_message()).rfind("memarea_pointer_get_info: ", 0), 0u)
+      << memarea_last_error_message();
+  EXPECT_STATUS(memarea_pointer_get_info(nullptr, &local), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("info is NULL"), std::string::npos)
+      << memarea_last_error_message();
 }
 
 TEST(Copy, RangesPastTheirAllocationAreRefused) {
@@ -236,6 +244,12 @@ TEST(Copy, RangesPastTheirAllocationAreRefused) {
                        errc::invalid_value);
   EXPECT_MEMAREA_ERROR(copy(nullptr, host.data(), 1), errc::invalid_value);
   EXPECT_STATUS(memarea_memcpy(b.data(), nullptr, 4), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(std::string(memarea_last_error_message()).rfind("memarea_memcpy: ", 0), 0u)
+      << memarea_last_error_message();
+  EXPECT_STATUS(memarea_memcpy_async(b.data(), host.data(), 101, nullptr),
+                MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(std::string(memarea_last_error_message()).rfind("memarea_memcpy_async: ", 0), 0u)
+      << memarea_last_error_message();
   EXPECT_STATUS(memarea_memcpy(b.data(), host.data(), 0), MEMAREA_SUCCESS);
   // Unaligned offsets inside the allocation work.
   auto in = random_bytes(61);
