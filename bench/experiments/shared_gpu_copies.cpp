@@ -7,6 +7,9 @@
 //              (a hint to use a copy engine, not the SMs)
 //   d2h        cuMemcpyAsync device->pinned host 2 x 64 KiB, then synchronize
 //   d2d-alone  d2d in process 0 only (process 1 waits at the barrier)
+//   h2d        cuMemcpyHtoDAsync pinned host->device 2 x bytes, then synchronize
+//   staged     device->pinned host->device on the stream (what a window copy staged through the
+//              host would do), then synchronize
 // Each case runs `reps` steps after 20 untimed ones; prints min-median-max in us and checks the
 // copied bytes once per case. libcuda is loaded with dlopen (the CUDA headers only at build):
 //   g++ -std=c++20 -O2 -isystem /usr/local/cuda/include bench/experiments/shared_gpu_copies.cpp
@@ -40,6 +43,7 @@ struct api {
   CUresult (*StreamCreate)(CUstream*, unsigned);
   CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*MemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*MemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*StreamSynchronize)(CUstream);
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
   load(lib, cu.StreamCreate, "cuStreamCreate");
   load(lib, cu.MemcpyAsync, "cuMemcpyAsync");
   load(lib, cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  load(lib, cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
   load(lib, cu.MemcpyHtoD, "cuMemcpyHtoD_v2");
   load(lib, cu.MemcpyDtoH, "cuMemcpyDtoH_v2");
   load(lib, cu.StreamSynchronize, "cuStreamSynchronize");
@@ -145,13 +150,25 @@ int main(int argc, char** argv) {
     ok(cu.MemcpyDtoHAsync(host, src, 2 * bytes, st), "cuMemcpyDtoHAsync");
     ok(cu.StreamSynchronize(st), "cuStreamSynchronize");
   };
-  std::function<void()> f_d2d = d2d, f_ce = d2d_ce, f_d2h = d2h;
+  auto h2d = [&] {
+    ok(cu.MemcpyHtoDAsync(dst, host, 2 * bytes, st), "cuMemcpyHtoDAsync");
+    ok(cu.StreamSynchronize(st), "cuStreamSynchronize");
+  };
+  auto staged = [&] {
+    ok(cu.MemcpyDtoHAsync(host, src, 2 * bytes, st), "cuMemcpyDtoHAsync");
+    ok(cu.MemcpyHtoDAsync(dst, host, 2 * bytes, st), "cuMemcpyHtoDAsync");
+    ok(cu.StreamSynchronize(st), "cuStreamSynchronize");
+  };
+  std::function<void()> f_d2d = d2d, f_ce = d2d_ce, f_d2h = d2h, f_h2d = h2d, f_staged = staged;
   std::vector<std::pair<std::string, std::pair<bool, std::function<void()>*>>> cases = {
       {"d2d", {true, &f_d2d}},
       {"d2d-ce", {true, &f_ce}},
       {"d2h", {true, &f_d2h}},
       {"d2d-alone", {false, &f_d2d}},
       {"d2d-ce-alone", {false, &f_ce}},
+      {"h2d", {true, &f_h2d}},
+      {"staged", {true, &f_staged}},
+      {"staged-alone", {false, &f_staged}},
   };
   int gen = 0;
   for (auto& [name, c] : cases) {
