@@ -93,9 +93,15 @@ void importer::phase_times::stamp(phase p) noexcept {
 
 void* importer::open(const wire& w, int device, std::uint64_t self) {
   const key k{w.owner, w.buffer_id};
-  std::lock_guard lock(m_);
+  std::unique_lock lock(m_);
   auto it = entries_.find(k);
-  if (it == entries_.end()) return open_new_locked(k, w, device, self);
+  if (it == entries_.end()) {
+    std::string timing_line;
+    void* p = open_new_locked(k, w, device, self, timing_line);
+    lock.unlock();
+    if (!timing_line.empty()) (void)!::write(2, timing_line.data(), timing_line.size());
+    return p;
+  }
   // Cached or open already: no system call, whatever time passed since the last open (the
   // background thread keeps the exporter's liveness current).
   entry& e = it->second;
@@ -127,7 +133,8 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
   return hand_out_locked(k, e, p, opened);
 }
 
-void* importer::open_new_locked(const key& k, const wire& w, int device, std::uint64_t self) {
+void* importer::open_new_locked(const key& k, const wire& w, int device, std::uint64_t self,
+                                std::string& timing_line) {
   phase_times times;
   phase_times* t = timing_ ? &times : nullptr;
   if (t) t->stamp(phase_times::start);
@@ -163,7 +170,8 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   } catch (const error&) {
     unregister_locked(e);
     release_source_locked(src);
-    // The driver refused: an exporter that died (its lease not tested yet) is said so.
+    // Refused (by the driver, or a check after its open): an exporter that died (its lease not
+    // tested yet) is said so.
     if (lease::test_owner(w.owner) == lease::holder::gone) throw exited(w);
     throw;
   } catch (...) {
@@ -187,7 +195,7 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     void* out = hand_out_locked(k, pos->second, p, opened);
     if (t) {
       t->stamp(phase_times::end);
-      print_phases(*t, w);
+      timing_line = format_phases(*t, w);
     }
     return out;
   } catch (...) {
@@ -199,7 +207,7 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   }
 }
 
-void importer::print_phases(const phase_times& t, const wire& w) noexcept {
+std::string importer::format_phases(const phase_times& t, const wire& w) noexcept {
   using P = phase_times;
   auto us = [&](P::phase a, P::phase b) { return static_cast<double>(t.ns[b] - t.ns[a]) / 1e3; };
   const P::phase mapped = t.new_mapping ? P::recorded : P::registered;
@@ -213,20 +221,19 @@ void importer::print_phases(const phase_times& t, const wire& w) noexcept {
                                         us(P::seg_read, P::source))
                           : fmt::format("exporter's segment mapped already {:.1f} us",
                                         us(P::start, P::source));
-    const std::string line = fmt::format(
+    return fmt::format(
         "memarea ipc timing: first open of buffer {} of process {}: {}, register {:.1f} us, {}, "
         "hand out {:.1f} us, total {:.1f} us\n",
         w.buffer_id, w.pid, segment, us(P::source, P::registered),
         t.new_mapping
             ? fmt::format("driver open {:.1f} us, driver's size query {:.1f} us, registry "
                           "{:.1f} us",
-                          us(P::registered, P::driver_open), us(P::driver_open, P::pointer_query),
-                          us(P::pointer_query, P::recorded))
+                          us(P::registered, P::driver_open), us(P::driver_open, P::size_query),
+                          us(P::size_query, P::recorded))
             : std::string("mapping of its allocation open already"),
         us(mapped, P::end), us(P::start, P::end));
-    (void)!::write(2, line.data(), line.size());
   } catch (...) {
-    // Diagnostics only: out of memory for the line changes nothing.
+    return {};  // diagnostics only: out of memory for the line changes nothing
   }
 }
 
@@ -244,7 +251,7 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
     known = find_mapping_locked(src, w, digest);
   }
   if (known) {
-    if (t) t->ns[phase_times::driver_open] = t->ns[phase_times::pointer_query] = 0;
+    if (t) t->ns[phase_times::driver_open] = t->ns[phase_times::size_query] = 0;
     return *known;
   }
   if (t) t->new_mapping = true;
@@ -287,7 +294,7 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
                    range_size != 0
                ? range_size
                : at(src.seg->slot[w.slot].end).load();
-  if (t) t->stamp(phase_times::pointer_query);
+  if (t) t->stamp(phase_times::size_query);
   try {
     record r = imported_record(base, m.size, device);
     allocations().insert(r);
@@ -389,7 +396,7 @@ std::vector<std::pair<std::int32_t, std::uint64_t>> importer::cached_keys() {
 void importer::check_exporters() {
   std::lock_guard lock(m_);
   for (auto& s : sources_) {
-    if (!s.watch) s.watch = std::make_unique<exporter_watch>(s.owner);  // tests it once
+    if (!s.watch) s.watch = std::make_unique<exporter_watch>(s.owner);  // opens and tests it
     s.known_gone = s.watch->check() || !at(s.seg->owner_alive).load();
   }
   sweep_cache_locked();

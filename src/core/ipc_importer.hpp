@@ -126,7 +126,7 @@ class importer {
       source,
       registered,
       driver_open,
-      pointer_query,
+      size_query,
       recorded,
       end,
       kCount
@@ -136,9 +136,13 @@ class importer {
     void stamp(phase p) noexcept;
   };
 
-  /// Prints t's phases of the first open of w's buffer to stderr (one line).
-  static void print_phases(const phase_times& t, const wire& w) noexcept;
-  void* open_new_locked(const key& k, const wire& w, int device, std::uint64_t self);
+  /// t's phases of the first open of w's buffer as one line (empty if it cannot be made). The
+  /// caller writes it to stderr once the importer's lock is released: a stderr nobody drains
+  /// must not stall every other IPC call.
+  static std::string format_phases(const phase_times& t, const wire& w) noexcept;
+  /// `timing_line` receives MEMAREA_IPC_TIMING's line, if on.
+  void* open_new_locked(const key& k, const wire& w, int device, std::uint64_t self,
+                        std::string& timing_line);
   bool register_locked(entry& e, const wire& w, std::uint64_t self);
   void unregister_locked(entry& e);
   /// Counts one more open of p (inside e), whose entry in opened_ is it (or end()).

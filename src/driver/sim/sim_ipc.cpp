@@ -75,17 +75,18 @@ dstatus sim_driver::ipc_open_handle(int device, const ipc_native_handle& handle,
                 "device {} cannot reach device {}, where the memory lives", device, p.device);
   }
   std::string name = p.name;
+  // As a real driver refuses the handle of a process that has exited (its memory went with
+  // it), even while the dead process's object is still in /dev/shm (until a sweep). Tested
+  // before the driver's lock: it opens the exporter's lease (system calls).
+  if (lease::test_owner(lease::owner_of(name)) == lease::holder::gone) {
+    return fail(errc::invalid_handle, "the process that exported {} has exited", name);
+  }
   std::lock_guard lk(m_);
   if (auto it = imported_.find(name); it != imported_.end()) {
     auto& a = allocations_.at(it->second);
     ++a.refs;  // same address, as CUDA returns for a second open in one context
     *ptr = reinterpret_cast<void*>(it->second);
     return dstatus::success();
-  }
-  // As a real driver refuses the handle of a process that has exited (its memory went with
-  // it), even while the dead process's object is still in /dev/shm (until a sweep).
-  if (lease::test_owner(lease::owner_of(name)) == lease::holder::gone) {
-    return fail(errc::invalid_handle, "the process that exported {} has exited", name);
   }
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
