@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "driver/cuda/cuda_api.hpp"
+#include "driver/cuda/cuda_context.hpp"
 #include "driver/cuda/cuda_errors.hpp"
 #include "driver/cuda/cuda_values.hpp"
 #include "driver/driver.hpp"
@@ -54,46 +55,7 @@ static_assert(sizeof(CUipcMemHandle) == sizeof(ipc_native_handle),
               "ipc_native_handle must hold a CUipcMemHandle");
 static_assert(sizeof(CUmemGenericAllocationHandle) <= sizeof(std::uint64_t));
 
-/// Makes a context current for one scope and puts the thread's previous one back on every path,
-/// so helper code never leaks a current device. Does nothing when the context is already current.
-class ctx_scope {
- public:
-  explicit ctx_scope(const cuda::api& cu) noexcept : cu_(cu) {}
-  ctx_scope(const ctx_scope&) = delete;
-  ctx_scope& operator=(const ctx_scope&) = delete;
-  ~ctx_scope() {
-    if (switched_) cu_.CtxSetCurrent(previous_);  // nothing useful to do if this fails
-  }
-
-  /// Reads the current context (needed before switching, and by enter_any).
-  CUresult read_current(CUcontext* current) noexcept {
-    CUresult r = cu_.CtxGetCurrent(&previous_);
-    if (r == CUDA_SUCCESS) {
-      have_previous_ = true;
-      *current = previous_;
-    }
-    return r;
-  }
-
-  /// Makes `target` current; the first call remembers what to restore.
-  CUresult enter(CUcontext target) noexcept {
-    if (!have_previous_) {
-      CUcontext ignored;
-      CUresult r = read_current(&ignored);
-      if (r != CUDA_SUCCESS) return r;
-    }
-    if (previous_ == target) return CUDA_SUCCESS;
-    CUresult r = cu_.CtxSetCurrent(target);
-    if (r == CUDA_SUCCESS) switched_ = true;
-    return r;
-  }
-
- private:
-  const cuda::api& cu_;
-  CUcontext previous_ = nullptr;
-  bool have_previous_ = false;
-  bool switched_ = false;
-};
+using cuda::ctx_scope;
 
 // Calls cu<fn>(args...) and returns its translated status from the enclosing function on failure.
 #define MEMAREA_CU(fn, ...)                                                  \
