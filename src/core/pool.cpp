@@ -79,14 +79,14 @@ pool_state* make_pool(int device, unsigned flags, bool host_pool, const memarea_
       std::size_t want = 0;
       {
         std::lock_guard lock(p->m);
-        want = p->plan_block_locked(o.initial_size);
+        want = p->plan_block_locked(o.initial_size, shared_shelf);
       }
       if (!want)
         throw error(errc::out_of_memory, "pool create: the initial size exceeds the maximum");
       const record r = p->allocate_block(want);
       std::lock_guard lock(p->m);
       try {
-        p->add_block_locked(r);
+        p->add_block_locked(r, shared_shelf);
       } catch (...) {
         pool_state::release_blocks({r});
         throw;

@@ -228,13 +228,15 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
         const std::uint16_t tag = tag_for(ns);
         i = take_locked(n, tag);
         if (i == kNone && reclaim_locked(tag)) i = take_locked(n, tag);
-        if (i == kNone) want = plan_block_locked(n);
+        if (i == kNone) want = plan_block_locked(n, shelf_for(n));
         if (i == kNone && want == 0) {
-          // Past the maximum. A stream that freed memory may be idle, its event only just
-          // recorded: up to 100 us for that, in this failing path only.
+          // Past the maximum: the other shelf's room first. A stream that freed memory may be
+          // idle, its event only just recorded: up to 100 us for that, in this failing path
+          // only.
+          i = take_locked(n, tag, true);
           const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
-          while (std::chrono::steady_clock::now() < until) {
-            if (reclaim_locked(tag) && (i = take_locked(n, tag)) != kNone) break;
+          while (i == kNone && std::chrono::steady_clock::now() < until) {
+            if (reclaim_locked(tag) && (i = take_locked(n, tag, true)) != kNone) break;
             std::this_thread::yield();
           }
           if (i == kNone)
@@ -257,14 +259,19 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
         {
           std::lock_guard lock(m);
           growing -= want;
-          if (e.status() != errc::out_of_memory || freed_for_retry) {
-            if (e.status() != errc::out_of_memory) throw;
+          if (e.status() != errc::out_of_memory) throw;
+          // The driver is out of memory: the other shelf's room first.
+          if ((i = take_locked(n, tag_for(ns), true)) != kNone) {
+            start = spans[i].start;
+            inc = spans[i].incarnation();
+            break;
+          }
+          if (freed_for_retry)
             throw error(errc::out_of_memory,
                         fmt::format("pool alloc of {} bytes: {} ({})", size, e.what(),
                                     describe_locked()));
-          }
-          // The driver is out of memory: give back what this pool holds empty (of streams that
-          // have passed their frees: no waiting here), then once more.
+          // Then give back what this pool holds empty (of streams that have passed their
+          // frees: no waiting here), and once more.
           (void)reclaim_locked(0);
           empty = take_empty_blocks_locked(0);
         }
@@ -279,7 +286,7 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
       std::lock_guard lock(m);
       growing -= want;
       try {
-        add_block_locked(r);
+        add_block_locked(r, shelf_for(n));
       } catch (...) {
         release_blocks({r});
         throw;

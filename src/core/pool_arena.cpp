@@ -42,7 +42,7 @@ bool pool_state::reclaim_locked(std::uint16_t except, bool wait) {
       safe_up_to = f.event_seq;
     }
     std::vector<std::uint32_t> ready;
-    for (int c = 0; c < kLists; ++c)
+    for (int c = 0; c < kShelves * kLists; ++c)
       for (std::uint32_t i = f.head[c]; i != kNone; i = spans[i].free_next)
         if (spans[i].freed_seq <= safe_up_to) ready.push_back(i);
     for (std::uint32_t i : ready) {
@@ -54,14 +54,15 @@ bool pool_state::reclaim_locked(std::uint16_t except, bool wait) {
   return moved;
 }
 
-std::size_t pool_state::plan_block_locked(std::size_t n) const {
+std::size_t pool_state::plan_block_locked(std::size_t n, shelf on) const {
   // Every driver's allocation is at least 256-byte aligned (sim and host: page-aligned): only
   // a larger alignment may need room to move the first piece up.
   const std::size_t pad = alignment > 256 ? alignment : 0;
-  // Geometric: each block at least 1/32 of what is reserved (at most 1 GiB), so the
-  // number of blocks grows with the logarithm of the pool's size, and the slack stays small.
-  std::size_t want = round_up(std::max({n + pad, kMinBlock, std::min(reserved / 32, kMaxGrowth)}),
-                              kMinBlock);
+  // Geometric: each block at least 1/32 of what its shelf has reserved (at most 1 GiB), so
+  // the number of blocks grows with the logarithm of the pool's size, and the slack stays
+  // small.
+  std::size_t want = round_up(
+      std::max({n + pad, kMinBlock, std::min(shelf_reserved[on] / 32, kMaxGrowth)}), kMinBlock);
   if (maximum) {
     // Clipped to whole pages: the driver rounds host and managed memory up to one.
     const std::size_t committed = reserved + growing;
@@ -90,10 +91,11 @@ record pool_state::allocate_block(std::size_t want) {
   return r;
 }
 
-void pool_state::add_block_locked(const record& r) {
+void pool_state::add_block_locked(const record& r, shelf on) {
   block b;
   b.base = reinterpret_cast<std::uintptr_t>(r.base);
   b.size = r.size;
+  b.on = on;
   b.rec = r;
   const std::uintptr_t start = round_up(b.base, alignment);
   const std::size_t usable = (b.size - (start - b.base)) & ~(alignment - 1);
@@ -104,10 +106,12 @@ void pool_state::add_block_locked(const record& r) {
   s.size = usable;
   s.phys_prev = s.phys_next = kNone;
   s.freed_seq = 0;
+  s.on = on;
   b.first = i;
   blocks.push_back(b);
   list_insert(i, 0);
   reserved += b.size;
+  shelf_reserved[on] += b.size;
   peak_reserved = std::max(peak_reserved, reserved);
   ++driver_allocations;
 }
@@ -125,6 +129,7 @@ std::vector<record> pool_state::take_empty_blocks_locked(std::size_t keep) {
     drop_span(b.first);
     out.push_back(b.rec);
     reserved -= b.size;
+    shelf_reserved[b.on] -= b.size;
     blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(k));
   }
   return out;
@@ -199,7 +204,7 @@ void pool_retire_stream(int device, native_stream s) {
     const std::uint16_t t = it->second;
     free_lists& f = p->tags[t];
     std::vector<std::uint32_t> pieces;
-    for (int c = 0; c < kLists; ++c)
+    for (int c = 0; c < kShelves * kLists; ++c)
       for (std::uint32_t i = f.head[c]; i != kNone; i = p->spans[i].free_next) pieces.push_back(i);
     for (std::uint32_t i : pieces) {
       p->list_remove(i);

@@ -67,6 +67,19 @@ inline constexpr int kLists = 64 << kSub;
 inline constexpr std::size_t kMinBlock = std::size_t{2} << 20;
 inline constexpr std::size_t kMaxGrowth = std::size_t{1} << 30;
 
+/// Shelves: which blocks a piece comes from. Pieces under kSmallPiece come from blocks of their
+/// own, larger ones from theirs, so that small pieces never cut up the room large ones need:
+/// on REFERENCE.md's mixed trace and five more of its kind (other seeds) that held the peak
+/// reserved at 1.106-1.149x the peak live, against 1.113-1.229x with one shelf
+/// (bench/experiments/pool_fit_model.py). The initial block (pool_options::initial_size)
+/// serves every size: it is the shared shelf, searched first. A shelf grows by its own
+/// blocks; only a pool that may not grow (past its maximum, or the driver out of memory) takes
+/// a piece from the other shelf.
+enum shelf : std::uint8_t { shared_shelf = 0, small_shelf = 1, large_shelf = 2 };
+inline constexpr int kShelves = 3;
+inline constexpr std::size_t kSmallPiece = std::size_t{256} << 10;
+inline shelf shelf_for(std::size_t n) { return n < kSmallPiece ? small_shelf : large_shelf; }
+
 /// exported: live, and shared through IPC; held: freed while another process has it open.
 enum span_state : std::uint8_t { unused = 0, free_span, live, cached, exported, held };
 
@@ -85,6 +98,7 @@ struct alignas(64) span {
   std::uint32_t free_prev = kNone, free_next = kNone;
   std::uint64_t freed_seq = 0;  // the arena's free counter when it was freed (stream order)
   std::uint16_t tag = 0;        // while free: the stream tag whose lists hold it
+  shelf on = shared_shelf;      // its block's shelf
   std::atomic<std::uint64_t> state{unused};
 
   span_state st() const { return static_cast<span_state>(state.load(std::memory_order_relaxed) & 0xff); }
@@ -202,11 +216,11 @@ class start_index {
   std::size_t count_ = 0;
 };
 
-/// One stream tag's free lists.
+/// One stream tag's free lists: kLists classes on each shelf (head[shelf * kLists + class]).
 struct free_lists {
-  std::uint64_t fl_map = 0;
-  std::uint8_t sl_map[64] = {};
-  std::uint32_t head[kLists];
+  std::uint64_t fl_map[kShelves] = {};
+  std::uint8_t sl_map[kShelves][64] = {};
+  std::uint32_t head[kShelves * kLists];
   std::size_t bytes = 0;
   std::size_t spans = 0;
   native_stream stream = nullptr;
@@ -249,11 +263,13 @@ struct pool_state {
     std::uintptr_t base = 0;
     std::size_t size = 0;
     std::uint32_t first = kNone;
+    shelf on = shared_shelf;
     record rec;
   };
   std::vector<block> blocks;
   std::uint64_t free_seq = 0;
   std::size_t reserved = 0, peak_reserved = 0;
+  std::size_t shelf_reserved[kShelves] = {};  // of reserved, each shelf's blocks
   std::size_t handed_bytes = 0, peak_handed = 0;  // live + cached in threads
   std::size_t driver_allocations = 0;
   std::size_t growing = 0;  // bytes being allocated from the driver now (count to the maximum)
@@ -314,13 +330,14 @@ struct pool_state {
     span& s = spans[i];
     free_lists& f = tags[tag];
     const int c = insert_class(s.size);
+    std::uint32_t& head = f.head[s.on * kLists + c];
     s.tag = tag;
     s.free_prev = kNone;
-    s.free_next = f.head[c];
-    if (f.head[c] != kNone) spans[f.head[c]].free_prev = i;
-    f.head[c] = i;
-    f.fl_map |= std::uint64_t{1} << (c >> kSub);
-    f.sl_map[c >> kSub] |= static_cast<std::uint8_t>(1u << (c & ((1 << kSub) - 1)));
+    s.free_next = head;
+    if (head != kNone) spans[head].free_prev = i;
+    head = i;
+    f.fl_map[s.on] |= std::uint64_t{1} << (c >> kSub);
+    f.sl_map[s.on][c >> kSub] |= static_cast<std::uint8_t>(1u << (c & ((1 << kSub) - 1)));
     f.bytes += s.size;
     ++f.spans;
     s.set(free_span);
@@ -329,42 +346,53 @@ struct pool_state {
     span& s = spans[i];
     free_lists& f = tags[s.tag];
     const int c = insert_class(s.size);
+    std::uint32_t& head = f.head[s.on * kLists + c];
     if (s.free_prev != kNone) spans[s.free_prev].free_next = s.free_next;
-    else f.head[c] = s.free_next;
+    else head = s.free_next;
     if (s.free_next != kNone) spans[s.free_next].free_prev = s.free_prev;
-    if (f.head[c] == kNone) {
-      f.sl_map[c >> kSub] &= static_cast<std::uint8_t>(~(1u << (c & ((1 << kSub) - 1))));
-      if (f.sl_map[c >> kSub] == 0) f.fl_map &= ~(std::uint64_t{1} << (c >> kSub));
+    if (head == kNone) {
+      std::uint8_t& sl = f.sl_map[s.on][c >> kSub];
+      sl &= static_cast<std::uint8_t>(~(1u << (c & ((1 << kSub) - 1))));
+      if (sl == 0) f.fl_map[s.on] &= ~(std::uint64_t{1} << (c >> kSub));
     }
     f.bytes -= s.size;
     --f.spans;
     s.free_prev = s.free_next = kNone;
   }
-  /// A free span of tag with size >= n, or kNone. First a few spans of n's own class (those
-  /// fit more tightly: less of the larger spans is cut away), then the first class above.
-  std::uint32_t find_fit(std::uint16_t tag, std::size_t n) const {
+  /// A free span of tag on shelf `on` with size >= n, or kNone. First a few spans of n's own
+  /// class (those fit more tightly: less of the larger spans is cut away), then the first
+  /// class above.
+  std::uint32_t find_fit(std::uint16_t tag, shelf on, std::size_t n) const {
     const free_lists& f = tags[tag];
+    const std::uint32_t* head = f.head + on * kLists;
     int steps = 0;
-    for (std::uint32_t i = f.head[insert_class(n)]; i != kNone && steps < 8;
+    for (std::uint32_t i = head[insert_class(n)]; i != kNone && steps < 8;
          i = spans[i].free_next, ++steps)
       if (spans[i].size >= n) return i;
     const int c = search_class(n);
     int fl = c >> kSub;
-    unsigned sl_map = f.sl_map[fl] & (~0u << (c & ((1 << kSub) - 1)));
+    unsigned sl_map = f.sl_map[on][fl] & (~0u << (c & ((1 << kSub) - 1)));
     if (!sl_map) {
       if (fl >= 63) return kNone;
-      const std::uint64_t fl_map = f.fl_map & (~std::uint64_t{0} << (fl + 1));
+      const std::uint64_t fl_map = f.fl_map[on] & (~std::uint64_t{0} << (fl + 1));
       if (!fl_map) return kNone;
       fl = std::countr_zero(fl_map);
-      sl_map = f.sl_map[fl];
+      sl_map = f.sl_map[on][fl];
     }
-    return f.head[(fl << kSub) | std::countr_zero(sl_map)];
+    return head[(fl << kSub) | std::countr_zero(sl_map)];
   }
 
-  /// Takes n bytes from a free span of tag (or tag 0); kNone when none fits.
-  std::uint32_t take_locked(std::size_t n, std::uint16_t tag) {
-    std::uint32_t i = find_fit(tag, n);
-    if (i == kNone && tag != 0) i = find_fit(0, n);
+  /// Takes n bytes from a free span of tag (or tag 0): on the shared shelf, then on n's own;
+  /// with any_shelf (a pool that may not grow), then on the other one too. kNone when none
+  /// fits.
+  std::uint32_t take_locked(std::size_t n, std::uint16_t tag, bool any_shelf = false) {
+    const shelf own = shelf_for(n);
+    const shelf order[3] = {shared_shelf, own, own == small_shelf ? large_shelf : small_shelf};
+    std::uint32_t i = kNone;
+    for (int k = 0; k < (any_shelf ? 3 : 2) && i == kNone; ++k) {
+      i = find_fit(tag, order[k], n);
+      if (i == kNone && tag != 0) i = find_fit(0, order[k], n);
+    }
     if (i == kNone) return kNone;
     // What may throw comes first, while nothing has changed.
     handed_out.prepare_insert();
@@ -382,6 +410,7 @@ struct pool_state {
       s2.phys_next = r;
       s2.size = n;
       rest.freed_seq = s2.freed_seq;
+      rest.on = s2.on;
       list_insert(r, s2.tag);
     }
     spans[i].state.store(word(spans[i].incarnation() + 1, live), std::memory_order_relaxed);
@@ -452,12 +481,12 @@ struct pool_state {
   /// on a stream whose frees no event covers yet. Returns whether anything moved.
   bool reclaim_locked(std::uint16_t except, bool wait = false);
   /// Bytes of a new block that fits n, or 0 when the maximum forbids one.
-  std::size_t plan_block_locked(std::size_t n) const;
+  std::size_t plan_block_locked(std::size_t n, shelf on) const;
   /// A new block from the driver, registered as the pool's (no lock of the pool held: the
   /// driver's call is slow, and may make memarea's lazily made objects).
   record allocate_block(std::size_t want);
   /// Makes r's memory the pool's.
-  void add_block_locked(const record& r);
+  void add_block_locked(const record& r, shelf on);
   /// Takes empty blocks that every stream may use out of the pool until reserved <= keep.
   std::vector<record> take_empty_blocks_locked(std::size_t keep);
   /// Gives blocks taken out back to the driver (no lock of the pool held).
@@ -470,11 +499,14 @@ struct pool_state {
   std::size_t largest_free_locked() const {
     std::size_t best = 0;
     const free_lists& f = tags[0];
-    if (!f.fl_map) return 0;
-    const int fl = 63 - std::countl_zero(f.fl_map);
-    const int sl = 7 - std::countl_zero(static_cast<std::uint8_t>(f.sl_map[fl]));
-    for (std::uint32_t i = f.head[(fl << kSub) | sl]; i != kNone; i = spans[i].free_next)
-      best = std::max(best, spans[i].size);
+    for (int on = 0; on < kShelves; ++on) {
+      if (!f.fl_map[on]) continue;
+      const int fl = 63 - std::countl_zero(f.fl_map[on]);
+      const int sl = 7 - std::countl_zero(static_cast<std::uint8_t>(f.sl_map[on][fl]));
+      for (std::uint32_t i = f.head[on * kLists + ((fl << kSub) | sl)]; i != kNone;
+           i = spans[i].free_next)
+        best = std::max(best, spans[i].size);
+    }
     return best;
   }
 

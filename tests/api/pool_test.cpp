@@ -386,12 +386,61 @@ TEST(Pool, AlignmentAndInitialSize) {
   EXPECT_GE(p.stats().bytes_reserved, o.initial_size);
   EXPECT_EQ(p.stats().driver_allocations, 1u);
   std::vector<void*> xs;
-  for (std::size_t n : {1, 100, 5000, 70000}) {
+  // Small and large pieces alike: the initial block serves every size.
+  for (std::size_t n : {std::size_t{1}, std::size_t{100}, std::size_t{5000}, std::size_t{70000},
+                        std::size_t{1} << 20}) {
     xs.push_back(p.allocate(n));
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(xs.back()) % 4096, 0u);
   }
   EXPECT_EQ(p.stats().driver_allocations, 1u) << "the initial block served them";
   for (void* x : xs) p.deallocate(x);
+}
+
+// Pieces under 256 KiB come from blocks of their own, larger ones from theirs
+// (src/core/pool_state.hpp, "shelves"): a small piece never cuts up the room of a block that
+// large pieces use.
+TEST(Pool, SmallPiecesComeFromBlocksOfTheirOwn) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  pool p(area(0));
+  void* a = p.allocate(MiB);  // the large pieces' first block: 2 MiB
+  ASSERT_EQ(p.stats().driver_allocations, 1u);
+  void* small = p.allocate(4096);
+  EXPECT_EQ(p.stats().driver_allocations, 2u) << "the small piece came from the large pieces' block";
+  void* b = p.allocate(MiB);  // the first block's other half, whole
+  EXPECT_EQ(p.stats().driver_allocations, 2u);
+  EXPECT_TRUE(round_trips(a, MiB));
+  EXPECT_TRUE(round_trips(small, 4096));
+  EXPECT_TRUE(round_trips(b, MiB));
+  for (void* x : {a, small, b}) p.deallocate(x);
+}
+
+// A pool that may not grow takes a piece from the other shelf's blocks before it fails.
+TEST(Pool, AtItsMaximumAPoolTakesRoomFromTheOtherShelf) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  pool_options o;
+  o.maximum_size = 4 * MiB;
+  pool p(area(0), o);
+  void* a = p.allocate(MiB);      // the large pieces' block (2 MiB)
+  void* small = p.allocate(4096);  // the small pieces' block (2 MiB): the pool is at its maximum
+  ASSERT_EQ(p.stats().bytes_reserved, 4 * MiB);
+  void* b = p.allocate(MiB);  // the large pieces' block, full
+  void* c = p.allocate(MiB);  // from the small pieces' block
+  EXPECT_EQ(p.stats().driver_allocations, 2u);
+  EXPECT_EQ(p.stats().bytes_reserved, 4 * MiB);
+  for (void* x : {a, b, c}) EXPECT_TRUE(round_trips(x, MiB));
+  EXPECT_TRUE(round_trips(small, 4096));
+  try {
+    (void)p.allocate(MiB);  // less than 1 MiB is left, on either shelf
+    ADD_FAILURE() << "past the maximum, an allocation succeeded";
+  } catch (const error& e) {
+    EXPECT_EQ(e.status(), errc::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("maximum"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p.stats().live_allocations, 4u);
+  EXPECT_EQ(p.stats().bytes_reserved, 4 * MiB);
+  for (void* x : {a, small, b, c}) p.deallocate(x);
 }
 
 // A child of fork() shares (sim) or may not use (CUDA, HIP) its parent's device memory, so a
