@@ -22,6 +22,9 @@ if [ -f build/gpu/src/mpi/libmemarea_mpi.so ]; then
   cp build/gpu/tests/mpi/memarea_mpi_tests build/gpu/tests/mpi/memarea_mpi_c_test \
      build/gpu/tools/memarea-bench-mpi out/gpu-bin/
 fi
+# The idle-access probe (bench/experiments/idle_access_probe.cpp): the floor under IPC's re-open
+# after a pause, on the GPU machine's host.
+g++ -O2 -std=c++20 -o out/gpu-bin/idle_access_probe bench/experiments/idle_access_probe.cpp
 strip out/gpu-bin/*
 # HIP's NVIDIA platform as libamdhip64.so.5 (tools/hip-nvidia-shim), alone in its directory: the
 # suite's HIP pass puts that directory first on LD_LIBRARY_PATH. Copied after the strip above,

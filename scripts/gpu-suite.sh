@@ -57,6 +57,12 @@ fi
 
 section "benchmarks (memarea vs raw driver, same run)"
 run "$BIN/memarea" bench --reps 30 --json "$RES/bench.json"
+# What one memory access costs on this host after a thread slept 70 ms: the floor under the IPC
+# rows' re-open after a pause (bench/experiments/idle_access_probe.cpp).
+if [ -x "$BIN/idle_access_probe" ]; then
+  section "idle-access probe (this host's cost of touching memory after 70 ms asleep)"
+  run "$BIN/idle_access_probe"
+fi
 
 # libmemarea_mpi (docs/mpi.md): the sim CI's MPI tests on CUDA with 2 ranks (both on device 0
 # of one GPU; 3 where a rank is killed, so that two survive), the example, then the bench.
