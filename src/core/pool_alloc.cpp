@@ -203,6 +203,8 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
     const std::uint16_t tag = tag_for(ns);
     i = take_locked(n, tag);
     if (i == kNone && reclaim_locked(tag)) i = take_locked(n, tag);
+    // A pool at its maximum takes from the other shelf here, without the slow path's flush.
+    if (i == kNone && plan_block_locked(n, shelf_for(n)) == 0) i = take_locked(n, tag, true);
     if (i != kNone) {
       start = spans[i].start;
       inc = spans[i].incarnation();

@@ -42,9 +42,9 @@ bool pool_state::reclaim_locked(std::uint16_t except, bool wait) {
       safe_up_to = f.event_seq;
     }
     std::vector<std::uint32_t> ready;
-    for (int c = 0; c < kShelves * kLists; ++c)
-      for (std::uint32_t i = f.head[c]; i != kNone; i = spans[i].free_next)
-        if (spans[i].freed_seq <= safe_up_to) ready.push_back(i);
+    for_each_free(f, [&](std::uint32_t i) {
+      if (spans[i].freed_seq <= safe_up_to) ready.push_back(i);
+    });
     for (std::uint32_t i : ready) {
       list_remove(i);
       give_back_locked(i, 0);
@@ -204,8 +204,7 @@ void pool_retire_stream(int device, native_stream s) {
     const std::uint16_t t = it->second;
     free_lists& f = p->tags[t];
     std::vector<std::uint32_t> pieces;
-    for (int c = 0; c < kShelves * kLists; ++c)
-      for (std::uint32_t i = f.head[c]; i != kNone; i = p->spans[i].free_next) pieces.push_back(i);
+    p->for_each_free(f, [&](std::uint32_t i) { pieces.push_back(i); });
     for (std::uint32_t i : pieces) {
       p->list_remove(i);
       p->give_back_locked(i, 0);

@@ -16,7 +16,7 @@
 // Layout of the work:
 // - The arena (one per pool, one lock) keeps the blocks and their spans. Free spans sit in
 //   two-level segregated-fit lists (TLSF: a power-of-two class split in 8), one set of lists per
-//   stream tag. A span freed on stream A goes to A's lists and is reused by allocations on A
+//   stream tag and shelf (small pieces, large pieces, the initial block: see shelf). A span freed on stream A goes to A's lists and is reused by allocations on A
 //   at once; tag 0 holds memory any stream may take. Spans of A move to tag 0 once an event
 //   recorded on A after their free has completed (queried when another stream is short of
 //   memory; never waited for). Neighbours of one tag coalesce on free.
@@ -359,6 +359,19 @@ struct pool_state {
     --f.spans;
     s.free_prev = s.free_next = kNone;
   }
+  /// Calls f(i) for every span on tag's lists, walking only the classes whose bits are set.
+  template <class F>
+  void for_each_free(const free_lists& f, F&& fn) const {
+    for (int on = 0; on < kShelves; ++on)
+      for (std::uint64_t fls = f.fl_map[on]; fls; fls &= fls - 1) {
+        const int fl = std::countr_zero(fls);
+        for (unsigned sls = f.sl_map[on][fl]; sls; sls &= sls - 1)
+          for (std::uint32_t i = f.head[on * kLists + (fl << kSub) + std::countr_zero(sls)];
+               i != kNone; i = spans[i].free_next)
+            fn(i);
+      }
+  }
+
   /// A free span of tag on shelf `on` with size >= n, or kNone. First a few spans of n's own
   /// class (those fit more tightly: less of the larger spans is cut away), then the first
   /// class above.
