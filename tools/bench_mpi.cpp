@@ -10,11 +10,11 @@
 //    device's own copy bandwidth: every rank copies the same bytes within its own device at
 //    once, fenced alike; where neighbours are on other devices, the device's copy to them: every
 //    rank copies the same bytes into buffers of its own on its neighbours' devices (a peer copy
-//    in one process, no IPC), fenced alike. Where ranks share a device, also the window with those ranks taking
-//    turns, and the window with its copies staged through pinned host memory (device-to-device
-//    work of processes sharing a GPU waits for their time slices; host copies do not). Each step's time is the slowest
-//    rank's; the received bytes of every path are checked against the senders' random data
-//    (untimed).
+//    in one process, no IPC), fenced alike. Where ranks share a device, also the window with
+//    those ranks taking turns, and the window with its copies staged through pinned host memory
+//    (device-to-device work of processes sharing a GPU waits for their time slices; host copies
+//    do not). Each step's time is the slowest rank's; the received bytes of every path are
+//    checked against the senders' random data (untimed).
 //  * window set-up (construction) and destruction time against the number of ranks.
 //  * at 64 KiB per side, after those rows: cold (the process's first halo step through a
 //    window and its first staged MPI_Sendrecv; the first step through each new window or new
@@ -442,12 +442,14 @@ int main(int argc, char** argv) {
         std::vector<unsigned char> got(side);
         memarea::copy(got.data(), h.link_left, side);
         if (std::memcmp(got.data(), data.data(), side) != 0) {
-          std::fprintf(stderr, "rank %d: link copy %zu B to the left device: wrong bytes\n", g_rank, side);
+          std::fprintf(stderr, "rank %d: link copy %zu B to the left device: wrong bytes\n",
+                       g_rank, side);
           ++failures;
         }
         memarea::copy(got.data(), h.link_right, side);
         if (std::memcmp(got.data(), data.data() + side, side) != 0) {
-          std::fprintf(stderr, "rank %d: link copy %zu B to the right device: wrong bytes\n", g_rank, side);
+          std::fprintf(stderr, "rank %d: link copy %zu B to the right device: wrong bytes\n",
+                       g_rank, side);
           ++failures;
         }
       }

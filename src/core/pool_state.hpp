@@ -16,10 +16,11 @@
 // Layout of the work:
 // - The arena (one per pool, one lock) keeps the blocks and their spans. Free spans sit in
 //   two-level segregated-fit lists (TLSF: a power-of-two class split in 8), one set of lists per
-//   stream tag and shelf (small pieces, large pieces, the initial block: see shelf). A span freed on stream A goes to A's lists and is reused by allocations on A
-//   at once; tag 0 holds memory any stream may take. Spans of A move to tag 0 once an event
-//   recorded on A after their free has completed (queried when another stream is short of
-//   memory; never waited for). Neighbours of one tag coalesce on free.
+//   stream tag and shelf (small pieces, large pieces, the initial block: see shelf). A span
+//   freed on stream A goes to A's lists and is reused by allocations on A at once; tag 0 holds
+//   memory any stream may take. Spans of A move to tag 0 once an event recorded on A after
+//   their free has completed (queried when another stream is short of memory; never waited
+//   for). Neighbours of one tag coalesce on free.
 // - Per-thread caches (one per thread and pool) keep a few freed spans per size class and
 //   stream, and the thread's recent allocations: a free and re-allocation of a like size on
 //   one thread touch no shared line. A span in a cache stays known to the arena (its state

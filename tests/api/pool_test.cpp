@@ -406,7 +406,8 @@ TEST(Pool, SmallPiecesComeFromBlocksOfTheirOwn) {
   void* a = p.allocate(MiB);  // the large pieces' first block: 2 MiB
   ASSERT_EQ(p.stats().driver_allocations, 1u);
   void* small = p.allocate(4096);
-  EXPECT_EQ(p.stats().driver_allocations, 2u) << "the small piece came from the large pieces' block";
+  EXPECT_EQ(p.stats().driver_allocations, 2u)
+      << "the small piece came from the large pieces' block";
   void* b = p.allocate(MiB);  // the first block's other half, whole
   EXPECT_EQ(p.stats().driver_allocations, 2u);
   EXPECT_TRUE(round_trips(a, MiB));
