@@ -444,6 +444,34 @@ TEST(Pool, AtItsMaximumAPoolTakesRoomFromTheOtherShelf) {
   for (void* x : {a, small, b, c}) p.deallocate(x);
 }
 
+// The same when the driver runs out of memory: the other shelf's room before the status.
+TEST(Pool, ADriverOutOfMemoryTakesRoomFromTheOtherShelf) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  if (backend_name() != "sim") GTEST_SKIP() << "free device memory is exact on sim only";
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const std::size_t free_now = get_device_properties(0).free_memory;
+  ASSERT_GT(free_now, 8 * MiB);
+  buffer filler = area(0).allocate(free_now - 4 * MiB);  // 4 MiB left: two 2 MiB blocks
+  ASSERT_EQ(get_device_properties(0).free_memory, 4 * MiB);
+  pool p(area(0));
+  void* a = p.allocate(MiB);       // the large pieces' block
+  void* small = p.allocate(4096);  // the small pieces' block: the device is full
+  void* b = p.allocate(MiB);       // the large pieces' block, full
+  void* c = p.allocate(MiB);       // the driver refuses a block: from the small pieces' block
+  EXPECT_EQ(p.stats().driver_allocations, 2u);
+  for (void* x : {a, b, c}) EXPECT_TRUE(round_trips(x, MiB));
+  EXPECT_TRUE(round_trips(small, 4096));
+  try {
+    (void)p.allocate(MiB);
+    ADD_FAILURE() << "an allocation succeeded on a full device";
+  } catch (const error& e) {
+    EXPECT_EQ(e.status(), errc::out_of_memory) << e.what();
+  }
+  EXPECT_EQ(p.stats().live_allocations, 4u);
+  EXPECT_EQ(p.stats().bytes_reserved, 4 * MiB);
+  for (void* x : {a, small, b, c}) p.deallocate(x);
+}
+
 // A child of fork() shares (sim) or may not use (CUDA, HIP) its parent's device memory, so a
 // device pool made before the fork is the parent's: the child's alloc and free are refused
 // with not_supported, and it makes its own pool. Pageable host memory is copied into the child:
