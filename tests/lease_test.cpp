@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -256,4 +257,49 @@ TEST(Housekeeper, TheThreadRunsTasksOnItsOwn) {
   while (g_task_runs.load() < runs + 3 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_GE(g_task_runs.load(), runs + 3) << "no ticks from the background thread";
+}
+
+namespace {
+struct posted_job {
+  std::atomic<int> runs{0};
+  std::atomic<bool> on_keeper{false};
+  std::atomic<bool> release{true};
+};
+void run_posted_job(void* arg) noexcept {
+  auto* j = static_cast<posted_job*>(arg);
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  j->on_keeper.store(std::string(name) == "memarea-keeper");
+  while (!j->release.load()) std::this_thread::yield();
+  j->runs.fetch_add(1);
+}
+}  // namespace
+
+// A posted job (IPC's first import maps the exporter's segment this way) runs on the keeper's
+// thread at once, not at the next tick; a full queue refuses instead of allocating or waiting.
+TEST(Housekeeper, APostedJobRunsOnTheKeeperAtOnce) {
+  housekeeper::set_clock(nullptr);
+  housekeeper::start();
+  posted_job job;
+  const auto posted_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(housekeeper::post(&run_posted_job, &job));
+  const auto until = posted_at + std::chrono::seconds(30);
+  while (job.runs.load() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  EXPECT_EQ(job.runs.load(), 1);
+  EXPECT_TRUE(job.on_keeper.load());
+  // Held on the keeper: the queue fills up (8 jobs) and the ninth is refused.
+  posted_job held;
+  held.release.store(false);
+  ASSERT_TRUE(housekeeper::post(&run_posted_job, &held));
+  while (held.runs.load() == 0 && !held.on_keeper.load()) std::this_thread::yield();
+  posted_job queued;
+  int accepted = 0;
+  while (accepted < 100 && housekeeper::post(&run_posted_job, &queued)) ++accepted;
+  EXPECT_EQ(accepted, 8);
+  held.release.store(true);
+  while (queued.runs.load() < accepted && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  EXPECT_EQ(queued.runs.load(), 8);
+  EXPECT_EQ(held.runs.load(), 1);
 }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace memarea::detail::housekeeper {
@@ -32,6 +33,10 @@ struct keeper {
   bool stopped = false;  // for good: at exit
   bool changed = false;  // tasks added while the thread slept
   std::vector<task> tasks;
+  /// Posted one-off jobs (post), run at the next wake; a fixed array, so post never allocates.
+  static constexpr int kMaxJobs = 8;
+  std::pair<job, void*> jobs[kMaxJobs];
+  int posted = 0;
   clock_type::time_point next_tick{};
   clock_type::time_point next_sweep{};
   bool swept = false;
@@ -68,10 +73,25 @@ keeper_fork g_keeper_fork;
 
 void stop_at_exit() { stop(); }
 
+/// Runs the jobs posted so far (k->m held on entry and on return, released while they run).
+void run_posted(keeper* k, std::unique_lock<std::mutex>& lock) {
+  while (k->posted > 0) {
+    std::pair<job, void*> now[keeper::kMaxJobs];
+    const int n = k->posted;
+    std::copy(k->jobs, k->jobs + n, now);
+    k->posted = 0;
+    lock.unlock();
+    for (int i = 0; i < n; ++i) now[i].first(now[i].second);
+    lock.lock();
+  }
+}
+
 void loop(keeper* k) {
   pthread_setname_np(pthread_self(), "memarea-keeper");
   std::unique_lock lock(k->m);
   while (!k->stopped) {
+    // Posted jobs first: their posters are waiting (a round may take a while).
+    run_posted(k, lock);
     // Cleared before the round, not after: a task added while the round runs (the first
     // allocation's IPC preparation, often just as the thread starts) wakes the next round at
     // once instead of waiting out the pause.
@@ -79,11 +99,12 @@ void loop(keeper* k) {
     lock.unlock();
     run_due();
     lock.lock();
+    run_posted(k, lock);
     // Real time between rounds; what is due is decided by the clock in run_due.
     const auto pause = k->tasks.empty() ? std::chrono::duration_cast<std::chrono::milliseconds>(
                                               kSweepEvery)
                                         : kTick;
-    k->wake.wait_for(lock, pause, [&] { return k->stopped || k->changed; });
+    k->wake.wait_for(lock, pause, [&] { return k->stopped || k->changed || k->posted > 0; });
   }
 }
 
@@ -125,6 +146,17 @@ void add(task t) noexcept {
     k.changed = true;
   }
   get().wake.notify_all();
+}
+
+bool post(job f, void* arg) noexcept {
+  keeper& k = get();
+  {
+    std::lock_guard lock(k.m);
+    if (!k.running || k.stopped || k.posted == keeper::kMaxJobs) return false;
+    k.jobs[k.posted++] = {f, arg};
+  }
+  k.wake.notify_all();
+  return true;
 }
 
 void stop() noexcept {

@@ -38,6 +38,16 @@ void add(task t) noexcept;
 /// Stops and joins the thread (idempotent). The tasks stay registered for run_due.
 void stop() noexcept;
 
+/// A one-off job for the keeper's thread: f(arg).
+using job = void (*)(void* arg) noexcept;
+/// Wakes the thread to run f(arg) ahead of its next round, and returns true; false (f never
+/// runs) when the thread does not run or the queue of posted jobs is full. The thread may be
+/// busy in a round (or stopped at exit) for as long as it takes: a poster that needs the
+/// result by some point must be able to run the job itself then, and f must tell a job that
+/// has run (or is running) from one still to run (IPC's first import: ipc_importer.hpp).
+/// Jobs run with no lock of memarea held; a job must take none (its poster may hold them).
+bool post(job f, void* arg) noexcept;
+
 /// Now, by the clock in use.
 clock_type::time_point now() noexcept;
 /// Replaces the clock (tests); nullptr restores steady_clock.

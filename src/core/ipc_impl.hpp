@@ -26,6 +26,9 @@ std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys();
 /// Driver mappings this process's importer holds open now (cached buffers' included): the
 /// sub-allocations of one pool block share one.
 std::size_t driver_mappings();
+/// First imports from an exporter whose driver open ran while the keeper's thread was asked
+/// to map the exporter's segment (ipc_importer.hpp, segment_job), in this process's life.
+std::size_t overlapped_first_opens();
 
 /// Asks the background thread (starting it) to make this process's lease, IPC state and
 /// segment, once per process: the first device allocation calls it, so that the first export

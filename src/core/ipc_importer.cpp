@@ -1,6 +1,7 @@
 #include "core/ipc_importer.hpp"
 
 #include "base/fresh_mmap.hpp"
+#include "base/housekeeper.hpp"
 #include "base/lease.hpp"
 #include "core/area_impl.hpp"
 #include "core/ipc_exporter.hpp"
@@ -138,7 +139,33 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   phase_times times;
   phase_times* t = timing_ ? &times : nullptr;
   if (t) t->stamp(phase_times::start);
-  source& src = source_locked(w, t);  // throws invalid_handle for gone exporters
+  early_open early;  // closed on every way out unless map_locked adopts it
+  source* found = find_source_locked(w);  // throws invalid_handle for gone exporters
+  if (!found) {
+    // A new exporter: its segment is mapped on the keeper's thread while this one opens the
+    // driver handle (segment_job says why and how). Without the keeper, in this order.
+    job_.name = segment_name(w.owner, w.segment);
+    job_.owner = w.owner;
+    job_.timing = t != nullptr;
+    job_.state.store(segment_job::posted, std::memory_order_release);
+    if (housekeeper::post(&segment_job::on_keeper, &job_)) {
+      early.tried = true;
+      overlapped_opens_.fetch_add(1, std::memory_order_relaxed);
+      early.status = driver_open(w, device, &early.base);
+      if (t) t->stamp(phase_times::driver_open);
+    }
+    job_.finish();
+    if (t) {
+      t->overlapped = early.tried;
+      t->by_keeper = job_.by_keeper;
+      t->job_began = job_.began;
+      t->ns[phase_times::seg_opened] = job_.opened;
+      t->ns[phase_times::seg_mapped] = job_.mapped;
+      t->ns[phase_times::seg_read] = job_.read;
+    }
+    found = &adopt_source_locked(w);  // throws for a segment that refuses w
+  }
+  source& src = *found;
   if (t) t->stamp(phase_times::source);
   entry e;
   e.slot = w.slot;
@@ -166,7 +193,7 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   if (t) t->stamp(phase_times::registered);
   mapping* m = nullptr;
   try {
-    m = &map_locked(src, w, device, t);
+    m = &map_locked(src, w, device, t, early.tried ? &early : nullptr);
   } catch (const error&) {
     unregister_locked(e);
     release_source_locked(src);
@@ -207,11 +234,126 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   }
 }
 
+importer::early_open::~early_open() {
+  // Refused after the driver opened it (the segment, or a check): the reference goes back.
+  if (base) (void)system::get().gpu().ipc_close_handle(base);
+}
+
+dstatus importer::driver_open(const wire& w, int device, void** base) noexcept {
+  ipc_native_handle native;
+  std::memcpy(native.bytes, w.native, sizeof native.bytes);
+  // CUDA and HIP refuse 0 ("must be specified as ..._LAZY_ENABLE_PEER_ACCESS", seen as
+  // CUDA_ERROR_INVALID_VALUE on an H200): lazy enabling costs nothing on the memory's own
+  // device, so memarea's 0 and LAZY both reach the driver as LAZY.
+  try {
+    dstatus s = system::get().gpu().ipc_open_handle(device, native,
+                                                    MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, base);
+    if (s.ok()) driver_opens_.fetch_add(1, std::memory_order_relaxed);
+    else *base = nullptr;
+    return s;
+  } catch (...) {
+    *base = nullptr;
+    dstatus s;
+    s.code = errc::out_of_memory;  // only a message's allocation can throw in the front
+    return s;
+  }
+}
+
+void importer::segment_job::on_keeper(void* job) noexcept {
+  auto* j = static_cast<segment_job*>(job);
+  int expected = posted;
+  // Taken already (by the importing thread), or a job posted earlier and done since: nothing.
+  if (!j->state.compare_exchange_strong(expected, running, std::memory_order_acquire)) return;
+  j->by_keeper = true;
+  j->run();
+  j->state.store(done, std::memory_order_release);
+  j->state.notify_all();
+}
+
+void importer::segment_job::finish() noexcept {
+  int expected = posted;
+  if (state.compare_exchange_strong(expected, running, std::memory_order_acquire)) {
+    by_keeper = false;
+    run();
+    state.store(done, std::memory_order_release);
+    return;
+  }
+  // The keeper is running it: a few system calls, no lock.
+  for (int s = state.load(std::memory_order_acquire); s != done;
+       s = state.load(std::memory_order_acquire))
+    state.wait(s, std::memory_order_acquire);
+}
+
+void importer::segment_job::run() noexcept {
+  auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  seg = nullptr;
+  why = failure::none;
+  err = 0;
+  if (timing) began = now();
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (timing) opened = now();
+  if (fd < 0) {
+    err = errno;
+    why = err == ENOENT ? failure::not_found : failure::open_failed;
+    return;
+  }
+  struct stat sb {};
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+      static_cast<std::size_t>(sb.st_size) < sizeof(segment)) {
+    ::close(fd);
+    why = failure::not_segment;
+    return;
+  }
+  void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  err = errno;
+  ::close(fd);
+  if (timing) mapped = now();
+  if (p == MAP_FAILED) {
+    why = failure::map_failed;
+    return;
+  }
+  err = 0;
+  auto* s = static_cast<segment*>(p);
+  const bool ours = at(s->magic).load() == kSegmentMagic;
+  if (timing) read = now();
+  if (!ours || s->version != kSegmentVersion || s->owner != owner) {
+    munmap(p, sizeof(segment));
+    why = failure::foreign;
+    return;
+  }
+  if (!at(s->owner_alive).load()) {
+    // Its objects are removed by the next sweep (the background thread), not here.
+    munmap(p, sizeof(segment));
+    why = failure::exited;
+    return;
+  }
+  seg = s;
+}
+
 std::string importer::format_phases(const phase_times& t, const wire& w) noexcept {
   using P = phase_times;
   auto us = [&](P::phase a, P::phase b) { return static_cast<double>(t.ns[b] - t.ns[a]) / 1e3; };
   const P::phase mapped = t.new_mapping ? P::recorded : P::registered;
   try {
+    if (t.overlapped)
+      return fmt::format(
+          "memarea ipc timing: first open of buffer {} of process {}: driver open {:.1f} us "
+          "while the {} mapped the exporter's segment (began {:.1f} us in; shm_open {:.1f}, "
+          "fstat mmap close {:.1f}, first read {:.1f}), then {:.1f} us more to have it, "
+          "register {:.1f} us, driver's size query {:.1f} us, registry {:.1f} us, hand out "
+          "{:.1f} us, total {:.1f} us\n",
+          w.buffer_id, w.pid, us(P::start, P::driver_open),
+          t.by_keeper ? "keeper's thread" : "importing thread (after the open)",
+          static_cast<double>(t.job_began - t.ns[P::start]) / 1e3,
+          static_cast<double>(t.ns[P::seg_opened] - t.job_began) / 1e3,
+          us(P::seg_opened, P::seg_mapped), us(P::seg_mapped, P::seg_read),
+          static_cast<double>(t.ns[P::source] - std::max(t.ns[P::driver_open], t.ns[P::seg_read])) / 1e3,
+          us(P::source, P::registered), us(P::registered, P::size_query),
+          us(P::size_query, P::recorded), us(P::recorded, P::end), us(P::start, P::end));
     const std::string segment =
         t.ns[P::seg_read] ? fmt::format("exporter's segment {:.1f} us (shm_open {:.1f}, fstat "
                                         "mmap close {:.1f}, first read {:.1f}, rest {:.1f})",
@@ -238,11 +380,12 @@ std::string importer::format_phases(const phase_times& t, const wire& w) noexcep
 }
 
 importer::mapping& importer::map_locked(source& src, const wire& w, int device,
-                                        phase_times* t) {
+                                        phase_times* t, early_open* early) {
   // A mapping of this exporter's made with the same driver handle serves every buffer of that
-  // allocation (a pool block's sub-allocations): one driver open per allocation.
+  // allocation (a pool block's sub-allocations): one driver open per allocation. (An early
+  // open's exporter is new here: it has none.)
   const std::uint64_t digest = native_digest(w.native);
-  mapping* known = find_mapping_locked(src, w, digest);
+  mapping* known = early ? nullptr : find_mapping_locked(src, w, digest);
   if (known && known->open_entries == 0) {
     // Only closed buffers hold it: their allocation may be gone, and a new one at the same
     // address may have the same handle bytes. The freed buffers leave first (so the mapping
@@ -256,25 +399,24 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
   }
   if (t) t->new_mapping = true;
   auto& sys = system::get();
-  // What may throw, first: nothing is open yet.
+  // What may throw, first: nothing is open yet (an early open stays early's to close).
   mappings_.reserve(mappings_.size() + 1);
   by_digest_.reserve(by_digest_.size() + 1);
-  ipc_native_handle native;
-  std::memcpy(native.bytes, w.native, sizeof native.bytes);
   void* base = nullptr;
-  // CUDA and HIP refuse 0 ("must be specified as ..._LAZY_ENABLE_PEER_ACCESS", seen as
-  // CUDA_ERROR_INVALID_VALUE on an H200): lazy enabling costs nothing on the memory's own
-  // device, so memarea's 0 and LAZY both reach the driver as LAZY.
-  dstatus s = sys.gpu().ipc_open_handle(device, native, MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS,
-                                        &base);
+  dstatus s;
+  if (early) {
+    s = std::move(early->status);
+    base = std::exchange(early->base, nullptr);
+  } else {
+    s = driver_open(w, device, &base);
+    if (t) t->stamp(phase_times::driver_open);
+  }
   if (!s.ok()) {
     if (s.code == errc::invalid_context || s.code == errc::invalid_value)
       s.code = errc::invalid_handle;  // the driver rejects the handle's bytes
     throw_status(s, fmt::format("ipc open of buffer {} of process {} on device {}", w.buffer_id,
                                 w.pid, device));
   }
-  driver_opens_.fetch_add(1, std::memory_order_relaxed);
-  if (t) t->stamp(phase_times::driver_open);
   // A mapping the driver has open already under another handle (a handle carrying bytes that
   // name an allocation open under other bytes) is refused: each mapping holds one driver
   // reference, closed once.
@@ -472,57 +614,52 @@ void* importer::hand_out_locked(const key& k, entry& e, void* p,
   return p;
 }
 
-importer::source& importer::source_locked(const wire& w, phase_times* t) {
+importer::source* importer::find_source_locked(const wire& w) {
   for (auto& s : sources_)
     if (s.owner == w.owner && s.segment_id == w.segment) {
       if (!s.alive()) throw exited(w);
-      return s;
+      return &s;
     }
-  const std::string name = segment_name(w.owner, w.segment);
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (t) t->stamp(phase_times::seg_opened);
-  if (fd < 0) {
-    int e = errno;
-    if (e == ENOENT)
+  return nullptr;
+}
+
+importer::source& importer::adopt_source_locked(const wire& w) {
+  segment_job& j = job_;
+  j.state.store(segment_job::idle, std::memory_order_relaxed);
+  const std::string& name = j.name;
+  switch (j.why) {
+    case segment_job::failure::none:
+      break;
+    case segment_job::failure::not_found:
       throw error(errc::invalid_handle,
                   fmt::format("ipc open: process {} has exited or never exported memory", w.pid));
-    throw error(errc::invalid_handle,
-                fmt::format("ipc open: cannot open {}: {}", name, std::strerror(e)));
+    case segment_job::failure::open_failed:
+      throw error(errc::invalid_handle,
+                  fmt::format("ipc open: cannot open {}: {}", name, std::strerror(j.err)));
+    case segment_job::failure::not_segment:
+      throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment", name));
+    case segment_job::failure::map_failed:
+      throw error(errc::out_of_memory,
+                  fmt::format("ipc open: mapping {} failed: {}", name, std::strerror(j.err)));
+    case segment_job::failure::foreign:
+      throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment "
+                                                    "(or of another version)",
+                                                    name));
+    case segment_job::failure::exited:
+      throw exited(w);
   }
-  struct stat sb {};
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-      static_cast<std::size_t>(sb.st_size) < sizeof(segment)) {
-    ::close(fd);
-    throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment", name));
+  segment* seg = std::exchange(j.seg, nullptr);
+  try {
+    source& s = sources_.emplace_back();
+    s.seg = seg;
+    s.owner = w.owner;
+    s.segment_id = w.segment;
+    s.pid = w.pid;
+    return s;
+  } catch (...) {
+    munmap(seg, sizeof(segment));
+    throw;
   }
-  void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (t) t->stamp(phase_times::seg_mapped);
-  if (p == MAP_FAILED)
-    throw error(errc::out_of_memory,
-                fmt::format("ipc open: mapping {} failed: {}", name, std::strerror(e)));
-  auto* seg = static_cast<segment*>(p);
-  const bool ours = at(seg->magic).load() == kSegmentMagic;
-  if (t) t->stamp(phase_times::seg_read);
-  if (!ours || seg->version != kSegmentVersion || seg->owner != w.owner) {
-    munmap(p, sizeof(segment));
-    throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment "
-                                                  "(or of another version)",
-                                                  name));
-  }
-  if (!at(seg->owner_alive).load()) {
-    // Its objects are removed by the next sweep (the background thread), not here.
-    munmap(p, sizeof(segment));
-    throw exited(w);
-  }
-  source s;
-  s.seg = seg;
-  s.owner = w.owner;
-  s.segment_id = w.segment;
-  s.pid = w.pid;
-  sources_.push_back(std::move(s));
-  return sources_.back();
 }
 
 void importer::release_source_locked(source& s) {

@@ -10,10 +10,13 @@
 #include "core/ipc_segment.hpp"
 #include "core/ipc_wire.hpp"
 
+#include "driver/driver.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -39,6 +42,8 @@ class importer {
   /// Mappings opened through the driver in this process's life (a pool block's sub-allocations
   /// share one).
   std::size_t driver_opens() const { return driver_opens_.load(); }
+  /// First imports from an exporter whose driver open overlapped the segment's mapping.
+  std::size_t overlapped_opens() const { return overlapped_opens_.load(); }
   /// Driver mappings open now (cached buffers' included).
   std::size_t mappings();
   /// (owner pid, buffer id) of the cached mappings, most recently used first.
@@ -133,7 +138,43 @@ class importer {
     };
     std::int64_t ns[kCount] = {};
     bool new_mapping = false;
+    /// The segment was mapped while the driver opened the handle (segment_job): seg_* are the
+    /// job's stamps, job_began when its thread started it, and source when the import had it.
+    bool overlapped = false;
+    bool by_keeper = false;
+    std::int64_t job_began = 0;
     void stamp(phase p) noexcept;
+  };
+
+  /// A first import from an exporter maps that exporter's segment (about 30-60 us of system
+  /// calls and a page fault on an H200's host, cold) on the keeper's thread while the
+  /// importing thread opens the driver handle (60-250 us there), instead of before it; the
+  /// handle is checked against the segment once both are done, and its mapping closed if the
+  /// segment refuses it. One job at a time (the importer's lock is held throughout). The
+  /// keeper may be busy in a round, or blocked on this importer's lock in its liveness tick:
+  /// after the driver open the importing thread takes the job itself unless the keeper began
+  /// it, and then waits only for that system-call sequence, which takes no lock.
+  struct segment_job {
+    enum state_t : int { idle, posted, running, done };
+    enum class failure { none, not_found, open_failed, not_segment, map_failed, foreign, exited };
+    std::atomic<int> state{idle};
+    // Set by the poster before it posts.
+    std::string name;
+    std::uint64_t owner = 0;
+    bool timing = false;
+    // Set by whoever runs it, before state becomes done.
+    segment* seg = nullptr;
+    failure why = failure::none;
+    int err = 0;  ///< errno of a failed system call
+    bool by_keeper = false;
+    std::int64_t began = 0, opened = 0, mapped = 0, read = 0;  ///< steady-clock ns, if timing
+
+    /// The keeper's entry (housekeeper::post): runs the job unless someone has.
+    static void on_keeper(void* job) noexcept;
+    /// Runs the job here unless the keeper began it, else waits for the keeper to finish.
+    void finish() noexcept;
+    /// shm_open, fstat, mmap, close, the header's first read and its checks.
+    void run() noexcept;
   };
 
   /// t's phases of the first open of w's buffer as one line (empty if it cannot be made). The
@@ -148,14 +189,33 @@ class importer {
   /// Counts one more open of p (inside e), whose entry in opened_ is it (or end()).
   void* hand_out_locked(const key& k, entry& e, void* p,
                         std::unordered_map<void*, opened_ptr>::iterator it);
-  /// The mapping of w's driver allocation: one made for another buffer of it, or a new one.
-  mapping& map_locked(source& src, const wire& w, int device, phase_times* t);
+  /// A driver open made before the segment was checked (segment_job): closed unless
+  /// map_locked adopts it.
+  struct early_open {
+    bool tried = false;
+    dstatus status;
+    void* base = nullptr;
+    early_open() = default;
+    early_open(const early_open&) = delete;
+    early_open& operator=(const early_open&) = delete;
+    ~early_open();
+  };
+  /// The driver's open of w's handle on device; counts the mappings it opens. Throws nothing.
+  dstatus driver_open(const wire& w, int device, void** base) noexcept;
+  /// The mapping of w's driver allocation: one made for another buffer of it, or a new one
+  /// (the early open's, when given: a new exporter has no mapping to share).
+  mapping& map_locked(source& src, const wire& w, int device, phase_times* t,
+                      early_open* early = nullptr);
   /// The mapping of src's made with w's driver handle bytes, or null.
   mapping* find_mapping_locked(const source& src, const wire& w, std::uint64_t digest);
   void unmap_locked(mapping& m);
   void unlink_lru_locked(entry& e);
   void forget_opened_locked(std::unordered_map<void*, opened_ptr>::iterator it);
-  source& source_locked(const wire& w, phase_times* t = nullptr);
+  /// The source of w's exporter if this process imports from it already (invalid_handle if it
+  /// is known to be gone), else null.
+  source* find_source_locked(const wire& w);
+  /// A new source from job_'s finished mapping of w's exporter's segment, or its failure.
+  source& adopt_source_locked(const wire& w);
   void release_source_locked(source& s);
   void evict_locked(entry_map::iterator it);
   void trim_locked();
@@ -170,6 +230,7 @@ class importer {
   std::unordered_map<void*, mapping> mappings_;  // by base
   std::unordered_multimap<std::uint64_t, void*> by_digest_;  // native_digest -> base
   std::atomic<std::size_t> driver_opens_{0};
+  std::atomic<std::size_t> overlapped_opens_{0};
   std::unordered_map<void*, opened_ptr> opened_;
   std::list<key> lru_;  // cached (closed) mappings, most recent first
   // Nodes of lru_ and opened_ kept for reuse: a close and a re-open move a node between the
@@ -180,6 +241,7 @@ class importer {
   std::vector<std::unordered_map<void*, opened_ptr>::node_type> spare_opened_;
   std::atomic<std::size_t> limit_{64};
   bool timing_ = false;  ///< MEMAREA_IPC_TIMING=1: print each first open's phases
+  segment_job job_;
 };
 
 }  // namespace memarea::detail::ipc_internal

@@ -324,6 +324,8 @@ std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys() {
 
 std::size_t driver_mappings() { return state::get().in.mappings(); }
 
+std::size_t overlapped_first_opens() { return state::get().in.overlapped_opens(); }
+
 void liveness_tick() noexcept {
   state* s = g_state.load(std::memory_order_acquire);
   if (!s) return;
