@@ -83,43 +83,66 @@ int main(int argc, char** argv) {
   peer::scoped_access on01(0, 1), on10(1, 0);
   stream s0(0);
   auto* sh = s0.get();
-  struct cas { const char* name; void* dst; const void* src; bool peer; int dd, sd; bool api_peer = false; };
+  // Which memarea call a case times: copy_async, copy_peer_async, the C API's
+  // memarea_memcpy_peer_async, or a synchronize of the idle stream (C++ and C; the driver's
+  // side is its stream_synchronize, and the copy fields are unused).
+  enum class entry { copy, copy_peer, c_copy_peer, sync, c_sync };
+  struct cas {
+    const char* name;
+    void* dst;
+    const void* src;
+    bool peer;
+    int dd, sd;
+    entry e = entry::copy;
+  };
   std::vector<cas> cases = {
       {"d0->d0 (same device)", a0b.data(), a0.data(), false, 0, 0},
       {"d0->d1 (peer, access on)", a1.data(), a0.data(), true, 1, 0},
       {"h->d0 (pinned)", a0.data(), h.data(), false, 0, -1},
       {"d0->h (pinned)", h.data(), a0.data(), false, -1, 0},
-      {"copy_peer_async d0->d1 (on)", a1.data(), a0.data(), true, 1, 0, true},
+      {"copy_peer_async d0->d1 (on)", a1.data(), a0.data(), true, 1, 0, entry::copy_peer},
+      {"C memcpy_peer_async d0->d1", a1.data(), a0.data(), true, 1, 0, entry::c_copy_peer},
+      {"stream synchronize (idle)", nullptr, nullptr, false, 0, 0, entry::sync},
+      {"C stream_synchronize (idle)", nullptr, nullptr, false, 0, 0, entry::c_sync},
   };
   auto call = [&](const cas& c) {
-    if (c.api_peer) copy_peer_async(c.dst, c.dd, c.src, c.sd, n, sh);
-    else copy_async(c.dst, c.src, n, sh);
+    switch (c.e) {
+      case entry::copy: copy_async(c.dst, c.src, n, sh); break;
+      case entry::copy_peer: copy_peer_async(c.dst, c.dd, c.src, c.sd, n, sh); break;
+      case entry::c_copy_peer:
+        (void)memarea_memcpy_peer_async(c.dst, c.dd, c.src, c.sd, n, sh);
+        break;
+      case entry::sync: s0.synchronize(); break;
+      case entry::c_sync: (void)memarea_stream_synchronize(sh); break;
+    }
+  };
+  auto raw_call = [&](const cas& c) {
+    if (c.e == entry::sync || c.e == entry::c_sync)
+      (void)gpu.stream_synchronize(sh->device, sh->native);
+    else if (c.peer) (void)gpu.memcpy_peer_async(c.dst, c.dd, c.src, c.sd, n, 0, sh->native);
+    else (void)gpu.memcpy_async(c.dst, c.src, n, 0, sh->native);
   };
   if (callgrind_mode) {
     // One warm call of each, then B calls of each for callgrind to count (toggle via name).
+    // The waits in between are the driver's, so that a synchronize case counts only its own.
     const int only = argc > 4 ? std::atoi(argv[4]) : -1;
+    auto settle = [&] { (void)gpu.stream_synchronize(sh->device, sh->native); };
     for (int ci = 0; ci < (int)cases.size(); ++ci) {
       if (only >= 0 && ci != only) continue;
       auto& c = cases[ci];
       call(c);
-      s0.synchronize();
+      settle();
       for (int i = 0; i < B; ++i) call(c);
-      s0.synchronize();
-      for (int i = 0; i < B; ++i) {
-        if (c.peer) (void)gpu.memcpy_peer_async(c.dst, c.dd, c.src, c.sd, n, 0, sh->native);
-        else (void)gpu.memcpy_async(c.dst, c.src, n, 0, sh->native);
-      }
-      s0.synchronize();
+      settle();
+      for (int i = 0; i < B; ++i) raw_call(c);
+      settle();
     }
     return 0;
   }
   for (auto& c : cases) {
     std::vector<double> m, r;
     auto mem = [&] { call(c); };
-    auto raw = [&] {
-      if (c.peer) (void)gpu.memcpy_peer_async(c.dst, c.dd, c.src, c.sd, n, 0, sh->native);
-      else (void)gpu.memcpy_async(c.dst, c.src, n, 0, sh->native);
-    };
+    auto raw = [&] { raw_call(c); };
     batch_ns(B, mem, s0);
     batch_ns(B, raw, s0);
     for (int i = 0; i < reps; ++i) {
