@@ -71,6 +71,15 @@ dstatus driver_front::refuse_copy(const char* what, bool null_pointer, int devic
   return no_such_device(what, device);
 }
 
+dstatus driver_front::refuse_peer_copy(bool null_pointer, int dst_device, int src_device,
+                                       int device) const {
+  const char* what = "memcpy_peer_async";
+  if (null_pointer) return null_argument(what, "a pointer of a non-empty range");
+  MEMAREA_FRONT_DEVICE(what, dst_device);
+  MEMAREA_FRONT_DEVICE(what, src_device);
+  return no_such_device(what, device);
+}
+
 dstatus driver_front::refuse_event(const char* what, native_event e, int device) const {
   if (!e) return null_argument(what, "the event");
   return no_such_device(what, device);
@@ -208,16 +217,6 @@ dstatus driver_front::get_p2p_attribute(memarea_p2p_attribute attr, int src, int
 
 // --- copies -------------------------------------------------------------------------------------
 
-dstatus driver_front::memcpy_peer_async(void* dst, int dst_device, const void* src,
-                                        int src_device, size_t size, int device,
-                                        native_stream s) {
-  if (size > 0 && (!dst || !src)) return refuse_copy("memcpy_peer_async", true, device);
-  MEMAREA_FRONT_DEVICE("memcpy_peer_async", dst_device);
-  MEMAREA_FRONT_DEVICE("memcpy_peer_async", src_device);
-  MEMAREA_FRONT_DEVICE("memcpy_peer_async", device);
-  return backend_->memcpy_peer_async(dst, dst_device, src, src_device, size, device, s);
-}
-
 // --- streams and events -------------------------------------------------------------------------
 
 dstatus driver_front::stream_create(int device, native_stream* s) {
@@ -233,11 +232,6 @@ dstatus driver_front::stream_destroy(int device, native_stream s) {
   }
   MEMAREA_FRONT_DEVICE("stream_destroy", device);
   return backend_->stream_destroy(device, s);
-}
-
-dstatus driver_front::stream_synchronize(int device, native_stream s) {
-  MEMAREA_FRONT_DEVICE("stream_synchronize", device);
-  return backend_->stream_synchronize(device, s);
 }
 
 dstatus driver_front::event_create(int device, native_event* e, event_timing timing) {

@@ -80,7 +80,10 @@ class driver_front {
   dstatus get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value);
 
   // --- copies: inline, they are on the copy's fixed cost ------------------------------------
-  dstatus memcpy_async(void* dst, const void* src, size_t size, int device, native_stream s) {
+  // Forced for the two that copies queue: GCC stops inlining them once a caller grows (a copy
+  // with an inline peer path did), and the call costs more than the checks.
+  [[gnu::always_inline]] dstatus memcpy_async(void* dst, const void* src, size_t size,
+                                              int device, native_stream s) {
     const bool null_pointer = size > 0 && (!dst || !src);
     if (null_pointer || bad_device(device)) [[unlikely]]
       return refuse_copy("memcpy_async", null_pointer, device);
@@ -92,8 +95,15 @@ class driver_front {
       return refuse_copy("memcpy_sync", null_pointer, device);
     return backend_->memcpy_sync(dst, src, size, device, s);
   }
-  dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
-                            size_t size, int device, native_stream s);
+  [[gnu::always_inline]] dstatus memcpy_peer_async(void* dst, int dst_device, const void* src,
+                                                   int src_device, size_t size, int device,
+                                                   native_stream s) {
+    const bool null_pointer = size > 0 && (!dst || !src);
+    if (null_pointer || bad_device(dst_device) || bad_device(src_device) || bad_device(device))
+        [[unlikely]]
+      return refuse_peer_copy(null_pointer, dst_device, src_device, device);
+    return backend_->memcpy_peer_async(dst, dst_device, src, src_device, size, device, s);
+  }
   dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) {
     const bool null_pointer = size > 0 && !dst;
     if (null_pointer || bad_device(device)) [[unlikely]]
@@ -104,7 +114,11 @@ class driver_front {
   // --- streams and events --------------------------------------------------------------------
   dstatus stream_create(int device, native_stream* s);
   dstatus stream_destroy(int device, native_stream s);
-  dstatus stream_synchronize(int device, native_stream s);
+  dstatus stream_synchronize(int device, native_stream s) {
+    if (bad_device(device)) [[unlikely]]
+      return no_such_device("stream_synchronize", device);
+    return backend_->stream_synchronize(device, s);
+  }
   dstatus stream_query(int device, native_stream s) {
     if (bad_device(device)) [[unlikely]]
       return no_such_device("stream_query", device);
@@ -168,6 +182,8 @@ class driver_front {
   [[gnu::cold]] dstatus refuse_query(const pointer_info* info) const;
   [[gnu::cold]] dstatus refuse_range(void** base, size_t* size) const;
   [[gnu::cold]] dstatus refuse_copy(const char* what, bool null_pointer, int device) const;
+  [[gnu::cold]] dstatus refuse_peer_copy(bool null_pointer, int dst_device, int src_device,
+                                         int device) const;
   [[gnu::cold]] dstatus refuse_event(const char* what, native_event e, int device) const;
 
   std::unique_ptr<driver> backend_;
