@@ -382,35 +382,41 @@ struct dispatched {
   copy_path path;
 };
 
+/// Whether a copy goes between device memory of two devices: the copies with a path to choose.
+inline bool between_devices(const endpoint& d, const endpoint& s) noexcept {
+  return d.on_device() && s.on_device() && d.device != s.device;
+}
+
+/// The driver's copy between device memory of two devices, queued on `on`: its peer copy for
+/// plain device memory at both ends, else its copy (memory opened through IPC).
+[[gnu::always_inline]] inline void queue_across(driver_front& gpu, void* dst, const endpoint& d,
+                                                const void* src, const endpoint& s, std::size_t n,
+                                                stream_ref on, const char* what) {
+  if (d.kind == MEMAREA_MEMORY_DEVICE && s.kind == MEMAREA_MEMORY_DEVICE)
+    check(gpu.memcpy_peer_async(dst, d.device, src, s.device, n, on.device, on.native), what);
+  else
+    check(gpu.memcpy_async(dst, src, n, on.device, on.native), what);
+}
+
 /// Queues the copy on `on` (on.device < 0: no stream named; the device picked for it is
 /// returned so that synchronous callers know what to wait for). The path is returned, not
 /// stored: the caller already holds its thread's state (one thread-local lookup per copy).
 dispatched dispatch(system& sys, void* dst, const endpoint& d, const void* src,
                     const endpoint& s, std::size_t n, stream_ref on, bool named) {
   auto& gpu = sys.gpu();
-  if (d.on_device() && s.on_device() && d.device != s.device) {
+  if (between_devices(d, s)) {
     const bool src_holds = peer_enabled(s.device, d.device);
     if (src_holds || peer_enabled(d.device, s.device)) {
       // The device that holds the access runs the copy when the caller leaves it open.
       if (!named) on = {src_holds ? s.device : d.device, nullptr};
-      if (d.kind == MEMAREA_MEMORY_DEVICE && s.kind == MEMAREA_MEMORY_DEVICE) {
-        check(gpu.memcpy_peer_async(dst, d.device, src, s.device, n, on.device, on.native),
-              "peer copy");
-      } else {
-        check(gpu.memcpy_async(dst, src, n, on.device, on.native), "peer copy");
-      }
+      queue_across(gpu, dst, d, src, s, n, on, "peer copy");
       return {on, copy_path::driver_peer};
     }
     if (!named) on = {s.device, nullptr};
     if (pool().surely_driver(n) || staging().use_driver(n)) {
       // Too little to overlap: the driver's own staging has less to set up (measured on two
       // H200s: the pipeline is 0.4x at 4 KiB and 0.7x at 1 MiB).
-      if (d.kind == MEMAREA_MEMORY_DEVICE && s.kind == MEMAREA_MEMORY_DEVICE) {
-        check(gpu.memcpy_peer_async(dst, d.device, src, s.device, n, on.device, on.native),
-              "peer copy (driver staging)");
-      } else {
-        check(gpu.memcpy_async(dst, src, n, on.device, on.native), "peer copy (driver staging)");
-      }
+      queue_across(gpu, dst, d, src, s, n, on, "peer copy (driver staging)");
       return {on, copy_path::driver_staged};
     }
     staged_copy(dst, d.device, src, s.device, n, on);
@@ -419,6 +425,29 @@ dispatched dispatch(system& sys, void* dst, const endpoint& d, const void* src,
   if (!named) on = {default_device(d, s), nullptr};
   check(gpu.memcpy_async(dst, src, n, on.device, on.native), "copy");
   return {on, copy_path::driver};
+}
+
+/// dispatch()'s peer branch on a stream the caller named, inline: device memory of two devices
+/// with peer access on in either direction goes to the driver with the same calls and messages,
+/// without marshalling eight arguments and a returned struct (on issue 18's fixed cost that is
+/// worth skipping). copy_path::none when access is off: dispatch() chooses how to stage.
+[[gnu::always_inline]] inline copy_path queue_peer_named(driver_front& gpu, void* dst,
+                                                         const endpoint& d, const void* src,
+                                                         const endpoint& s, std::size_t n,
+                                                         memarea_stream_t on) {
+  if (!peer_enabled(s.device, d.device) && !peer_enabled(d.device, s.device))
+    return copy_path::none;
+  queue_across(gpu, dst, d, src, s, n, {on->device, on->native}, "peer copy");
+  return copy_path::driver_peer;
+}
+
+/// queue_peer_named out of line, for copy_async: there a copy between two devices is the rare
+/// case, and inlined it cost the common one 7 instructions a call (d0->d0 on sim, 187 against
+/// 180 under callgrind).
+[[gnu::noinline]] copy_path queue_peer_named_call(driver_front& gpu, void* dst, const endpoint& d,
+                                                  const void* src, const endpoint& s,
+                                                  std::size_t n, memarea_stream_t on) {
+  return queue_peer_named(gpu, dst, d, src, s, n, on);
 }
 
 /// require_on's refusal (cold: its message is made only when a copy is refused).
@@ -435,7 +464,8 @@ dispatched dispatch(system& sys, void* dst, const endpoint& d, const void* src,
 }
 
 /// Throws unless e is device memory (or managed memory) of `device`.
-void require_on(const endpoint& e, int device, const void* p, const char* role) {
+[[gnu::always_inline]] inline void require_on(const endpoint& e, int device, const void* p,
+                                              const char* role) {
   const bool device_memory = e.on_device() || e.kind == MEMAREA_MEMORY_MANAGED;
   if (!device_memory || e.device != device) [[unlikely]]
     refuse_not_on(e, device, p, role);
@@ -508,13 +538,21 @@ void copy_async(void* dst, const void* src, std::size_t n, memarea_stream_t s) {
     ts.last = detail::copy_path::host;
     return;
   }
-  // The common case, inline: a named stream and no two devices to choose a path between.
-  // dispatch() would end in the same call (its last branch), after marshalling eight arguments
-  // and a returned struct; on the copy's fixed cost (issue 18) that is worth skipping.
-  if (s && !(d.on_device() && r.on_device() && d.device != r.device)) [[likely]] {
-    detail::check(sys.gpu().memcpy_async(dst, src, n, s->device, s->native), "copy");
-    ts.last = detail::copy_path::driver;
-    return;
+  if (s) [[likely]] {
+    // The common case, inline: a named stream and no two devices to choose a path between.
+    // dispatch() would end in the same call (its last branch), after marshalling eight
+    // arguments and a returned struct; on the copy's fixed cost (issue 18) that is worth
+    // skipping.
+    if (!detail::between_devices(d, r)) [[likely]] {
+      detail::check(sys.gpu().memcpy_async(dst, src, n, s->device, s->native), "copy");
+      ts.last = detail::copy_path::driver;
+      return;
+    }
+    const auto path = detail::queue_peer_named_call(sys.gpu(), dst, d, src, r, n, s);
+    if (path != detail::copy_path::none) {
+      ts.last = path;
+      return;
+    }
   }
   detail::stream_ref on{-1, nullptr};
   if (s) on = {s->device, s->native};
@@ -536,7 +574,7 @@ void copy(void* dst, const void* src, std::size_t n) {
   }
   // The common case, inline (as copy_async's): no two devices to choose a path between. The
   // copy and the wait are one driver call.
-  if (!(d.on_device() && r.on_device() && d.device != r.device)) [[likely]] {
+  if (!detail::between_devices(d, r)) [[likely]] {
     detail::check(sys.gpu().memcpy_sync(dst, src, n, detail::default_device(d, r), nullptr),
                   "copy");
     ts.last = detail::copy_path::driver;
@@ -549,18 +587,29 @@ void copy(void* dst, const void* src, std::size_t n) {
 }
 
 namespace {
-/// Validation shared by copy_peer and copy_peer_async; false when there is nothing to copy.
-bool check_peer_args(detail::system& sys, detail::thread_state& ts, void* dst, int dst_device,
-                     const void* src, int src_device, std::size_t n, detail::endpoint* d,
-                     detail::endpoint* r) {
-  // Inline test first: check_device is a call per ordinal, and only its refusal is needed here.
-  const auto count = static_cast<unsigned>(sys.device_count());
-  if (static_cast<unsigned>(dst_device) >= count) [[unlikely]]
-    sys.check_device(dst_device, "copy_peer (destination device)");
-  if (static_cast<unsigned>(src_device) >= count) [[unlikely]]
-    sys.check_device(src_device, "copy_peer (source device)");
+/// check_peer_args' refusals of the ordinals and pointers, in the order they are checked (cold:
+/// called only when one of them is bad, so it always throws).
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_peer_args(detail::system& sys, void* dst,
+                                                            int dst_device, int src_device) {
+  sys.check_device(dst_device, "copy_peer (destination device)");
+  sys.check_device(src_device, "copy_peer (source device)");
   if (!dst) throw error(errc::invalid_value, "copy_peer: destination pointer is NULL");
-  if (!src) throw error(errc::invalid_value, "copy_peer: source pointer is NULL");
+  // The caller found one of the four bad, and the other three are not: this one is.
+  throw error(errc::invalid_value, "copy_peer: source pointer is NULL");
+}
+
+/// Validation shared by copy_peer and copy_peer_async; false when there is nothing to copy.
+/// Inlined into both: out of line it cost a call and the endpoints' trip through memory.
+[[gnu::always_inline]] inline bool check_peer_args(detail::system& sys, detail::thread_state& ts,
+                                                   void* dst, int dst_device, const void* src,
+                                                   int src_device, std::size_t n,
+                                                   detail::endpoint* d, detail::endpoint* r) {
+  // One inline test for all four: check_device is a call per ordinal, and only its refusal is
+  // needed here (out of range as unsigned: negative ordinals too, and every one with none).
+  const auto count = static_cast<unsigned>(sys.device_count());
+  if (static_cast<unsigned>(dst_device) >= count || static_cast<unsigned>(src_device) >= count ||
+      !dst || !src) [[unlikely]]
+    refuse_peer_args(sys, dst, dst_device, src_device);
   if (n == 0) return false;
   const auto& reg = detail::allocations();
   *d = detail::locate_in(reg, ts.lookups, ts.dst_hint, dst, n, "destination", "copy_peer");
@@ -590,6 +639,20 @@ void copy_peer_async(void* dst, int dst_device, const void* src, int src_device,
   auto& sys = detail::system::get();
   detail::endpoint d, r;
   if (!check_peer_args(sys, ts, dst, dst_device, src, src_device, n, &d, &r)) return;
+  // As copy_async: a named stream and nothing to stage go to the driver inline, here with the
+  // peer copy inline too (it is what copy_peer is for).
+  if (s) [[likely]] {
+    if (!detail::between_devices(d, r)) {
+      detail::check(sys.gpu().memcpy_async(dst, src, n, s->device, s->native), "copy");
+      ts.last = detail::copy_path::driver;
+      return;
+    }
+    const auto path = detail::queue_peer_named(sys.gpu(), dst, d, src, r, n, s);
+    if (path != detail::copy_path::none) [[likely]] {
+      ts.last = path;
+      return;
+    }
+  }
   ts.last = detail::dispatch(sys, dst, d, src, r, n, detail::resolve(s), true).path;
 }
 
