@@ -83,7 +83,8 @@ memarea_status memarea_stream_destroy(memarea_stream_t stream) {
 }
 
 memarea_status memarea_stream_synchronize(memarea_stream_t stream) {
-  return c_call(__func__, [&] {
+  // c_call_hot, as the copies it waits for: a loop of short copies synchronises often.
+  return c_call_hot(__func__, [&] {
     auto ref = memarea::detail::resolve(stream);
     memarea::detail::check(
         memarea::detail::system::get().gpu().stream_synchronize(ref.device, ref.native),

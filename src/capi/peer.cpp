@@ -6,6 +6,7 @@
 #include <memarea/peer.hpp>
 
 using memarea::detail::c_call;
+using memarea::detail::c_call_hot;
 using memarea::detail::require;
 
 extern "C" {
@@ -36,14 +37,17 @@ memarea_status memarea_device_get_p2p_attribute(int* value, memarea_p2p_attribut
   });
 }
 
+// The peer copies take c_call_hot, as memarea_memcpy does: the same statuses and messages,
+// made only on failure.
 memarea_status memarea_memcpy_peer(void* dst, int dst_device, const void* src, int src_device,
                                    size_t size) {
-  return c_call(__func__, [&] { memarea::copy_peer(dst, dst_device, src, src_device, size); });
+  return c_call_hot(__func__,
+                    [&] { memarea::copy_peer(dst, dst_device, src, src_device, size); });
 }
 
 memarea_status memarea_memcpy_peer_async(void* dst, int dst_device, const void* src,
                                          int src_device, size_t size, memarea_stream_t stream) {
-  return c_call(__func__, [&] {
+  return c_call_hot(__func__, [&] {
     memarea::copy_peer_async(dst, dst_device, src, src_device, size, stream);
   });
 }
