@@ -27,7 +27,11 @@ class peer_table {
                                                         static_cast<std::size_t>(n))) {
     for (std::size_t i = 0; i < static_cast<std::size_t>(n) * static_cast<std::size_t>(n); ++i)
       on_[i].store(false, std::memory_order_relaxed);
+    flags_.n = n;
+    flags_.on = on_.get();
   }
+  /// What peer_enabled() reads inline (peer_impl.hpp): the same flags, laid out as get() reads.
+  const peer_flags* flags() const noexcept { return &flags_; }
   bool get(int d, int p) const noexcept {
     if (d < 0 || p < 0 || d >= n_ || p >= n_) return false;
     return on_[index(d, p)].load(std::memory_order_acquire);
@@ -44,11 +48,8 @@ class peer_table {
   }
   int n_;
   std::unique_ptr<std::atomic<bool>[]> on_;
+  peer_flags flags_;
 };
-
-/// The table once made: what peer_enabled() reads on every copy, one load instead of
-/// table()'s call to system::get() and made_once.
-constinit std::atomic<peer_table*> g_table{nullptr};
 
 /// The table, sized once from the active backend (which never changes for the process).
 peer_table& table() {
@@ -58,7 +59,7 @@ peer_table& table() {
   // the other way round.
   const int n = system::get().device_count();
   peer_table& t = made_once([n] { return new peer_table(n); });
-  g_table.store(&t, std::memory_order_release);  // the same pointer, whoever stores it
+  g_peer_flags.store(t.flags(), std::memory_order_release);  // the same, whoever stores it
   return t;
 }
 
@@ -115,9 +116,7 @@ dstatus disable_locked(int device, int peer) {
 
 }  // namespace
 
-bool peer_enabled(int device, int peer) noexcept {
-  if (const peer_table* t = g_table.load(std::memory_order_acquire)) [[likely]]
-    return t->get(device, peer);
+bool peer_enabled_first(int device, int peer) noexcept {
   try {
     return table().get(device, peer);
   } catch (...) {
