@@ -274,6 +274,76 @@ TEST(Copy, PeerCopyStatuses) {
   EXPECT_EQ(read(y.data(), 4096), in);
 }
 
+// copy_peer_async on a named stream goes to the driver inline: with the thread's lookups warm
+// (each pointer found at the first try), it must still refuse what the checks always refused,
+// write nothing, and say so with the same status and words. Peer access on and off.
+TEST(Copy, PeerCopyOnANamedStreamRefusesWhatItAlwaysRefused) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  constexpr std::size_t n = 4096;
+  for (bool with_access : {false, true}) {
+    if (with_access && !peer::can_access(0, 1)) continue;
+    SCOPED_TRACE(with_access ? "peer access on" : "peer access off");
+    std::optional<peer::scoped_access> access;
+    if (with_access) access.emplace(0, 1);
+    const copy_path across = with_access ? copy_path::driver_peer : copy_path::driver_staged;
+    stream s(0);
+    buffer x = area(0).allocate(n), x2 = area(0).allocate(n), y = area(1).allocate(n);
+    auto in = random_bytes(n);
+    fill(x.data(), in);
+    copy_peer_async(y.data(), 1, x.data(), 0, n, s);  // warms the lookups of x and y
+    s.synchronize();
+    EXPECT_EQ(detail::last_copy_path(), across);
+    EXPECT_EQ(read(y.data(), n), in);
+    // Within one device, named as such: the driver's copy.
+    copy_peer_async(x2.data(), 0, x.data(), 0, n, s);
+    s.synchronize();
+    EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+    EXPECT_EQ(read(x2.data(), n), in);
+
+    auto* xc = static_cast<char*>(x.data());
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, x.data(), 0, n + 1, s), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, xc + 100, 0, n - 50, s),
+                         errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 0, x.data(), 0, 16, s), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, x.data(), 1, 16, s), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), devices(), x.data(), 0, 16, s),
+                         errc::invalid_device);
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, x.data(), -1, 16, s), errc::invalid_device);
+    EXPECT_MEMAREA_ERROR(copy_peer_async(nullptr, 1, x.data(), 0, 16, s), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, nullptr, 0, 16, s), errc::invalid_value);
+    EXPECT_EQ(detail::last_copy_path(), copy_path::none);
+    // The C API: the same status, and why, from the refusal's own words.
+    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 0, x.data(), 0, 16, s.get()),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    const std::string why = memarea_last_error_message();
+    EXPECT_NE(why.find("memarea_memcpy_peer_async: copy_peer: destination"), std::string::npos)
+        << why;
+    EXPECT_NE(why.find("lives on device 1, not on device 0 as named"), std::string::npos) << why;
+    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 1, x.data(), 7, 16, s.get()),
+                  MEMAREA_ERROR_INVALID_DEVICE);
+    // A source freed since the last copy, at the address the lookups remember: refused as
+    // memory that is no longer device memory.
+    buffer z = area(0).allocate(n);
+    fill(z.data(), in);
+    void* const freed = z.data();
+    copy_peer_async(y.data(), 1, freed, 0, n, s);
+    s.synchronize();
+    z.reset();
+    EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, freed, 0, n, s), errc::invalid_value);
+    // A destination freed likewise.
+    buffer w = area(1).allocate(n);
+    void* const freed_dst = w.data();
+    copy_peer_async(freed_dst, 1, x.data(), 0, n, s);
+    s.synchronize();
+    w.reset();
+    EXPECT_MEMAREA_ERROR(copy_peer_async(freed_dst, 1, x.data(), 0, n, s), errc::invalid_value);
+    s.synchronize();
+    // Nothing was written by the refusals.
+    EXPECT_EQ(read(y.data(), n), in);
+    EXPECT_EQ(read(x.data(), n), in);
+  }
+}
+
 TEST(Copy, BadRangesAreRefused) {
   MEMAREA_REQUIRE_DEVICES(1);
   buffer x = area(0).allocate(100);
