@@ -12,6 +12,10 @@
 //   valgrind --tool=callgrind --toggle-collect='memarea::copy_async(*'
 //     --toggle-collect='memarea::copy_peer_async(*' /tmp/cfc 1 1000 cg CASE   (CASE 0..4)
 // then inclusive(copy_async) - inclusive(the backend's memcpy call under it), over 1001 calls.
+// CASE 5 (the C API's peer copy), 6 (stream::synchronize) and 7 (memarea_stream_synchronize)
+// take one toggle each, --toggle-collect='memarea_memcpy_peer_async',
+// 'memarea::stream::synchronize*' and 'memarea_stream_synchronize' (a second toggle inside the
+// first would switch collection off), and 6 and 7 subtract the backend's stream_synchronize.
 // The CUDA backend's own share, without a GPU: run the same under LD_LIBRARY_PATH of the stand-in
 // libcuda (bench/experiments/fake_libcuda.cpp, which says how) with MEMAREA_BACKEND=cuda, and
 // subtract the stand-in's cuMemcpyAsync instead (callgrind's call counts include calls made
@@ -25,6 +29,12 @@
 //   CUDA stand-in, shared 550 -> 253 / 541 -> 239     static  490 -> 244 / 481 -> 230
 // The CUDA figures include the stand-in's cuCtxGetCurrent (21 instructions; one call per copy,
 // before and after), in whose place libcuda's own runs.
+// Before -> after the 2026-11-27 changes (copy_peer_async's fast path, the front's peer copy and
+// stream synchronize inline, peer_enabled inline, the C entries through c_call_hot), sim, shared
+// library, same build and callgrind:
+//   CASE 4 copy_peer_async d0->d1 371 -> 245   CASE 5 memarea_memcpy_peer_async 384 -> 250
+//   CASE 1 copy_async d0->d1      330 -> 253   CASE 0 / 2 / 3  180 / 178 / 166 -> 177 / 169 / 166
+//   CASE 6 stream::synchronize     52 ->  44   CASE 7 memarea_stream_synchronize  61 ->  45
 #include <memarea/memarea.hpp>
 #include "core/system.hpp"
 #include "core/stream_impl.hpp"
