@@ -319,7 +319,7 @@ TEST(Copy, PeerCopyOnANamedStreamRefusesWhatItAlwaysRefused) {
     EXPECT_NE(why.find("memarea_memcpy_peer_async: copy_peer: destination"), std::string::npos)
         << why;
     EXPECT_NE(why.find("lives on device 1, not on device 0 as named"), std::string::npos) << why;
-    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 1, x.data(), 7, 16, s.get()),
+    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 1, x.data(), devices(), 16, s.get()),
                   MEMAREA_ERROR_INVALID_DEVICE);
     // A source freed since the last copy, at the address the lookups remember: refused as
     // memory that is no longer device memory.
