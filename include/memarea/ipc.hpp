@@ -119,7 +119,8 @@ std::size_t cache_limit();
 /// Number of closed mappings held in the cache now.
 std::size_t cached_mappings();
 /// Number of mappings this process opened through the driver (cudaIpcOpenMemHandle,
-/// hipIpcOpenMemHandle) in its life: the sub-allocations of one pool block share one.
+/// hipIpcOpenMemHandle) in its life: the sub-allocations of one pool block share one. A
+/// driver open that a first import's checks then refused (and closed) is not counted.
 std::size_t driver_opens();
 
 /// Number of other processes that have the allocation containing ptr open now (dead

@@ -149,13 +149,20 @@ void add(task t) noexcept {
 }
 
 bool post(job f, void* arg) noexcept {
-  keeper& k = get();
+  keeper* k = g_keeper.load(std::memory_order_acquire);
+  if (!k) return false;  // no keeper made, so no thread: nothing to allocate here
   {
-    std::lock_guard lock(k.m);
-    if (!k.running || k.stopped || k.posted == keeper::kMaxJobs) return false;
-    k.jobs[k.posted++] = {f, arg};
+    std::lock_guard lock(k->m);
+    if (!k->running || k->stopped) return false;
+    // The same job queued already runs once more anyway: a poster that ran its job itself
+    // leaves its entry behind, and repeated posts of one job must not fill the queue with them.
+    if (std::find(k->jobs, k->jobs + k->posted, std::pair<job, void*>{f, arg}) ==
+        k->jobs + k->posted) {
+      if (k->posted == keeper::kMaxJobs) return false;
+      k->jobs[k->posted++] = {f, arg};
+    }
   }
-  k.wake.notify_all();
+  k->wake.notify_all();
   return true;
 }
 

@@ -1,7 +1,9 @@
 // memarea's one background thread ("memarea-keeper"). It does what must happen on a timer but
 // never inside a user's call: it sweeps /dev/shm of the objects dead processes left (see
 // base/lease.hpp), once as it starts and then every kSweepEvery, and it runs the tasks that
-// other layers register (IPC's liveness checks) every kTick.
+// other layers register (IPC's liveness checks) every kTick. A call may also post it a job to
+// run beside the call (post: a first IPC import maps the exporter's segment there while the
+// call opens the driver handle); the call never depends on the job's being run by the keeper.
 //
 // It starts when something first needs it (start()): a process's first device allocation (IPC
 // then has it make the lease and segment in the background, off the first export), its first
@@ -41,11 +43,14 @@ void stop() noexcept;
 /// A one-off job for the keeper's thread: f(arg).
 using job = void (*)(void* arg) noexcept;
 /// Wakes the thread to run f(arg) ahead of its next round, and returns true; false (f never
-/// runs) when the thread does not run or the queue of posted jobs is full. The thread may be
-/// busy in a round (or stopped at exit) for as long as it takes: a poster that needs the
-/// result by some point must be able to run the job itself then, and f must tell a job that
-/// has run (or is running) from one still to run (IPC's first import: ipc_importer.hpp).
-/// Jobs run with no lock of memarea held; a job must take none (its poster may hold them).
+/// runs) when the thread does not run or the queue of posted jobs (8) is full. Posting a job
+/// that is queued already queues nothing more. The thread may be busy in a round (or stopped
+/// at exit) for as long as it takes: a poster that needs the result by some point must be able
+/// to run the job itself then, and f must tell a job that has run (or is running) from one
+/// still to run, since f(arg) runs once per queued entry, possibly after the poster did the
+/// work itself: arg must outlive every entry (IPC's first import: ipc_importer.hpp). Jobs run
+/// with no lock of memarea held and every signal blocked; a job must take no lock (its poster
+/// may hold them).
 bool post(job f, void* arg) noexcept;
 
 /// Now, by the clock in use.

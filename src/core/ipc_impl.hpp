@@ -29,6 +29,13 @@ std::size_t driver_mappings();
 /// First imports from an exporter whose driver open ran while the keeper's thread was asked
 /// to map the exporter's segment (ipc_importer.hpp, segment_job), in this process's life.
 std::size_t overlapped_first_opens();
+/// Of those, the ones whose segment the keeper's thread mapped (not the importing thread).
+std::size_t keeper_segment_jobs();
+/// Tests: keeper_took runs on the keeper's thread once it has taken a first import's segment
+/// job, after_open on the importing thread after its early driver open; null for none.
+void set_segment_job_hooks(void (*keeper_took)() noexcept, void (*after_open)() noexcept);
+/// Tests: ends the pause a refused forgery started (first imports overlap again at once).
+void end_forgery_pause();
 
 /// Asks the background thread (starting it) to make this process's lease, IPC state and
 /// segment, once per process: the first device allocation calls it, so that the first export

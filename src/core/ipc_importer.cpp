@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,9 +55,21 @@ void erase_record(void* base, std::uint64_t id) {
   allocations().erase_if(base, [id](const record& r) { return r.id == id; });
 }
 
+/// Test hooks (set_segment_job_hooks): a first import's two threads held at chosen points.
+std::atomic<void (*)() noexcept> g_keeper_took_job{nullptr};
+std::atomic<void (*)() noexcept> g_after_early_open{nullptr};
+
 }  // namespace
 
+void set_segment_job_hooks(void (*keeper_took)() noexcept, void (*after_open)() noexcept) {
+  g_keeper_took_job.store(keeper_took, std::memory_order_release);
+  g_after_early_open.store(after_open, std::memory_order_release);
+}
+
 importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  several_cpus_ = sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) > 1;
   spare_opened_.reserve(kSpareNodes);
   // The tables' first buckets now (the background thread makes the importer ahead of the
   // first import), not inside a first import.
@@ -148,13 +161,23 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     job_.owner = w.owner;
     job_.timing = t != nullptr;
     job_.state.store(segment_job::posted, std::memory_order_release);
-    if (housekeeper::post(&segment_job::on_keeper, &job_)) {
+    if (may_overlap() && housekeeper::post(&segment_job::on_keeper, &job_)) {
       early.tried = true;
       overlapped_opens_.fetch_add(1, std::memory_order_relaxed);
-      early.status = driver_open(w, device, &early.base);
+      try {
+        early.status = driver_open(w, device, &early.base);
+      } catch (...) {
+        early.failure = std::current_exception();  // thrown once the job is settled
+      }
       if (t) t->stamp(phase_times::driver_open);
+      if (auto hook = g_after_early_open.load(std::memory_order_acquire)) hook();
     }
     job_.finish();
+    if (job_.by_keeper) keeper_segment_jobs_.fetch_add(1, std::memory_order_relaxed);
+    if (early.failure) {
+      job_.discard();
+      std::rethrow_exception(early.failure);
+    }
     if (t) {
       t->overlapped = early.tried;
       t->by_keeper = job_.by_keeper;
@@ -163,6 +186,11 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
       t->ns[phase_times::seg_mapped] = job_.mapped;
       t->ns[phase_times::seg_read] = job_.read;
     }
+    // The driver accepted bytes of an exporter whose segment refuses them (not one that exited
+    // cleanly): someone forged them.
+    if (early.base && job_.why != segment_job::failure::none &&
+        job_.why != segment_job::failure::exited)
+      note_forgery();
     found = &adopt_source_locked(w);  // throws for a segment that refuses w
   }
   source& src = *found;
@@ -185,6 +213,7 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     e.digest = at(b.digest).load();
     if (e.digest != native_digest(w.native) || e.begin >= e.end || w.offset < e.begin ||
         w.offset >= e.end) {
+      if (early.base) note_forgery();
       unregister_locked(e);
       release_source_locked(src);
       throw mismatch(w);
@@ -234,29 +263,44 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   }
 }
 
-importer::early_open::~early_open() {
-  // Refused after the driver opened it (the segment, or a check): the reference goes back.
-  if (base) (void)system::get().gpu().ipc_close_handle(base);
+importer::early_open::~early_open() noexcept {
+  // Refused after the driver opened it (the segment, or a check): the reference goes back. A
+  // failing close changes nothing memarea tracks (its message may fail to allocate: ignored).
+  if (!base) return;
+  try {
+    (void)system::get().gpu().ipc_close_handle(base);
+  } catch (...) {
+  }
 }
 
-dstatus importer::driver_open(const wire& w, int device, void** base) noexcept {
+dstatus importer::driver_open(const wire& w, int device, void** base) {
   ipc_native_handle native;
   std::memcpy(native.bytes, w.native, sizeof native.bytes);
   // CUDA and HIP refuse 0 ("must be specified as ..._LAZY_ENABLE_PEER_ACCESS", seen as
   // CUDA_ERROR_INVALID_VALUE on an H200): lazy enabling costs nothing on the memory's own
   // device, so memarea's 0 and LAZY both reach the driver as LAZY.
-  try {
-    dstatus s = system::get().gpu().ipc_open_handle(device, native,
-                                                    MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, base);
-    if (s.ok()) driver_opens_.fetch_add(1, std::memory_order_relaxed);
-    else *base = nullptr;
-    return s;
-  } catch (...) {
-    *base = nullptr;
-    dstatus s;
-    s.code = errc::out_of_memory;  // only a message's allocation can throw in the front
-    return s;
-  }
+  *base = nullptr;
+  dstatus s = system::get().gpu().ipc_open_handle(device, native,
+                                                  MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS, base);
+  if (!s.ok()) *base = nullptr;
+  return s;
+}
+
+bool importer::may_overlap() const noexcept {
+  return several_cpus_ && housekeeper::now().time_since_epoch().count() >= check_first_until_;
+}
+
+void importer::note_forgery() noexcept {
+  check_first_until_ =
+      (housekeeper::now() + std::chrono::duration_cast<housekeeper::clock_type::duration>(
+                                kForgeryPause))
+          .time_since_epoch()
+          .count();
+}
+
+void importer::segment_job::discard() noexcept {
+  if (seg) munmap(std::exchange(seg, nullptr), sizeof(segment));
+  state.store(idle, std::memory_order_relaxed);
 }
 
 void importer::segment_job::on_keeper(void* job) noexcept {
@@ -265,6 +309,7 @@ void importer::segment_job::on_keeper(void* job) noexcept {
   // Taken already (by the importing thread), or a job posted earlier and done since: nothing.
   if (!j->state.compare_exchange_strong(expected, running, std::memory_order_acquire)) return;
   j->by_keeper = true;
+  if (auto hook = g_keeper_took_job.load(std::memory_order_acquire)) hook();
   j->run();
   j->state.store(done, std::memory_order_release);
   j->state.notify_all();
@@ -351,7 +396,9 @@ std::string importer::format_phases(const phase_times& t, const wire& w) noexcep
           static_cast<double>(t.job_began - t.ns[P::start]) / 1e3,
           static_cast<double>(t.ns[P::seg_opened] - t.job_began) / 1e3,
           us(P::seg_opened, P::seg_mapped), us(P::seg_mapped, P::seg_read),
-          static_cast<double>(t.ns[P::source] - std::max(t.ns[P::driver_open], t.ns[P::seg_read])) / 1e3,
+          static_cast<double>(t.ns[P::source] -
+                              std::max(t.ns[P::driver_open], t.ns[P::seg_read])) /
+              1e3,
           us(P::source, P::registered), us(P::registered, P::size_query),
           us(P::size_query, P::recorded), us(P::recorded, P::end), us(P::start, P::end));
     const std::string segment =
@@ -411,6 +458,7 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
     s = driver_open(w, device, &base);
     if (t) t->stamp(phase_times::driver_open);
   }
+  if (s.ok()) driver_opens_.fetch_add(1, std::memory_order_relaxed);
   if (!s.ok()) {
     if (s.code == errc::invalid_context || s.code == errc::invalid_value)
       s.code = errc::invalid_handle;  // the driver rejects the handle's bytes
@@ -422,6 +470,7 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
   // reference, closed once.
   if (mappings_.count(base)) {
     (void)sys.gpu().ipc_close_handle(base);  // drops the reference this open took
+    if (early) note_forgery();
     throw mismatch(w);
   }
   mapping m;
@@ -625,6 +674,8 @@ importer::source* importer::find_source_locked(const wire& w) {
 
 importer::source& importer::adopt_source_locked(const wire& w) {
   segment_job& j = job_;
+  // Relaxed is enough: a stale on_keeper only tries posted -> running, and the next job's
+  // fields are published by its release store of posted.
   j.state.store(segment_job::idle, std::memory_order_relaxed);
   const std::string& name = j.name;
   switch (j.why) {

@@ -13,7 +13,9 @@
 #include "driver/driver.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <list>
 #include <memory>
 #include <string>
@@ -44,6 +46,15 @@ class importer {
   std::size_t driver_opens() const { return driver_opens_.load(); }
   /// First imports from an exporter whose driver open overlapped the segment's mapping.
   std::size_t overlapped_opens() const { return overlapped_opens_.load(); }
+  /// Of those, the ones whose segment the keeper's thread mapped.
+  std::size_t keeper_segment_jobs() const { return keeper_segment_jobs_.load(); }
+  /// Tests: first imports may overlap again at once.
+  void end_forgery_pause() {
+    std::lock_guard lock(m_);
+    check_first_until_ = 0;
+  }
+  /// How long a refused forgery makes first imports check before they open.
+  static constexpr std::chrono::seconds kForgeryPause{60};
   /// Driver mappings open now (cached buffers' included).
   std::size_t mappings();
   /// (owner pid, buffer id) of the cached mappings, most recently used first.
@@ -171,6 +182,8 @@ class importer {
 
     /// The keeper's entry (housekeeper::post): runs the job unless someone has.
     static void on_keeper(void* job) noexcept;
+    /// Gives back a finished job's segment, if it mapped one (the import failed otherwise).
+    void discard() noexcept;
     /// Runs the job here unless the keeper began it, else waits for the keeper to finish.
     void finish() noexcept;
     /// shm_open, fstat, mmap, close, the header's first read and its checks.
@@ -195,13 +208,21 @@ class importer {
     bool tried = false;
     dstatus status;
     void* base = nullptr;
+    std::exception_ptr failure;  ///< what the open threw (bad_alloc for a message)
     early_open() = default;
     early_open(const early_open&) = delete;
     early_open& operator=(const early_open&) = delete;
-    ~early_open();
+    ~early_open() noexcept;
   };
-  /// The driver's open of w's handle on device; counts the mappings it opens. Throws nothing.
-  dstatus driver_open(const wire& w, int device, void** base) noexcept;
+  /// The driver's open of w's handle on device.
+  static dstatus driver_open(const wire& w, int device, void** base);
+  /// Whether a first import from a new exporter may open the driver handle before the
+  /// segment's checks: the keeper can run beside this thread, and no handle the driver
+  /// accepted was refused as forged in the last kForgeryPause (then every first import is
+  /// checked first, so that forged handles cannot make the driver map what they name).
+  bool may_overlap() const noexcept;
+  /// Notes a refusal, as forged, of a handle whose bytes the driver had accepted.
+  void note_forgery() noexcept;
   /// The mapping of w's driver allocation: one made for another buffer of it, or a new one
   /// (the early open's, when given: a new exporter has no mapping to share).
   mapping& map_locked(source& src, const wire& w, int device, phase_times* t,
@@ -231,6 +252,12 @@ class importer {
   std::unordered_multimap<std::uint64_t, void*> by_digest_;  // native_digest -> base
   std::atomic<std::size_t> driver_opens_{0};
   std::atomic<std::size_t> overlapped_opens_{0};
+  std::atomic<std::size_t> keeper_segment_jobs_{0};
+  /// The keeper's thread may run on another CPU than this one (sched_getaffinity at
+  /// construction): with one CPU the overlap is only two context switches more.
+  bool several_cpus_ = true;
+  /// housekeeper::now() (ns) before which a first import checks before it opens.
+  std::int64_t check_first_until_ = 0;
   std::unordered_map<void*, opened_ptr> opened_;
   std::list<key> lru_;  // cached (closed) mappings, most recent first
   // Nodes of lru_ and opened_ kept for reuse: a close and a re-open move a node between the

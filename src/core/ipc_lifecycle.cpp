@@ -326,6 +326,10 @@ std::size_t driver_mappings() { return state::get().in.mappings(); }
 
 std::size_t overlapped_first_opens() { return state::get().in.overlapped_opens(); }
 
+std::size_t keeper_segment_jobs() { return state::get().in.keeper_segment_jobs(); }
+
+void end_forgery_pause() { state::get().in.end_forgery_pause(); }
+
 void liveness_tick() noexcept {
   state* s = g_state.load(std::memory_order_acquire);
   if (!s) return;

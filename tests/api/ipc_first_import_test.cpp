@@ -1,0 +1,208 @@
+// A process's first import from an exporter (src/core/ipc_importer.hpp, segment_job): the
+// driver's open runs while the keeper's thread maps the exporter's segment, and the handle is
+// checked once both are done. What must hold whichever thread maps the segment, and when the
+// segment refuses a handle whose bytes the driver accepted. Run against whichever backend is
+// active.
+#include "api/common.hpp"
+#include "api/process_util.hpp"
+#include "base/housekeeper.hpp"
+#include "core/ipc_impl.hpp"
+#include "core/ipc_importer.hpp"
+#include "core/system.hpp"
+
+#include <memarea/ipc.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+
+using namespace memarea;
+using namespace memarea::test;
+namespace ipc_internal = memarea::detail::ipc_internal;
+namespace housekeeper = memarea::detail::housekeeper;
+
+namespace {
+
+constexpr std::size_t kBytes = 3 * 4096 + 100;
+
+/// Lines of /proc/self/maps that map an object of /dev/shm: the exporters' segments, and on
+/// sim the exporters' device memory too.
+std::size_t shm_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::size_t n = 0;
+  for (std::string line; std::getline(maps, line);)
+    n += line.find("/dev/shm/") != std::string::npos;
+  return n;
+}
+
+/// Whether the driver still has a mapping at p (its address-range query).
+bool driver_maps(void* p) {
+  void* base = nullptr;
+  std::size_t size = 0;
+  return memarea::detail::system::get().gpu().address_range(p, &base, &size).ok();
+}
+
+/// The housekeeper's clock, moved forward by g_ahead (the forgery pause is read from it).
+std::atomic<std::int64_t> g_ahead_ns{0};
+housekeeper::clock_type::time_point ahead_now() noexcept {
+  return housekeeper::clock_type::now() + std::chrono::nanoseconds(g_ahead_ns.load());
+}
+
+/// Opens h, checks pattern(seed) in it, closes it.
+void expect_opens(const ipc::handle& h, std::uint64_t seed) {
+  void* p = ipc::open(h);
+  EXPECT_TRUE(holds(p, seed, kBytes));
+  ipc::close(p);
+}
+
+}  // namespace
+
+// The driver sees a forged handle's bytes before memarea's checks on a first import. Another
+// buffer's real driver handle is then opened by the driver and must be closed again: nothing
+// stays mapped, counted or registered. For the next kForgeryPause every first import checks
+// before it opens (the driver maps nothing a forger names); random bytes the driver refuses
+// start no pause.
+TEST(IpcFirstImport, AnEarlyDriverOpenIsUndoneWhenTheSegmentRefusesIt) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  housekeeper::start();  // the overlap needs the keeper's thread
+  ipc_internal::end_forgery_pause();
+  const std::uint64_t s1 = new_seed(), s2 = new_seed();
+  child exporter({"export", str(kBytes), str(s1)});
+  const ipc::handle b1 = ipc::handle::from_hex(exporter.line());
+  const ipc::handle b2 =
+      ipc::handle::from_hex(exporter.ask("another " + str(kBytes) + " " + str(s2)));
+  const ipc::handle b2_with_b1 = forged(
+      b2, [&](ipc_internal::wire& w) { std::memcpy(w.native, wire_of(b1).native, 64); });
+  (void)ipc::collect();  // mappings of earlier exporters, now dead, leave the counts now
+  const std::size_t live = live_records(), mapped = ipc_internal::driver_mappings();
+  const std::size_t shm = shm_mappings(), opens = ipc::driver_opens();
+  const std::size_t overlapped = ipc_internal::overlapped_first_opens();
+  EXPECT_MEMAREA_ERROR((void)ipc::open(b2_with_b1), errc::invalid_handle);
+  EXPECT_EQ(ipc_internal::overlapped_first_opens(), overlapped + 1);  // the driver saw it first
+  EXPECT_EQ(live_records(), live);
+  EXPECT_EQ(ipc_internal::driver_mappings(), mapped);
+  EXPECT_EQ(ipc::driver_opens(), opens);  // a refused early open is not a mapping made
+  EXPECT_EQ(shm_mappings(), shm);  // neither the segment nor (on sim) B1's memory stays mapped
+  EXPECT_EQ(exporter.ask("importers"), "0");
+
+  // The pause: the next first import checks first (no overlap) and works.
+  void* p1 = ipc::open(b1);
+  EXPECT_EQ(ipc_internal::overlapped_first_opens(), overlapped + 1);
+  EXPECT_TRUE(holds(p1, s1, kBytes));
+  ipc::close(p1);
+  ipc::set_cache_limit(0);  // closes the cached mapping: the driver's last reference to B1
+  ipc::set_cache_limit(64);
+  // Had the early open of B1's handle kept its reference, the driver would still map B1 here.
+  EXPECT_FALSE(driver_maps(p1));
+  EXPECT_EQ(ipc_internal::driver_mappings(), mapped);
+
+  // Past the pause (the clock moved on), first imports overlap again.
+  g_ahead_ns.store(std::chrono::nanoseconds(ipc_internal::importer::kForgeryPause).count() +
+                   1'000'000'000);
+  housekeeper::set_clock(&ahead_now);
+  // Bytes the driver refuses (no exporter made them) start no pause, and change nothing.
+  std::mt19937_64 random(new_seed());
+  for (int i = 0; i < 8; ++i) {
+    const ipc::handle garbage = forged(b2, [&](ipc_internal::wire& w) {
+      for (auto& byte : w.native) byte = static_cast<unsigned char>(random());
+    });
+    EXPECT_MEMAREA_ERROR((void)ipc::open(garbage), errc::invalid_handle);
+  }
+  EXPECT_EQ(ipc_internal::overlapped_first_opens(), overlapped + 9);
+  EXPECT_EQ(live_records(), live);
+  EXPECT_EQ(ipc_internal::driver_mappings(), mapped);
+  EXPECT_EQ(shm_mappings(), shm);
+  expect_opens(b2, s2);
+  EXPECT_EQ(ipc_internal::overlapped_first_opens(), overlapped + 10);
+  expect_opens(b1, s1);  // its segment is mapped now: not a first import from the exporter
+  housekeeper::set_clock(nullptr);
+  EXPECT_EQ(exporter.ask("importers"), "0");
+  EXPECT_EQ(exporter.ask("free"), "freed");
+}
+
+namespace {
+std::atomic<bool> g_release_keeper{false};
+std::atomic<bool> g_keeper_held{false};
+void hold_keeper(void*) noexcept {
+  g_keeper_held.store(true);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!g_release_keeper.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+std::atomic<bool> g_keeper_took{false};
+void keeper_took_job() noexcept {
+  g_keeper_took.store(true);
+  // Still mapping when the importing thread comes for the segment: it must wait.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+void wait_for_keeper() noexcept {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!g_keeper_took.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+}
+}  // namespace
+
+// The keeper busy in another job (or a round): the importing thread maps the segment itself
+// after its driver open, and the import works.
+TEST(IpcFirstImportConcurrency, TheImportMapsTheSegmentWhenTheKeeperIsBusy) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  housekeeper::start();
+  ipc_internal::end_forgery_pause();
+  const std::uint64_t seed = new_seed();
+  child exporter({"export", str(kBytes), str(seed)});
+  const ipc::handle h = ipc::handle::from_hex(exporter.line());
+  g_release_keeper.store(false);
+  g_keeper_held.store(false);
+  ASSERT_TRUE(housekeeper::post(&hold_keeper, nullptr));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!g_keeper_held.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  ASSERT_TRUE(g_keeper_held.load());
+  const std::size_t overlapped = ipc_internal::overlapped_first_opens();
+  const std::size_t by_keeper = ipc_internal::keeper_segment_jobs();
+  void* p = nullptr;
+  EXPECT_NO_THROW(p = ipc::open(h));
+  g_release_keeper.store(true);
+  EXPECT_EQ(ipc_internal::overlapped_first_opens(), overlapped + 1);
+  EXPECT_EQ(ipc_internal::keeper_segment_jobs(), by_keeper);  // the importing thread's
+  if (p) {
+    EXPECT_TRUE(holds(p, seed, kBytes));
+    ipc::close(p);
+  }
+  EXPECT_EQ(exporter.ask("importers"), "0");
+}
+
+// The keeper mapping the segment when the driver open returns: the importing thread waits for
+// it (it takes no lock), then uses its segment.
+TEST(IpcFirstImportConcurrency, TheImportWaitsForTheKeepersSegment) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  housekeeper::start();
+  ipc_internal::end_forgery_pause();
+  const std::uint64_t seed = new_seed();
+  child exporter({"export", str(kBytes), str(seed)});
+  const ipc::handle h = ipc::handle::from_hex(exporter.line());
+  const std::size_t overlapped = ipc_internal::overlapped_first_opens();
+  const std::size_t by_keeper = ipc_internal::keeper_segment_jobs();
+  g_keeper_took.store(false);
+  ipc_internal::set_segment_job_hooks(&keeper_took_job, &wait_for_keeper);
+  void* p = nullptr;
+  EXPECT_NO_THROW(p = ipc::open(h));
+  ipc_internal::set_segment_job_hooks(nullptr, nullptr);
+  EXPECT_TRUE(g_keeper_took.load());
+  EXPECT_EQ(ipc_internal::overlapped_first_opens(), overlapped + 1);
+  EXPECT_EQ(ipc_internal::keeper_segment_jobs(), by_keeper + 1);
+  if (p) {
+    EXPECT_TRUE(holds(p, seed, kBytes));
+    ipc::close(p);
+  }
+  EXPECT_EQ(exporter.ask("importers"), "0");
+}
