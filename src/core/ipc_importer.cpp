@@ -25,10 +25,17 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 namespace memarea::detail::ipc_internal {
 
 namespace {
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 error exited(const wire& w) {
   return error(errc::invalid_handle,
@@ -161,7 +168,9 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     job_.owner = w.owner;
     job_.timing = t != nullptr;
     job_.state.store(segment_job::posted, std::memory_order_release);
+    std::int64_t grace_until = 0;
     if (may_overlap() && housekeeper::post(&segment_job::on_keeper, &job_)) {
+      grace_until = steady_ns() + std::chrono::nanoseconds(kKeeperGrace).count();
       early.tried = true;
       overlapped_opens_.fetch_add(1, std::memory_order_relaxed);
       try {
@@ -172,7 +181,7 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
       if (t) t->stamp(phase_times::driver_open);
       if (auto hook = g_after_early_open.load(std::memory_order_acquire)) hook();
     }
-    job_.finish();
+    job_.finish(grace_until);
     if (job_.by_keeper) keeper_segment_jobs_.fetch_add(1, std::memory_order_relaxed);
     if (early.failure) {
       job_.discard();
@@ -315,7 +324,15 @@ void importer::segment_job::on_keeper(void* job) noexcept {
   j->state.notify_all();
 }
 
-void importer::segment_job::finish() noexcept {
+void importer::segment_job::finish(std::int64_t grace_until) noexcept {
+  while (grace_until != 0 && state.load(std::memory_order_acquire) == posted &&
+         steady_ns() < grace_until) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
   int expected = posted;
   if (state.compare_exchange_strong(expected, running, std::memory_order_acquire)) {
     by_keeper = false;
@@ -330,11 +347,7 @@ void importer::segment_job::finish() noexcept {
 }
 
 void importer::segment_job::run() noexcept {
-  auto now = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
+  auto now = steady_ns;
   seg = nullptr;
   why = failure::none;
   err = 0;
