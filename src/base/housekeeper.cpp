@@ -32,6 +32,7 @@ struct keeper {
   bool running = false;
   bool stopped = false;  // for good: at exit
   bool changed = false;  // tasks added while the thread slept
+  bool idle = false;     // the thread waits for its next round (post's only_when_idle)
   std::vector<task> tasks;
   /// Posted one-off jobs (post), run at the next wake; a fixed array, so post never allocates.
   static constexpr int kMaxJobs = 8;
@@ -104,7 +105,9 @@ void loop(keeper* k) {
     const auto pause = k->tasks.empty() ? std::chrono::duration_cast<std::chrono::milliseconds>(
                                               kSweepEvery)
                                         : kTick;
+    k->idle = true;
     k->wake.wait_for(lock, pause, [&] { return k->stopped || k->changed || k->posted > 0; });
+    k->idle = false;
   }
 }
 
@@ -148,12 +151,12 @@ void add(task t) noexcept {
   get().wake.notify_all();
 }
 
-bool post(job f, void* arg) noexcept {
+bool post(job f, void* arg, bool only_when_idle) noexcept {
   keeper* k = g_keeper.load(std::memory_order_acquire);
   if (!k) return false;  // no keeper made, so no thread: nothing to allocate here
   {
     std::lock_guard lock(k->m);
-    if (!k->running || k->stopped) return false;
+    if (!k->running || k->stopped || (only_when_idle && !k->idle)) return false;
     // The same job queued already runs once more anyway: a poster that ran its job itself
     // leaves its entry behind, and repeated posts of one job must not fill the queue with them.
     if (std::find(k->jobs, k->jobs + k->posted, std::pair<job, void*>{f, arg}) ==
@@ -164,6 +167,13 @@ bool post(job f, void* arg) noexcept {
   }
   k->wake.notify_all();
   return true;
+}
+
+bool idle() noexcept {
+  keeper* k = g_keeper.load(std::memory_order_acquire);
+  if (!k) return false;
+  std::lock_guard lock(k->m);
+  return k->running && !k->stopped && k->idle;
 }
 
 void stop() noexcept {

@@ -43,7 +43,8 @@ void stop() noexcept;
 /// A one-off job for the keeper's thread: f(arg).
 using job = void (*)(void* arg) noexcept;
 /// Wakes the thread to run f(arg) ahead of its next round, and returns true; false (f never
-/// runs) when the thread does not run or the queue of posted jobs (8) is full. Posting a job
+/// runs) when the thread does not run, when `only_when_idle` and the thread is busy (in a
+/// round, or running other jobs), or when the queue of posted jobs (8) is full. Posting a job
 /// that is queued already queues nothing more. The thread may be busy in a round (or stopped
 /// at exit) for as long as it takes: a poster that needs the result by some point must be able
 /// to run the job itself then, and f must tell a job that has run (or is running) from one
@@ -51,7 +52,9 @@ using job = void (*)(void* arg) noexcept;
 /// work itself: arg must outlive every entry (IPC's first import: ipc_importer.hpp). Jobs run
 /// with no lock of memarea held and every signal blocked; a job must take no lock (its poster
 /// may hold them).
-bool post(job f, void* arg) noexcept;
+bool post(job f, void* arg, bool only_when_idle = false) noexcept;
+/// Whether the thread runs and waits for its next round (what post's only_when_idle asks).
+bool idle() noexcept;
 
 /// Now, by the clock in use.
 clock_type::time_point now() noexcept;

@@ -31,11 +31,19 @@ std::size_t driver_mappings();
 std::size_t overlapped_first_opens();
 /// Of those, the ones whose segment the keeper's thread mapped (not the importing thread).
 std::size_t keeper_segment_jobs();
-/// Tests: keeper_took runs on the keeper's thread once it has taken a first import's segment
-/// job, after_open on the importing thread after its early driver open; null for none.
-void set_segment_job_hooks(void (*keeper_took)() noexcept, void (*after_open)() noexcept);
+/// Tests: a first import's two threads held at chosen points (null: not held).
+struct segment_job_hooks {
+  void (*keeper_before_take)() noexcept = nullptr;  ///< keeper, before it tries to take the job
+  void (*keeper_took)() noexcept = nullptr;         ///< keeper, once it has taken it
+  void (*after_open)() noexcept = nullptr;          ///< importing thread, after its driver open
+};
+void set_segment_job_hooks(const segment_job_hooks& h);
 /// Tests: ends the pause a refused forgery started (first imports overlap again at once).
 void end_forgery_pause();
+/// Tests: whether that pause runs now (by the housekeeper's clock).
+bool forgery_pause_active();
+/// Whether first imports may overlap at all here (the process may run on more than one CPU).
+bool first_imports_can_overlap();
 
 /// Asks the background thread (starting it) to make this process's lease, IPC state and
 /// segment, once per process: the first device allocation calls it, so that the first export

@@ -63,14 +63,16 @@ void erase_record(void* base, std::uint64_t id) {
 }
 
 /// Test hooks (set_segment_job_hooks): a first import's two threads held at chosen points.
+std::atomic<void (*)() noexcept> g_keeper_before_take{nullptr};
 std::atomic<void (*)() noexcept> g_keeper_took_job{nullptr};
 std::atomic<void (*)() noexcept> g_after_early_open{nullptr};
 
 }  // namespace
 
-void set_segment_job_hooks(void (*keeper_took)() noexcept, void (*after_open)() noexcept) {
-  g_keeper_took_job.store(keeper_took, std::memory_order_release);
-  g_after_early_open.store(after_open, std::memory_order_release);
+void set_segment_job_hooks(const segment_job_hooks& h) {
+  g_keeper_before_take.store(h.keeper_before_take, std::memory_order_release);
+  g_keeper_took_job.store(h.keeper_took, std::memory_order_release);
+  g_after_early_open.store(h.after_open, std::memory_order_release);
 }
 
 importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
@@ -169,7 +171,9 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     job_.timing = t != nullptr;
     job_.state.store(segment_job::posted, std::memory_order_release);
     std::int64_t grace_until = 0;
-    if (may_overlap() && housekeeper::post(&segment_job::on_keeper, &job_)) {
+    // Only to an idle keeper: one busy in a round (a fresh process's set-up, a sweep) would
+    // begin late, and its own system calls slow this thread's (seen on 2x H200).
+    if (may_overlap() && housekeeper::post(&segment_job::on_keeper, &job_, true)) {
       grace_until = steady_ns() + std::chrono::nanoseconds(kKeeperGrace).count();
       early.tried = true;
       overlapped_opens_.fetch_add(1, std::memory_order_relaxed);
@@ -314,6 +318,7 @@ void importer::segment_job::discard() noexcept {
 
 void importer::segment_job::on_keeper(void* job) noexcept {
   auto* j = static_cast<segment_job*>(job);
+  if (auto hook = g_keeper_before_take.load(std::memory_order_acquire)) hook();
   int expected = posted;
   // Taken already (by the importing thread), or a job posted earlier and done since: nothing.
   if (!j->state.compare_exchange_strong(expected, running, std::memory_order_acquire)) return;

@@ -48,6 +48,13 @@ class importer {
   std::size_t overlapped_opens() const { return overlapped_opens_.load(); }
   /// Of those, the ones whose segment the keeper's thread mapped.
   std::size_t keeper_segment_jobs() const { return keeper_segment_jobs_.load(); }
+  /// Whether this process's affinity lets the keeper run beside the importing thread.
+  bool several_cpus() const noexcept { return several_cpus_; }
+  /// Tests: whether a refused forgery makes first imports check first now.
+  bool forgery_paused() noexcept {
+    std::lock_guard lock(m_);
+    return !may_overlap() && several_cpus_;
+  }
   /// Tests: first imports may overlap again at once.
   void end_forgery_pause() {
     std::lock_guard lock(m_);
@@ -55,9 +62,8 @@ class importer {
   }
   /// How long after the post a first import whose driver open is done waits for the keeper to
   /// begin mapping the segment, before it maps the segment itself. On 2x H200 (2026-11-27) the
-  /// keeper began 37-82 us after the post (an idle CPU's wake-up); the importing thread's own
-  /// fstat, mmap and close right after a driver open took 62-142 us, against 11-31 us on the
-  /// keeper during the open. Only a keeper held in a round (its liveness tick waits for this
+  /// keeper began 37-82 us after the post (an idle CPU's wake-up). Jobs go to an idle keeper
+  /// only, so only one that began a round meanwhile (its liveness tick then waits for this
   /// importer's lock, once in 50 ms) lets the grace run out.
   static constexpr std::chrono::microseconds kKeeperGrace{120};
   /// How long a refused forgery makes first imports check before they open.

@@ -330,6 +330,10 @@ std::size_t keeper_segment_jobs() { return state::get().in.keeper_segment_jobs()
 
 void end_forgery_pause() { state::get().in.end_forgery_pause(); }
 
+bool forgery_pause_active() { return state::get().in.forgery_paused(); }
+
+bool first_imports_can_overlap() { return state::get().in.several_cpus(); }
+
 void liveness_tick() noexcept {
   state* s = g_state.load(std::memory_order_acquire);
   if (!s) return;
