@@ -106,6 +106,16 @@ importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
                               v));
     timing_ = v[0] == '1';
   }
+  if (const char* v = std::getenv("MEMAREA_IPC_OVERLAP"); v && *v) {
+    if (std::strcmp(v, "1") != 0 && std::strcmp(v, "0") != 0)
+      throw error(errc::invalid_value,
+                  fmt::format("MEMAREA_IPC_OVERLAP='{}' is neither 1 (a first import from an "
+                              "exporter opens the driver handle while the background thread "
+                              "maps the exporter's segment) nor 0 (it maps and checks first); "
+                              "fix it or unset it",
+                              v));
+    overlap_ = v[0] == '1';
+  }
 }
 
 void importer::phase_times::stamp(phase p) noexcept {
@@ -300,7 +310,8 @@ dstatus importer::driver_open(const wire& w, int device, void** base) {
 }
 
 bool importer::may_overlap() const noexcept {
-  return several_cpus_ && housekeeper::now().time_since_epoch().count() >= check_first_until_;
+  return overlap_ && several_cpus_ &&
+         housekeeper::now().time_since_epoch().count() >= check_first_until_;
 }
 
 void importer::note_forgery() noexcept {

@@ -27,7 +27,8 @@ namespace memarea::detail::ipc_internal {
 
 class importer {
  public:
-  /// Reads MEMAREA_IPC_CACHE_LIMIT and MEMAREA_IPC_TIMING (invalid_value when malformed).
+  /// Reads MEMAREA_IPC_CACHE_LIMIT, MEMAREA_IPC_TIMING and MEMAREA_IPC_OVERLAP
+  /// (invalid_value when malformed).
   importer();
   importer(const importer&) = delete;
   importer& operator=(const importer&) = delete;
@@ -48,12 +49,13 @@ class importer {
   std::size_t overlapped_opens() const { return overlapped_opens_.load(); }
   /// Of those, the ones whose segment the keeper's thread mapped.
   std::size_t keeper_segment_jobs() const { return keeper_segment_jobs_.load(); }
-  /// Whether this process's affinity lets the keeper run beside the importing thread.
-  bool several_cpus() const noexcept { return several_cpus_; }
+  /// Whether first imports may overlap here: MEMAREA_IPC_OVERLAP allows it, and this
+  /// process's affinity lets the keeper run beside the importing thread.
+  bool can_overlap() const noexcept { return several_cpus_ && overlap_; }
   /// Tests: whether a refused forgery makes first imports check first now.
   bool forgery_paused() noexcept {
     std::lock_guard lock(m_);
-    return !may_overlap() && several_cpus_;
+    return !may_overlap() && several_cpus_ && overlap_;
   }
   /// Tests: first imports may overlap again at once.
   void end_forgery_pause() {
@@ -271,6 +273,8 @@ class importer {
   /// The keeper's thread may run on another CPU than this one (sched_getaffinity at
   /// construction): with one CPU the overlap is only two context switches more.
   bool several_cpus_ = true;
+  /// MEMAREA_IPC_OVERLAP (1 unless set to 0): first imports may overlap at all.
+  bool overlap_ = true;
   /// housekeeper::now() (ns) before which a first import checks before it opens.
   std::int64_t check_first_until_ = 0;
   std::unordered_map<void*, opened_ptr> opened_;

@@ -332,7 +332,7 @@ void end_forgery_pause() { state::get().in.end_forgery_pause(); }
 
 bool forgery_pause_active() { return state::get().in.forgery_paused(); }
 
-bool first_imports_can_overlap() { return state::get().in.several_cpus(); }
+bool first_imports_can_overlap() { return state::get().in.can_overlap(); }
 
 void liveness_tick() noexcept {
   state* s = g_state.load(std::memory_order_acquire);

@@ -11,6 +11,7 @@
 #include "core/system.hpp"
 
 #include <memarea/ipc.hpp>
+#include <memarea/memarea.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +21,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 using namespace memarea;
 using namespace memarea::test;
@@ -291,4 +294,40 @@ TEST(IpcFirstImportConcurrency, TheImportWaitsForTheKeepersSegment) {
   }
   ipc_internal::set_segment_job_hooks({});
   EXPECT_TRUE(waited_once);
+}
+
+// MEMAREA_IPC_OVERLAP=0 maps and checks the exporter's segment before the driver sees the
+// handle (a first import's timing line then starts with the segment); anything but 0, 1, empty
+// or unset fails every IPC call of the process.
+TEST(IpcFirstImport, OverlapCanBeTurnedOffFromTheEnvironment) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  buffer b = area(0).allocate(4096);
+  const std::string hx = hex(ipc::export_handle(b.data()));
+  auto run = [&](std::string value) {
+    child c({"lru", hx, hx}, -1,
+            {{"MEMAREA_IPC_OVERLAP", std::move(value)}, {"MEMAREA_IPC_TIMING", "1"}}, true);
+    std::vector<std::string> lines;
+    for (std::string l = c.line(); l != "<eof>"; l = c.line()) lines.push_back(l);
+    return std::make_pair(lines, c.wait());
+  };
+  {
+    auto [lines, rc] = run("0");
+    EXPECT_EQ(rc, 0);
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_NE(lines[0].find("exporter's segment "), std::string::npos) << lines[0];
+    EXPECT_EQ(lines[0].find("while the"), std::string::npos) << lines[0];
+  }
+  for (const char* good : {"1", ""}) {
+    auto [lines, rc] = run(good);
+    EXPECT_EQ(rc, 0) << good;
+  }
+  for (const char* bad : {"2", "no", " 0", "00", "false"}) {
+    SCOPED_TRACE(std::string("MEMAREA_IPC_OVERLAP='") + bad + "'");
+    auto [lines, rc] = run(bad);
+    EXPECT_EQ(rc, 2);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back().rfind("MEMAREA_ERROR_INVALID_VALUE ", 0), 0u) << lines.back();
+    EXPECT_NE(lines.back().find("MEMAREA_IPC_OVERLAP"), std::string::npos) << lines.back();
+  }
 }
