@@ -312,3 +312,36 @@ TEST(Housekeeper, APostedJobRunsOnTheKeepersThread) {
   EXPECT_EQ(queued[8].runs.load(), 0);
   EXPECT_EQ(held.runs.load(), 1);
 }
+
+// post's only_when_idle (a first IPC import's segment job): refused while the thread runs a job
+// or a round, accepted once it waits for its next round; idle() says which.
+TEST(Housekeeper, OnlyAnIdleThreadTakesAJobThatAsksForOne) {
+  housekeeper::set_clock(nullptr);
+  housekeeper::start();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto wait_until = [&](auto done) {
+    while (!done() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return done();
+  };
+  ASSERT_TRUE(wait_until([] { return housekeeper::idle(); }));
+  posted_job first;
+  ASSERT_TRUE(housekeeper::post(&run_posted_job, &first, true));
+  ASSERT_TRUE(wait_until([&] { return first.runs.load() == 1; }));
+  // Busy with a job of its own: not idle, and a job that asks for an idle thread is refused.
+  posted_job held;
+  held.release.store(false);
+  ASSERT_TRUE(housekeeper::post(&run_posted_job, &held));
+  ASSERT_TRUE(wait_until([&] { return held.on_keeper.load(); }));
+  EXPECT_FALSE(housekeeper::idle());
+  posted_job refused;
+  EXPECT_FALSE(housekeeper::post(&run_posted_job, &refused, true));
+  held.release.store(true);
+  ASSERT_TRUE(wait_until([&] { return held.runs.load() == 1; }));
+  // Idle again (its round, if one was due, done): accepted.
+  ASSERT_TRUE(wait_until([] { return housekeeper::idle(); }));
+  posted_job later;
+  ASSERT_TRUE(housekeeper::post(&run_posted_job, &later, true));
+  ASSERT_TRUE(wait_until([&] { return later.runs.load() == 1; }));
+  EXPECT_EQ(refused.runs.load(), 0);
+}

@@ -179,11 +179,14 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     job_.name = segment_name(w.owner, w.segment);
     job_.owner = w.owner;
     job_.timing = t != nullptr;
-    job_.state.store(segment_job::posted, std::memory_order_release);
+    const bool overlap = may_overlap();
+    // Posted only when it may go to the keeper: a keeper's call left from an earlier import
+    // takes only a posted job.
+    if (overlap) job_.state.store(segment_job::posted, std::memory_order_release);
     std::int64_t grace_until = 0;
     // Only to an idle keeper: one busy in a round (a fresh process's set-up, a sweep) would
     // begin late, and its own system calls slow this thread's (seen on 2x H200).
-    if (may_overlap() && housekeeper::post(&segment_job::on_keeper, &job_, true)) {
+    if (overlap && housekeeper::post(&segment_job::on_keeper, &job_, true)) {
       grace_until = steady_ns() + std::chrono::nanoseconds(kKeeperGrace).count();
       early.tried = true;
       overlapped_opens_.fetch_add(1, std::memory_order_relaxed);
@@ -195,8 +198,16 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
       if (t) t->stamp(phase_times::driver_open);
       if (auto hook = g_after_early_open.load(std::memory_order_acquire)) hook();
     }
-    job_.finish(grace_until);
-    if (job_.by_keeper) keeper_segment_jobs_.fetch_add(1, std::memory_order_relaxed);
+    if (overlap) {
+      job_.finish(grace_until);  // takes the job back unless a keeper's call began it
+    } else {
+      job_.by_keeper = false;
+      job_.state.store(segment_job::running, std::memory_order_relaxed);
+      job_.run();
+      job_.state.store(segment_job::done, std::memory_order_relaxed);
+    }
+    if (early.tried && job_.by_keeper)
+      keeper_segment_jobs_.fetch_add(1, std::memory_order_relaxed);
     if (early.failure) {
       job_.discard();
       std::rethrow_exception(early.failure);
@@ -345,6 +356,8 @@ void importer::segment_job::finish(std::int64_t grace_until) noexcept {
          steady_ns() < grace_until) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
 #else
     std::this_thread::yield();
 #endif

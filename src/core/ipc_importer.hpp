@@ -64,9 +64,9 @@ class importer {
   }
   /// How long after the post a first import whose driver open is done waits for the keeper to
   /// begin mapping the segment, before it maps the segment itself. On 2x H200 (2026-11-27) the
-  /// keeper began 37-82 us after the post (an idle CPU's wake-up). Jobs go to an idle keeper
-  /// only, so only one that began a round meanwhile (its liveness tick then waits for this
-  /// importer's lock, once in 50 ms) lets the grace run out.
+  /// keeper began 37-82 us after the post (an idle CPU's wake-up). An idle keeper runs a
+  /// posted job before any round, so only a slower wake-up or preemption (a loaded machine)
+  /// lets the grace run out.
   static constexpr std::chrono::microseconds kKeeperGrace{120};
   /// How long a refused forgery makes first imports check before they open.
   static constexpr std::chrono::seconds kForgeryPause{60};
@@ -176,10 +176,11 @@ class importer {
   /// calls and a page fault on an H200's host, cold) on the keeper's thread while the
   /// importing thread opens the driver handle (60-250 us there), instead of before it; the
   /// handle is checked against the segment once both are done, and its mapping closed if the
-  /// segment refuses it. One job at a time (the importer's lock is held throughout). The
-  /// keeper may be busy in a round, or blocked on this importer's lock in its liveness tick:
-  /// after the driver open the importing thread takes the job itself unless the keeper began
-  /// it, and then waits only for that system-call sequence, which takes no lock.
+  /// segment refuses it. One job at a time (the importer's lock is held throughout). The job
+  /// is posted only to an idle keeper, which runs posted jobs before any round; it may still
+  /// be slow to wake (a CPU leaving a sleep state) or be preempted on a loaded machine: after
+  /// the driver open and kKeeperGrace the importing thread takes the job itself unless the
+  /// keeper began it, and then waits only for that system-call sequence, which takes no lock.
   struct segment_job {
     enum state_t : int { idle, posted, running, done };
     enum class failure { none, not_found, open_failed, not_segment, map_failed, foreign, exited };

@@ -32,6 +32,7 @@
 //                                error prints "STATUS message" (exit 2)
 // Exit status: 0 success, 2 memarea error (status name printed), 3 data mismatch, 4/5 wrong
 // outcome of expect, 64 usage.
+#include "base/housekeeper.hpp"
 #include "base/lease.hpp"
 #include "core/ipc_impl.hpp"
 
@@ -320,6 +321,29 @@ int lru(int argc, char** argv) {
   }
 }
 
+/// overlap HEX...: starts the background thread, then for each handle waits until that thread
+/// is idle and imports it (a first import each, from its own exporter); prints
+/// "overlapped=N tried=M": how many took the overlapped path (ipc_importer.hpp).
+int overlap(int argc, char** argv) {
+  if (argc < 3) return 64;
+  namespace hk = memarea::detail::housekeeper;
+  try {
+    hk::start();
+    const std::size_t before = memarea::detail::ipc_internal::overlapped_first_opens();
+    for (int i = 2; i < argc; ++i) {
+      for (int spin = 0; spin < 100000 && !hk::idle(); ++spin) ::usleep(100);
+      memarea::ipc::close(memarea::ipc::open(memarea::ipc::handle::from_hex(argv[i])));
+    }
+    say("overlapped=" +
+        std::to_string(memarea::detail::ipc_internal::overlapped_first_opens() - before) +
+        " tried=" + std::to_string(argc - 2));
+    return 0;
+  } catch (const memarea::error& e) {
+    say(std::string(memarea::to_string(e.status())) + " " + e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -332,6 +356,7 @@ int main(int argc, char** argv) {
     if (cmd == "export") return export_loop(argc, argv);
     if (cmd == "recv-fd") return recv_fd(argc, argv);
     if (cmd == "lru") return lru(argc, argv);
+    if (cmd == "overlap") return overlap(argc, argv);
     if (cmd == "import-all") return import_all(argc, argv);
     if (cmd == "importer") return importer(argc, argv);
   } catch (const memarea::error& e) {
