@@ -35,6 +35,8 @@
 //   CASE 4 copy_peer_async d0->d1 371 -> 245   CASE 5 memarea_memcpy_peer_async 384 -> 250
 //   CASE 1 copy_async d0->d1      330 -> 253   CASE 0 / 2 / 3  180 / 178 / 166 -> 177 / 169 / 166
 //   CASE 6 stream::synchronize     52 ->  44   CASE 7 memarea_stream_synchronize  61 ->  45
+// Then system::get() inline (its fast path one load of system_instance::made, as allocations()):
+//   CASE 0 copy_async d0->d0 177 -> 161   CASE 4 copy_peer_async d0->d1 245 -> 236
 #include <memarea/memarea.hpp>
 #include "core/system.hpp"
 #include "core/stream_impl.hpp"

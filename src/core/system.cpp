@@ -39,7 +39,7 @@ backend_report report_of(driver& d, bool active) {
 // it aside and makes its own (system_fork below).
 namespace {
 pthread_mutex_t g_system_lock = PTHREAD_MUTEX_INITIALIZER;
-std::atomic<system*> g_system{nullptr};
+std::atomic<system*>& g_system = system_instance::made;
 alignas(system) unsigned char g_system_storage[sizeof(system)];
 
 /// At exit, as a function-local static would be: after everything made later, so the sim
@@ -64,9 +64,7 @@ namespace {
 system_fork g_system_fork;
 }  // namespace
 
-system& system::get() {
-  if (system* s = g_system.load(std::memory_order_acquire)) [[likely]]
-    return *s;
+system& system::make() {
   pthread_mutex_lock(&g_system_lock);
   struct unlock_at_end {
     ~unlock_at_end() { pthread_mutex_unlock(&g_system_lock); }

@@ -6,6 +6,7 @@
 #include "driver/driver.hpp"
 #include "driver/front.hpp"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,13 +24,26 @@ struct backend_report {
   std::string version;
 };
 
+class system;
+
+namespace system_instance {
+/// The process's system once made: read inline by system::get() (every copy and synchronize
+/// asks, and a call costs more than the load). Default visibility, as registry_instance::made,
+/// so that libmemarea-aml reads this one.
+inline constinit std::atomic<system*> made{nullptr};
+}  // namespace system_instance
+
 /// The active backend and the probes behind the choice.
 class system {
  public:
   /// The one instance; chooses the backend on first call (MEMAREA_BACKEND, else CUDA with
   /// devices, else HIP with devices, else sim when configured, else none). Throws
   /// memarea::error when MEMAREA_BACKEND or the sim settings are malformed.
-  static system& get();
+  [[gnu::always_inline]] static system& get() {
+    if (system* s = system_instance::made.load(std::memory_order_acquire)) [[likely]]
+      return *s;
+    return make();
+  }
 
   /// The active backend behind its front: every core call is validated there once, whichever
   /// backend answers.
@@ -50,6 +64,8 @@ class system {
   ~system();
 
  private:
+  /// get() before the system exists: makes it under its own lock (out of line).
+  static system& make();
   system();
   std::optional<driver_front> gpu_;  ///< set by the constructor; in place: one indirection
   int count_ = 0;
