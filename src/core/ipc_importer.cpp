@@ -201,10 +201,8 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     if (overlap) {
       job_.finish(grace_until);  // takes the job back unless a keeper's call began it
     } else {
-      job_.by_keeper = false;
-      job_.state.store(segment_job::running, std::memory_order_relaxed);
+      job_.by_keeper = false;  // never posted: its state stays idle, which no keeper's call takes
       job_.run();
-      job_.state.store(segment_job::done, std::memory_order_relaxed);
     }
     if (early.tried && job_.by_keeper)
       keeper_segment_jobs_.fetch_add(1, std::memory_order_relaxed);

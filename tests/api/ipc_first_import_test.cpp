@@ -86,6 +86,33 @@ void wait_for_idle_keeper() {
   EXPECT_TRUE(housekeeper::idle()) << "the background thread stayed busy for 10 s";
 }
 
+/// Counts of one first import (ipc_internal::overlapped_first_opens, keeper_segment_jobs).
+struct first_import_counts {
+  std::size_t overlapped = 0;
+  std::size_t by_keeper = 0;
+};
+
+/// One first import from a new exporter once the keeper is idle, its bytes checked and nothing
+/// left registered with the exporter: how far each count moved.
+first_import_counts import_from_new_exporter() {
+  const std::uint64_t seed = new_seed();
+  child exporter({"export", str(kBytes), str(seed)});
+  const ipc::handle h = ipc::handle::from_hex(exporter.line());
+  const std::size_t overlapped = ipc_internal::overlapped_first_opens();
+  const std::size_t by_keeper = ipc_internal::keeper_segment_jobs();
+  wait_for_idle_keeper();
+  void* p = nullptr;
+  EXPECT_NO_THROW(p = ipc::open(h));
+  const first_import_counts moved{ipc_internal::overlapped_first_opens() - overlapped,
+                                  ipc_internal::keeper_segment_jobs() - by_keeper};
+  if (p) {
+    EXPECT_TRUE(holds(p, seed, kBytes));
+    ipc::close(p);
+  }
+  EXPECT_EQ(exporter.ask("importers"), "0");
+  return moved;
+}
+
 /// What a test of this file may change in the process, put back however it ends (every API
 /// test runs in one process).
 struct restore_at_end {
@@ -264,22 +291,9 @@ TEST(IpcFirstImportConcurrency, TheImportMapsTheSegmentWhenTheKeeperIsLate) {
   bool overlapped_once = false;
   for (int attempt = 0; attempt < 5 && !overlapped_once; ++attempt) {
     g_opened.store(false);
-    const std::uint64_t seed = new_seed();
-    child exporter({"export", str(kBytes), str(seed)});
-    const ipc::handle h = ipc::handle::from_hex(exporter.line());
-    const std::size_t overlapped = ipc_internal::overlapped_first_opens();
-    const std::size_t by_keeper = ipc_internal::keeper_segment_jobs();
-    wait_for_idle_keeper();
-    void* p = nullptr;
-    EXPECT_NO_THROW(p = ipc::open(h));
-    overlapped_once = ipc_internal::overlapped_first_opens() == overlapped + 1 &&
-                      ipc_internal::keeper_segment_jobs() == by_keeper;  // this thread's
-    if (p) {
-      EXPECT_TRUE(holds(p, seed, kBytes));
-      ipc::close(p);
-    }
+    const first_import_counts moved = import_from_new_exporter();
+    overlapped_once = moved.overlapped == 1 && moved.by_keeper == 0;  // this thread's mapping
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the keeper's late try ends
-    EXPECT_EQ(exporter.ask("importers"), "0");
   }
   ipc_internal::set_segment_job_hooks({});
   EXPECT_TRUE(overlapped_once);
@@ -300,25 +314,13 @@ TEST(IpcFirstImportConcurrency, TheImportWaitsForTheKeepersSegment) {
   ipc_internal::set_segment_job_hooks(hooks);
   bool waited_once = false;
   for (int attempt = 0; attempt < 5 && !waited_once; ++attempt) {
-    const std::uint64_t seed = new_seed();
-    child exporter({"export", str(kBytes), str(seed)});
-    const ipc::handle h = ipc::handle::from_hex(exporter.line());
-    const std::size_t overlapped = ipc_internal::overlapped_first_opens();
-    const std::size_t by_keeper = ipc_internal::keeper_segment_jobs();
     g_keeper_took.store(false);
-    wait_for_idle_keeper();
-    void* p = nullptr;
-    EXPECT_NO_THROW(p = ipc::open(h));
-    if (ipc_internal::overlapped_first_opens() == overlapped + 1) {
+    const first_import_counts moved = import_from_new_exporter();
+    if (moved.overlapped == 1) {
       waited_once = true;
       EXPECT_TRUE(g_keeper_took.load());
-      EXPECT_EQ(ipc_internal::keeper_segment_jobs(), by_keeper + 1);
+      EXPECT_EQ(moved.by_keeper, 1u);
     }
-    if (p) {
-      EXPECT_TRUE(holds(p, seed, kBytes));
-      ipc::close(p);
-    }
-    EXPECT_EQ(exporter.ask("importers"), "0");
   }
   ipc_internal::set_segment_job_hooks({});
   EXPECT_TRUE(waited_once);
