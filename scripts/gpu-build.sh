@@ -25,6 +25,10 @@ fi
 # The idle-access probe (bench/experiments/idle_access_probe.cpp): the floor under IPC's re-open
 # after a pause, on the GPU machine's host.
 g++ -O2 -std=c++20 -o out/gpu-bin/idle_access_probe bench/experiments/idle_access_probe.cpp
+# What the driver's open of another process's allocation costs by size and by how it was shared
+# (bench/experiments/vmm_import_cost.cpp): the bound under the pool's IPC row.
+g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/vmm_import_cost \
+    bench/experiments/vmm_import_cost.cpp -ldl
 strip out/gpu-bin/*
 # HIP's NVIDIA platform as libamdhip64.so.5 (tools/hip-nvidia-shim), alone in its directory: the
 # suite's HIP pass puts that directory first on LD_LIBRARY_PATH. Copied after the strip above,

@@ -63,6 +63,12 @@ if [ -x "$BIN/idle_access_probe" ]; then
   section "idle-access probe (this host's cost of touching memory after 70 ms asleep)"
   run "$BIN/idle_access_probe"
 fi
+# The driver's first open of another process's allocation: 2 MiB and 202 MiB, legacy IPC and
+# VMM file descriptors (bench/experiments/vmm_import_cost.cpp): the bound under the pool's IPC row.
+if [ -x "$BIN/vmm_import_cost" ]; then
+  section "driver open cost by size and sharing (legacy IPC, VMM descriptors)"
+  run "$BIN/vmm_import_cost" 12
+fi
 
 # libmemarea_mpi (docs/mpi.md): the sim CI's MPI tests on CUDA with 2 ranks (both on device 0
 # of one GPU; 3 where a rank is killed, so that two survive), the example, then the bench.
