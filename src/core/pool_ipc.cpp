@@ -8,6 +8,10 @@
 namespace memarea::detail {
 
 std::uint32_t pool_state::piece_at_locked(std::uintptr_t a) const {
+  // The start of a piece (what allocate returned: the usual argument of lookup and export) is
+  // one hash lookup; only a pointer inside a piece walks its block's spans in address order.
+  if (const std::uint32_t i = handed_out.find(a); i != kNone)
+    return spans[i].st() == live || spans[i].st() == exported ? i : kNone;
   for (const auto& b : blocks) {
     if (a < b.base || a >= b.base + b.size) continue;
     for (std::uint32_t i = b.first; i != kNone; i = spans[i].phys_next) {

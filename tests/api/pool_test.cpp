@@ -94,6 +94,45 @@ TEST(Pool, EveryKindHandsOutMemoryThatLookupKnows) {
   EXPECT_EQ(live_allocations(), records) << "every block went back with its pool";
 }
 
+TEST(Pool, LookupAnswersEachOfManyPiecesByItsStartAndFromInside) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  // Hundreds of pieces in one block, so that a lookup walking the block would answer a
+  // neighbour or free memory if it took a wrong turn; starts take a hash lookup, inner pointers
+  // the walk.
+  pool_options o;
+  o.initial_size = std::size_t{8} << 20;
+  pool p(area(0), o);
+  std::mt19937_64 rng(0x100C);
+  std::vector<std::pair<void*, std::size_t>> got;
+  for (int i = 0; i < 400; ++i) {
+    const std::size_t n = 256 + rng() % 8192;
+    got.emplace_back(p.allocate(n), n);
+  }
+  ASSERT_EQ(p.stats().driver_allocations, 1u) << "all pieces in the initial block";
+  auto expect_known = [](void* x, std::size_t n) {
+    for (std::size_t off : {std::size_t{0}, std::size_t{1}, n / 2, n - 1}) {
+      const auto info = find(static_cast<char*>(x) + off);
+      ASSERT_TRUE(info.has_value()) << x << " + " << off;
+      EXPECT_EQ(info->base, x) << "+ " << off;
+      EXPECT_GE(info->size, n);
+    }
+  };
+  for (auto [x, n] : got) expect_known(x, n);
+  // Every other piece freed: some stay in this thread's cache (their starts still indexed, in
+  // the cached state), others go back to the arena and merge with free neighbours.
+  for (std::size_t i = 0; i < got.size(); i += 2) p.deallocate(got[i].first);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    auto [x, n] = got[i];
+    if (i % 2 == 0) {
+      EXPECT_FALSE(find(x).has_value()) << "freed piece " << i << " is free memory of the pool";
+      EXPECT_FALSE(find(static_cast<char*>(x) + n / 2).has_value()) << "inside freed piece " << i;
+    } else {
+      expect_known(x, n);
+    }
+  }
+  for (std::size_t i = 1; i < got.size(); i += 2) p.deallocate(got[i].first);
+}
+
 TEST(Pool, PageableHostMemoryOnANode) {
   const std::size_t records = live_allocations();
   pool p = pool::host();
