@@ -29,6 +29,10 @@ g++ -O2 -std=c++20 -o out/gpu-bin/idle_access_probe bench/experiments/idle_acces
 # (bench/experiments/vmm_import_cost.cpp): the bound under the pool's IPC row.
 g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/vmm_import_cost \
     bench/experiments/vmm_import_cost.cpp -ldl
+# Whether calls on a named stream need its context current, and what asking costs
+# (bench/experiments/stream_context_calls.cpp; needs 2 GPUs).
+g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/stream_context_calls \
+    bench/experiments/stream_context_calls.cpp -ldl
 strip out/gpu-bin/*
 # HIP's NVIDIA platform as libamdhip64.so.5 (tools/hip-nvidia-shim), alone in its directory: the
 # suite's HIP pass puts that directory first on LD_LIBRARY_PATH. Copied after the strip above,

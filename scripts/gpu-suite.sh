@@ -69,6 +69,12 @@ if [ -x "$BIN/vmm_import_cost" ]; then
   section "driver open cost by size and sharing (legacy IPC, VMM descriptors)"
   run "$BIN/vmm_import_cost" 12
 fi
+# Calls on a named stream with another device's context, or none, current; the cost of asking
+# for the current context (bench/experiments/stream_context_calls.cpp): docs/bench.md.
+if [ -x "$BIN/stream_context_calls" ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+  section "named-stream calls and the current context"
+  run "$BIN/stream_context_calls"
+fi
 
 # libmemarea_mpi (docs/mpi.md): the sim CI's MPI tests on CUDA with 2 ranks (both on device 0
 # of one GPU; 3 where a rank is killed, so that two survive), the example, then the bench.
