@@ -108,11 +108,12 @@ class raw_copier {
   }
   void* source() const { return from_; }
   void* destination() const { return to_; }
-  /// Queues one copy of the whole buffer.
+  /// Queues one copy of the whole buffer. On CUDA with no context switch: the stream carries
+  /// its context, and a user who knows that switches for no call on a named stream (memarea's
+  /// CUDA backend does not either; bench/experiments/stream_context_calls.cpp, docs/bench.md).
   void enqueue() {
 #ifdef MEMAREA_HAVE_CUDA
     if (cu_) {
-      cu_->CtxSetCurrent(src_ctx_);
       check_cu(cu_->MemcpyPeerAsync(reinterpret_cast<CUdeviceptr>(to_), dst_ctx_,
                                     reinterpret_cast<CUdeviceptr>(from_), src_ctx_, n_, cs_),
                "cuMemcpyPeerAsync");
@@ -126,7 +127,6 @@ class raw_copier {
   void wait() {
 #ifdef MEMAREA_HAVE_CUDA
     if (cu_) {
-      cu_->CtxSetCurrent(src_ctx_);
       check_cu(cu_->StreamSynchronize(cs_), "cuStreamSynchronize");
       return;
     }

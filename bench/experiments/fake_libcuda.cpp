@@ -199,14 +199,17 @@ CUresult device_can_access_peer(int* can, CUdevice, CUdevice) {
   *can = 1;
   return CUDA_SUCCESS;
 }
-CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream) {
-  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+// A named stream carries its context: libcuda 580 runs work queued on one whatever context the
+// thread has current, or none (bench/experiments/stream_context_calls.cpp); the legacy default
+// stream needs one.
+CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream s) {
+  if (!t_current && !s) return CUDA_ERROR_INVALID_CONTEXT;
   std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
   return CUDA_SUCCESS;
 }
 CUresult memcpy_peer_async(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, std::size_t n,
-                           CUstream) {
-  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+                           CUstream s) {
+  if (!t_current && !s) return CUDA_ERROR_INVALID_CONTEXT;
   std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
   return CUDA_SUCCESS;
 }

@@ -1,5 +1,20 @@
-// Loading libcuda at run time. The versions pinned here are explained at the top of
-// cuda_driver.cpp; the table is in cuda_api.hpp.
+// Loading libcuda at run time; the table of entry points and versions is in cuda_api.hpp.
+//
+// Pinned versions (why one binary runs on any CUDA 12.0+ driver, CUDA 13 included):
+// - libcuda is dlopen'ed ("libcuda.so.1", fallback "libcuda.so"); only cuGetProcAddress_v2
+//   (fallback cuGetProcAddress) is taken with dlsym. Every other entry point comes from
+//   cuGetProcAddress with an explicit cudaVersion and CU_GET_PROC_ADDRESS_DEFAULT (legacy default
+//   stream, since memarea is not built for per-thread default streams), and is called through
+//   the PFN_* typedef of exactly that ABI version (cuda_api.hpp lists each pair).
+// - 12000 for almost everything: the oldest driver memarea supports (cuGetProcAddress_v2 appeared
+//   there), and an ABI frozen since, so a newer driver still hands back the same signatures.
+//   CUDA 13 changed cuCtxGetDevice and cuCtxSynchronize (v13000 take a context argument); pinning
+//   12000 keeps the argument-less v2000 forms that act on the current context, which we set.
+// - 12020 for cuMemPrefetchAsync and cuMemAdvise: their CUmemLocation forms (_v2, the only forms
+//   a CUDA 13 build knows) appeared in 12.2. Loaded only from 12.2 drivers on; else
+//   not_supported.
+// - 12080 for cuEventElapsedTime when the driver has it (_v2, what a CUDA 13 build calls; same
+//   signature as the 12000 one, which older drivers get).
 #include "driver/cuda/cuda_api.hpp"
 
 #include <dlfcn.h>

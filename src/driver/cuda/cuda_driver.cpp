@@ -1,20 +1,6 @@
 // The CUDA backend: memarea's driver interface on the CUDA driver API, loaded at run time.
 //
-// Pinned versions (why one binary runs on any CUDA 12.0+ driver, CUDA 13 included):
-// - libcuda is dlopen'ed ("libcuda.so.1", fallback "libcuda.so"); only cuGetProcAddress_v2
-//   (fallback cuGetProcAddress) is taken with dlsym. Every other entry point comes from
-//   cuGetProcAddress with an explicit cudaVersion and CU_GET_PROC_ADDRESS_DEFAULT (legacy default
-//   stream, since memarea is not built for per-thread default streams), and is called through
-//   the PFN_* typedef of exactly that ABI version (cuda_api.hpp lists each pair).
-// - 12000 for almost everything: the oldest driver memarea supports (cuGetProcAddress_v2 appeared
-//   there), and an ABI frozen since, so a newer driver still hands back the same signatures.
-//   CUDA 13 changed cuCtxGetDevice and cuCtxSynchronize (v13000 take a context argument); pinning
-//   12000 keeps the argument-less v2000 forms that act on the current context, which we set.
-// - 12020 for cuMemPrefetchAsync and cuMemAdvise: their CUmemLocation forms (_v2, the only forms
-//   a CUDA 13 build knows) appeared in 12.2. Loaded only from 12.2 drivers on; else
-//   not_supported.
-// - 12080 for cuEventElapsedTime when the driver has it (_v2, what a CUDA 13 build calls; same
-//   signature as the 12000 one, which older drivers get).
+// Which versions of libcuda's entry points it calls, and why: cuda_api.cpp.
 //
 // Arguments are the front's (driver/front.hpp): it checks pointers, flags, enums and device
 // ordinals before any call reaches this file, so each operation here is the vendor's call and
@@ -22,11 +8,10 @@
 // The shareable-memory steps are driver/vmm.hpp's, over this backend's calls (vmm_calls); the
 // translations of memarea's values into CUDA's are cuda_values.hpp's.
 //
-// Contexts: every call that names a device runs in that device's primary context (retained once,
-// lazily) and restores the calling thread's previous context afterwards. Calls that name only a
-// pointer run in the pointer's own context when the driver knows it, else in the thread's current
-// context, else in device 0's primary context. Primary contexts are never released (see
-// ~cuda_driver).
+// Contexts: work on a named stream runs in the stream's own (on_stream). Any other call that
+// names a device runs in its primary context (retained once, lazily), then restores the thread's
+// previous context; one that names only a pointer, in the pointer's context if the driver knows
+// it, else the current one, else device 0's. Primary contexts are never released (~cuda_driver).
 #include <fmt/format.h>
 
 #include <atomic>
@@ -372,13 +357,13 @@ class cuda_driver final : public driver {
 
   // --- copies ------------------------------------------------------------------------------
 
-  // A copy's calls (copy_async, the staged pipeline) use on_device(): issue 18's fixed cost.
+  // A copy's calls (copy_async, the staged pipeline) take on_stream: issue 18's fixed cost.
 
   dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                        native_stream s) override {
     if (!loaded()) [[unlikely]]
       return not_loaded();
-    return on_device(device, "cuMemcpyAsync", [&] {
+    return on_stream(device, s, "cuMemcpyAsync", [&] {
       return cu_.MemcpyAsync(dptr(dst), dptr(src), size, cu_stream(s));
     });
   }
@@ -387,6 +372,7 @@ class cuda_driver final : public driver {
                       native_stream s) override {
     if (!loaded()) [[unlikely]]
       return not_loaded();
+    // on_device, not on_stream: a retry after a failed synchronize would queue the copy again.
     const char* fn = "cuMemcpyAsync";  // on_device names the call that failed after it ran
     return on_device(device, fn, [&] {
       const CUresult r = cu_.MemcpyAsync(dptr(dst), dptr(src), size, cu_stream(s));
@@ -405,7 +391,7 @@ class cuda_driver final : public driver {
       MEMAREA_TRY(primary(dst_device, &dst_ctx));
       MEMAREA_TRY(primary(src_device, &src_ctx));
     }
-    return on_device(device, "cuMemcpyPeerAsync", [&] {
+    return on_stream(device, s, "cuMemcpyPeerAsync", [&] {
       return cu_.MemcpyPeerAsync(dptr(dst), dst_ctx, dptr(src), src_ctx, size, cu_stream(s));
     });
   }
@@ -413,7 +399,7 @@ class cuda_driver final : public driver {
   dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) override {
     if (!loaded()) [[unlikely]]
       return not_loaded();
-    return on_device(device, "cuMemsetD8Async", [&] {
+    return on_stream(device, s, "cuMemsetD8Async", [&] {
       return cu_.MemsetD8Async(dptr(dst), static_cast<unsigned char>(value), size, cu_stream(s));
     });
   }
@@ -439,19 +425,21 @@ class cuda_driver final : public driver {
   }
 
   dstatus stream_synchronize(int device, native_stream s) override {
-    MEMAREA_TRY(check_loaded());
-    ctx_scope scope(cu_);
-    MEMAREA_TRY(enter(scope, device));
-    MEMAREA_CU(StreamSynchronize, cu_stream(s));
-    return {};
+    if (!loaded()) [[unlikely]]
+      return not_loaded();
+    return on_stream(device, s, "cuStreamSynchronize",
+                     [&] { return cu_.StreamSynchronize(cu_stream(s)); });
   }
 
   dstatus stream_query(int device, native_stream s) override {
     MEMAREA_TRY(check_loaded());
-    ctx_scope scope(cu_);
-    MEMAREA_TRY(enter(scope, device));
-    // NOT_READY is a state, not a failure: no message is made.
-    const CUresult r = cu_.StreamQuery(cu_stream(s));
+    // As on_stream. NOT_READY is a state, not a failure: no message is made.
+    CUresult r = s ? cu_.StreamQuery(cu_stream(s)) : CUDA_ERROR_INVALID_CONTEXT;
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+      ctx_scope scope(cu_);
+      MEMAREA_TRY(enter(scope, device));
+      r = cu_.StreamQuery(cu_stream(s));
+    }
     if (r == CUDA_SUCCESS) return {};
     if (r == CUDA_ERROR_NOT_READY) return dstatus::not_ready(static_cast<int>(r), "CUDA_ERROR_NOT_READY");
     return fail(r, "cuStreamQuery");
@@ -480,7 +468,7 @@ class cuda_driver final : public driver {
   dstatus event_record(native_event e, int device, native_stream s) override {
     if (!loaded()) [[unlikely]]
       return not_loaded();
-    return on_device(device, "cuEventRecord",
+    return on_stream(device, s, "cuEventRecord",
                      [&] { return cu_.EventRecord(cu_event(e), cu_stream(s)); });
   }
 
@@ -767,6 +755,19 @@ class cuda_driver final : public driver {
   /// The device's primary context if it was retained already, else nullptr (then primary()).
   CUcontext retained(int device) const noexcept {
     return primary_[static_cast<size_t>(device)].load(std::memory_order_acquire);
+  }
+
+  /// Runs `call` on named stream `s` as it is: the stream carries its context, which the driver
+  /// uses whatever the thread has current (docs/bench.md: measured for every call made through
+  /// here). A failure, and the default stream, go through on_device (a failed enqueue queued
+  /// nothing, so trying once more repeats no work).
+  template <class Call>
+  dstatus on_stream(int device, native_stream s, const char* const& fn, Call&& call) const {
+    if (s) [[likely]] {
+      if (call() == CUDA_SUCCESS) [[likely]]
+        return {};
+    }
+    return on_device(device, fn, call);
   }
 
   /// Runs `call` (which returns a CUresult) in the device's primary context and puts the
