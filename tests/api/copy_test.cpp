@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <optional>
 #include <thread>
 
@@ -227,6 +228,39 @@ TEST(Copy, PeerCopyOnTheDefaultStream) {
   EXPECT_STATUS(memarea_memcpy_peer(x.data(), 0, y.data(), 1, n), MEMAREA_SUCCESS);
   EXPECT_EQ(read(x.data(), n), back);
   EXPECT_EQ(get_device(), 1);
+}
+
+TEST(Copy, NamedStreamWorkFromAThreadThatNeverChoseADevice) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  // On CUDA a new thread has no context current: work on a named stream goes to the driver
+  // as it is (the stream carries its context), and must land and leave the thread as it was.
+  stream s1(1);
+  const std::size_t n = 64 * 1024 + 5;
+  buffer d0 = area(0).allocate(n), d1 = area(1).allocate(n);
+  buffer out = area(0, area_flags::host).allocate(n);
+  const auto in = random_bytes(n);
+  std::string failure;
+  bool ran = false;
+  std::thread t([&] {
+    try {
+      const int before = get_device();
+      copy_async(d1.data(), in.data(), n, s1);            // host -> 1
+      copy_peer_async(d0.data(), 0, d1.data(), 1, n, s1);  // 1 -> 0
+      copy_async(out.data(), d0.data(), n, s1);            // 0 -> pinned
+      pool p(area(1));
+      void* x = p.allocate(4096, s1.get());
+      p.deallocate(x, s1.get());  // a stream-ordered free on s1
+      s1.synchronize();
+      if (std::memcmp(out.data(), in.data(), n) != 0) failure = "the bytes did not arrive";
+      if (get_device() != before) failure += " the thread's device moved";
+      ran = true;
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  t.join();
+  EXPECT_TRUE(ran) << failure;
+  EXPECT_EQ(failure, "");
 }
 
 TEST(Copy, PeerCopyStatuses) {
