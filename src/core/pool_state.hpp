@@ -259,7 +259,7 @@ struct pool_state {
   std::vector<free_lists> tags;  // [0]: any stream
   std::unordered_map<native_stream, std::uint16_t> tag_of_stream;
   std::vector<std::uint16_t> retired_tags;  // of destroyed streams, empty, to reuse
-  start_index handed_out;        // live and cached spans by start
+  start_index handed_out;        // handed-out spans (live, cached, exported, held) by start
   struct block {
     std::uintptr_t base = 0;
     std::size_t size = 0;

@@ -97,18 +97,8 @@ TEST(Pool, EveryKindHandsOutMemoryThatLookupKnows) {
 TEST(Pool, LookupAnswersEachOfManyPiecesByItsStartAndFromInside) {
   MEMAREA_REQUIRE_DEVICES(1);
   // Hundreds of pieces in one block, so that a lookup walking the block would answer a
-  // neighbour or free memory if it took a wrong turn; starts take a hash lookup, inner pointers
-  // the walk.
-  pool_options o;
-  o.initial_size = std::size_t{8} << 20;
-  pool p(area(0), o);
-  std::mt19937_64 rng(0x100C);
-  std::vector<std::pair<void*, std::size_t>> got;
-  for (int i = 0; i < 400; ++i) {
-    const std::size_t n = 256 + rng() % 8192;
-    got.emplace_back(p.allocate(n), n);
-  }
-  ASSERT_EQ(p.stats().driver_allocations, 1u) << "all pieces in the initial block";
+  // neighbour or free memory if it took a wrong turn; starts take a hash lookup of the pieces
+  // handed out (live, in a thread's cache, exported), inner pointers the walk.
   auto expect_known = [](void* x, std::size_t n) {
     for (std::size_t off : {std::size_t{0}, std::size_t{1}, n / 2, n - 1}) {
       const auto info = find(static_cast<char*>(x) + off);
@@ -117,20 +107,39 @@ TEST(Pool, LookupAnswersEachOfManyPiecesByItsStartAndFromInside) {
       EXPECT_GE(info->size, n);
     }
   };
-  for (auto [x, n] : got) expect_known(x, n);
-  // Every other piece freed: some stay in this thread's cache (their starts still indexed, in
-  // the cached state), others go back to the arena and merge with free neighbours.
-  for (std::size_t i = 0; i < got.size(); i += 2) p.deallocate(got[i].first);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    auto [x, n] = got[i];
-    if (i % 2 == 0) {
-      EXPECT_FALSE(find(x).has_value()) << "freed piece " << i << " is free memory of the pool";
-      EXPECT_FALSE(find(static_cast<char*>(x) + n / 2).has_value()) << "inside freed piece " << i;
-    } else {
-      expect_known(x, n);
+  // Frees go to this thread's cache (pieces still handed out, in the cached state) with the
+  // default release threshold, and straight back to the arena (no longer handed out) with 0.
+  for (std::size_t threshold : {SIZE_MAX, std::size_t{0}}) {
+    SCOPED_TRACE(threshold ? "frees cached by the thread" : "frees back to the arena");
+    pool_options o;
+    o.initial_size = std::size_t{8} << 20;
+    o.release_threshold = threshold;
+    pool p(area(0), o);
+    std::mt19937_64 rng(0x100C);
+    std::vector<std::pair<void*, std::size_t>> got;
+    for (int i = 0; i < 400; ++i) {
+      const std::size_t n = 256 + rng() % 8192;
+      got.emplace_back(p.allocate(n), n);
     }
+    ASSERT_EQ(p.stats().driver_allocations, 1u) << "all pieces in the initial block";
+    for (auto [x, n] : got) expect_known(x, n);
+    // An exported piece is still the piece (its own state).
+    (void)ipc::export_handle(got[1].first);
+    expect_known(got[1].first, got[1].second);
+    // Every other piece freed: freed pieces sit between live ones, and answer nothing.
+    for (std::size_t i = 0; i < got.size(); i += 2) p.deallocate(got[i].first);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      auto [x, n] = got[i];
+      if (i % 2 == 0) {
+        EXPECT_FALSE(find(x).has_value()) << "freed piece " << i << " is free memory of the pool";
+        EXPECT_FALSE(find(static_cast<char*>(x) + n / 2).has_value()) << "inside freed piece " << i;
+      } else {
+        expect_known(x, n);
+      }
+    }
+    for (std::size_t i = 1; i < got.size(); i += 2) p.deallocate(got[i].first);
+    EXPECT_FALSE(find(got[1].first).has_value()) << "the exported piece, freed (no importer)";
   }
-  for (std::size_t i = 1; i < got.size(); i += 2) p.deallocate(got[i].first);
 }
 
 TEST(Pool, PageableHostMemoryOnANode) {

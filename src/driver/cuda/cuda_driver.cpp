@@ -435,7 +435,7 @@ class cuda_driver final : public driver {
     MEMAREA_TRY(check_loaded());
     // As on_stream. NOT_READY is a state, not a failure: no message is made.
     CUresult r = s ? cu_.StreamQuery(cu_stream(s)) : CUDA_ERROR_INVALID_CONTEXT;
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+    if (!s || context_refusal(r)) {
       ctx_scope scope(cu_);
       MEMAREA_TRY(enter(scope, device));
       r = cu_.StreamQuery(cu_stream(s));
@@ -759,15 +759,22 @@ class cuda_driver final : public driver {
 
   /// Runs `call` on named stream `s` as it is: the stream carries its context, which the driver
   /// uses whatever the thread has current (docs/bench.md: measured for every call made through
-  /// here). A failure, and the default stream, go through on_device (a failed enqueue queued
-  /// nothing, so trying once more repeats no work).
+  /// here). A refusal that may be about the context, and the default stream, go through
+  /// on_device (a refused enqueue queued nothing); any other failure is reported as it came.
   template <class Call>
   dstatus on_stream(int device, native_stream s, const char* const& fn, Call&& call) const {
     if (s) [[likely]] {
-      if (call() == CUDA_SUCCESS) [[likely]]
+      const CUresult r = call();
+      if (r == CUDA_SUCCESS) [[likely]]
         return {};
+      if (!context_refusal(r)) return fail(r, fn);  // the first error is the cause
     }
     return on_device(device, fn, call);
+  }
+
+  /// What a driver that wants a named stream's context current would answer without it.
+  static bool context_refusal(CUresult r) noexcept {
+    return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_INVALID_HANDLE;
   }
 
   /// Runs `call` (which returns a CUresult) in the device's primary context and puts the
