@@ -3,6 +3,7 @@
 // it back until IPC gives it back). See pool_state.hpp for the files of pools.
 #include "core/pool_state.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 namespace memarea::detail {
@@ -12,14 +13,40 @@ std::uint32_t pool_state::piece_at_locked(std::uintptr_t a) const {
   // one hash lookup; only a pointer inside a piece walks its block's spans in address order.
   if (const std::uint32_t i = handed_out.find(a); i != kNone)
     return spans[i].st() == live || spans[i].st() == exported ? i : kNone;
-  for (const auto& b : blocks) {
-    if (a < b.base || a >= b.base + b.size) continue;
-    for (std::uint32_t i = b.first; i != kNone; i = spans[i].phys_next) {
-      const span& s = spans[i];
-      if (a < s.start) break;
-      if (a < s.start + s.size) return s.st() == live || s.st() == exported ? i : kNone;
+  for (const auto& b : blocks)
+    if (a >= b.base && a < b.base + b.size) return walk_to_locked(b, a);
+  return kNone;
+}
+
+std::uint32_t pool_state::walk_to_locked(const block& b, std::uintptr_t a) const {
+  // The walk starts from an anchor: a span that started in a's region, or in one of the few
+  // before it, when a walk last passed, so that it crosses a region's pieces, not the block's.
+  // Anchors are never updated by allocations and frees (their hot paths stay as they are): a
+  // span merged away since is unused (drop_span), and one made again elsewhere starts outside
+  // this block or after a; any other span still in the block's chain is a valid start.
+  const int shift = std::max(12, floor_log2(b.size - 1) + 1 - 10);  // at most 1,024 regions
+  const std::size_t regions = ((b.size - 1) >> shift) + 1;
+  if (b.anchors.size() != regions) b.anchors.assign(regions, kNone);
+  const std::size_t k = (a - b.base) >> shift;
+  std::uint32_t from = b.first;
+  for (std::size_t j = k + 1, tries = 0; j-- > 0 && tries < 8; ++tries) {
+    const std::uint32_t h = b.anchors[j];
+    if (h == kNone || h >= spans.size()) continue;
+    const span& s = spans[h];
+    if (s.st() != unused && s.start >= b.base && s.start <= a) {
+      from = h;
+      break;
     }
-    return kNone;
+  }
+  std::size_t marked = regions;  // the region whose anchor this walk set last
+  for (std::uint32_t i = from; i != kNone; i = spans[i].phys_next) {
+    const span& s = spans[i];
+    if (a < s.start) break;
+    if (const std::size_t r = (s.start - b.base) >> shift; r != marked) {
+      b.anchors[r] = i;  // the first span of region r this walk met
+      marked = r;
+    }
+    if (a < s.start + s.size) return s.st() == live || s.st() == exported ? i : kNone;
   }
   return kNone;
 }

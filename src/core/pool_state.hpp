@@ -266,6 +266,10 @@ struct pool_state {
     std::uint32_t first = kNone;
     shelf on = shared_shelf;
     record rec;
+    /// Where a lookup of a pointer inside a piece starts its walk: per region of the block
+    /// (up to 1,024, each at least 4 KiB), a span that started there when a walk last passed
+    /// (piece_at_locked). Made by the first such lookup; only hints, checked before each use.
+    mutable std::vector<std::uint32_t> anchors;
   };
   std::vector<block> blocks;
   std::uint64_t free_seq = 0;
@@ -480,6 +484,8 @@ struct pool_state {
   std::vector<record> past_threshold_locked();
   /// The piece of this pool's live or exported span that holds a, or kNone.
   std::uint32_t piece_at_locked(std::uintptr_t a) const;
+  /// piece_at_locked's walk inside block b, which holds a.
+  std::uint32_t walk_to_locked(const block& b, std::uintptr_t a) const;
   pool_piece piece_locked(std::uint32_t i) const {
     pool_piece piece;
     piece.pool = this;

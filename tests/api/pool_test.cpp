@@ -142,6 +142,71 @@ TEST(Pool, LookupAnswersEachOfManyPiecesByItsStartAndFromInside) {
   }
 }
 
+TEST(Pool, LookupOfInnerPointersStaysRightWhilePiecesComeAndGo) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  // Lookups inside pieces start their walk from spans remembered by earlier lookups; frees
+  // merge those spans away, empty blocks go back to the driver, and allocations make spans
+  // again elsewhere, in the same block or another. Every answer is checked against the live
+  // pieces. First a large initial block, frees cached by the thread and evicted to the arena;
+  // then blocks made as needed and every free straight to the arena (release threshold 0),
+  // where empty blocks go back to the driver.
+  for (const std::size_t initial : {std::size_t{16} << 20, std::size_t{0}}) {
+    SCOPED_TRACE(initial ? "a large initial block" : "blocks made and given back as needed");
+    pool_options o;
+    o.initial_size = initial;
+    if (!initial) o.release_threshold = 0;
+    pool p(area(0), o);
+    std::mt19937_64 rng(0x1A7E);
+    std::vector<std::pair<void*, std::size_t>> live, freed;
+    auto holder = [&](std::uintptr_t x) -> const std::pair<void*, std::size_t>* {
+      for (const auto& piece : live) {
+        const auto q = reinterpret_cast<std::uintptr_t>(piece.first);
+        if (x >= q && x < q + piece.second) return &piece;
+      }
+      return nullptr;
+    };
+    for (int step = 0; step < 3000; ++step) {
+      // Grow to about 300 live pieces, then drain to none twice, so blocks empty.
+      const int phase = step / 500;
+      const bool grow = phase % 2 == 0 ? rng() % 100 < 70 : rng() % 100 < 25;
+      if (live.empty() || (grow && live.size() < 300)) {
+        const std::size_t n = 256 + rng() % 20000;
+        live.emplace_back(p.allocate(n), n);
+      } else {
+        const std::size_t k = rng() % live.size();
+        p.deallocate(live[k].first);
+        freed.push_back(live[k]);
+        live[k] = live.back();
+        live.pop_back();
+      }
+      if (!live.empty()) {  // inside a live piece: that piece
+        const auto& [q, n] = live[rng() % live.size()];
+        const auto info = find(static_cast<char*>(q) + rng() % n);
+        ASSERT_TRUE(info.has_value()) << "step " << step;
+        ASSERT_EQ(info->base, q) << "step " << step;
+      }
+      if (!freed.empty()) {  // inside a freed piece: nothing, or the live piece there now
+        const auto& [q, n] = freed[rng() % freed.size()];
+        const auto x = reinterpret_cast<std::uintptr_t>(q) + rng() % n;
+        const auto info = find(reinterpret_cast<void*>(x));
+        if (const auto* now = holder(x)) {
+          ASSERT_TRUE(info.has_value()) << "step " << step;
+          ASSERT_EQ(info->base, now->first) << "step " << step;
+        } else if (info) {  // a live piece's rounding past what was asked, at most
+          const auto* owner = holder(reinterpret_cast<std::uintptr_t>(info->base));
+          ASSERT_NE(owner, nullptr) << "step " << step << ": a freed piece answered as live";
+          ASSERT_EQ(owner->first, info->base) << "step " << step;
+          ASSERT_LT(x, reinterpret_cast<std::uintptr_t>(info->base) + info->size);
+        }
+      }
+    }
+    if (!initial) {
+      EXPECT_GT(p.stats().driver_allocations, 2u) << "blocks made again";
+    }
+    for (const auto& piece : live) p.deallocate(piece.first);
+  }
+}
+
 TEST(Pool, PageableHostMemoryOnANode) {
   const std::size_t records = live_allocations();
   pool p = pool::host();
