@@ -10,9 +10,8 @@
 // Build (CUDA headers only; libcuda is loaded at run time) and run:
 //   g++ -std=c++20 -O2 -isystem /usr/local/cuda/include bench/experiments/ipc_first_query.cpp
 //       -ldl -o /tmp/ifq && /tmp/ifq [children per way=6]
-#include <cuda.h>
+#include "libcuda_dl.hpp"
 
-#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,28 +38,11 @@ struct api {
   CUresult (*MemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr);
 };
 
-template <class F>
-void load(void* lib, F& f, const char* name) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (!f) {
-    std::fprintf(stderr, "no %s in libcuda\n", name);
-    std::exit(2);
-  }
-}
-
-void ok(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(r));
-    std::exit(3);
-  }
-}
+using libcuda_dl::load;
+using libcuda_dl::ok;
 
 api load_api() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!lib) {
-    std::fprintf(stderr, "no libcuda.so.1\n");
-    std::exit(2);
-  }
+  void* lib = libcuda_dl::open();
   api cu{};
   load(lib, cu.Init, "cuInit");
   load(lib, cu.DeviceGet, "cuDeviceGet");

@@ -14,9 +14,8 @@
 // copied bytes once per case. libcuda is loaded with dlopen (the CUDA headers only at build):
 //   g++ -std=c++20 -O2 -isystem /usr/local/cuda/include bench/experiments/shared_gpu_copies.cpp
 //       -ldl -o /tmp/sgc && /tmp/sgc [reps=200] [bytes=65536]
-#include <cuda.h>
+#include "libcuda_dl.hpp"
 
-#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,21 +50,8 @@ struct api {
                                size_t*, size_t, CUstream);
 };
 
-template <class F>
-void load(void* lib, F& f, const char* name) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (!f) {
-    std::fprintf(stderr, "no %s in libcuda\n", name);
-    std::exit(2);
-  }
-}
-
-void ok(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(r));
-    std::exit(3);
-  }
-}
+using libcuda_dl::load;
+using libcuda_dl::ok;
 
 /// Lockstep of the two processes: each arrives at generation g and waits for the other.
 struct shared_state {
@@ -93,11 +79,7 @@ int main(int argc, char** argv) {
   const pid_t child = fork();
   const int me = child == 0 ? 1 : 0;
 
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!lib) {
-    std::fprintf(stderr, "no libcuda.so.1\n");
-    return 2;
-  }
+  void* lib = libcuda_dl::open();
   api cu{};
   load(lib, cu.Init, "cuInit");
   load(lib, cu.DeviceGet, "cuDeviceGet");

@@ -19,9 +19,8 @@
 // Build (CUDA headers only; libcuda is loaded at run time) and run on a machine with 2 GPUs:
 //   g++ -std=c++20 -O2 -isystem /usr/local/cuda/include bench/experiments/stream_context_calls.cpp
 //       -ldl -o /tmp/scc && /tmp/scc
-#include <cuda.h>
+#include "libcuda_dl.hpp"
 
-#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
@@ -55,30 +54,14 @@ struct api {
   CUresult (*EventRecord)(CUevent, CUstream);
 };
 
-template <class F>
-void load(void* lib, F& f, const char* name) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (!f) {
-    std::fprintf(stderr, "no %s in libcuda\n", name);
-    std::exit(2);
-  }
-}
+using libcuda_dl::load;
 
 api a;
 
-void ok(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(r));
-    std::exit(3);
-  }
-}
+using libcuda_dl::ok;
 
 void load_api() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!lib) {
-    std::fprintf(stderr, "no libcuda.so.1: %s\n", dlerror());
-    std::exit(2);
-  }
+  void* lib = libcuda_dl::open();
   load(lib, a.Init, "cuInit");
   load(lib, a.DeviceGet, "cuDeviceGet");
   load(lib, a.DeviceGetCount, "cuDeviceGetCount");

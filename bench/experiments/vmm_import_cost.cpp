@@ -16,9 +16,8 @@
 // Build (CUDA headers only; libcuda is loaded at run time) and run:
 //   g++ -std=c++20 -O2 -isystem /usr/local/cuda/include bench/experiments/vmm_import_cost.cpp
 //       -ldl -o /tmp/vic && /tmp/vic [children=12]
-#include <cuda.h>
+#include "libcuda_dl.hpp"
 
-#include <dlfcn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,28 +57,11 @@ struct api {
   CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
 };
 
-template <class F>
-void load(void* lib, F& f, const char* name) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  if (!f) {
-    std::fprintf(stderr, "no %s in libcuda\n", name);
-    std::exit(2);
-  }
-}
-
-void ok(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(r));
-    std::exit(3);
-  }
-}
+using libcuda_dl::load;
+using libcuda_dl::ok;
 
 api load_api() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!lib) {
-    std::fprintf(stderr, "no libcuda.so.1: %s\n", dlerror());
-    std::exit(2);
-  }
+  void* lib = libcuda_dl::open();
   api a{};
   load(lib, a.Init, "cuInit");
   load(lib, a.DeviceGet, "cuDeviceGet");
