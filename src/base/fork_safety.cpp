@@ -212,6 +212,7 @@ fork_init_guard::~fork_init_guard() { pthread_mutex_unlock(&fork_registry::list_
 
 // --- ranked_mutex --------------------------------------------------------------------------------
 
+#ifdef MEMAREA_LOCK_ORDER_CHECK
 void ranked_mutex::lock() noexcept {
   check_acquire(this, rank());
   pthread_mutex_lock(&m_);
@@ -226,6 +227,7 @@ void ranked_mutex::unlock() noexcept {
   note_released(this);
   pthread_mutex_unlock(&m_);
 }
+#endif
 void ranked_mutex::fork_prepare() noexcept { pthread_mutex_lock(&m_); }
 void ranked_mutex::fork_parent() noexcept { pthread_mutex_unlock(&m_); }
 void ranked_mutex::fork_child() noexcept { pthread_mutex_init(&m_, nullptr); }

@@ -79,9 +79,16 @@ class fork_participant {
 class ranked_mutex final : public fork_participant {
  public:
   explicit ranked_mutex(lock_rank rank) noexcept : fork_participant(rank) {}
+#ifdef MEMAREA_LOCK_ORDER_CHECK
   void lock() noexcept;
   bool try_lock() noexcept;
   void unlock() noexcept;
+#else
+  // Unchecked builds: inline, straight to the mutex (pools take one on their arena's path).
+  void lock() noexcept { pthread_mutex_lock(&m_); }
+  bool try_lock() noexcept { return pthread_mutex_trylock(&m_) == 0; }
+  void unlock() noexcept { pthread_mutex_unlock(&m_); }
+#endif
 
   void fork_prepare() noexcept override;
   void fork_parent() noexcept override;

@@ -18,18 +18,18 @@ namespace {
 /// The calling thread's caches (one per pool it used); given back at thread exit.
 struct thread_caches {
   std::vector<thread_cache*> v;
-  thread_cache* last = nullptr;
   ~thread_caches();
 };
 thread_local thread_caches t_caches;
+/// The cache this thread used last. A trivial thread_local of its own: the fast path reads it
+/// with no guard of t_caches' first use (which registers t_caches' destructor). Set only after
+/// t_caches was used, and cleared by its destructor.
+thread_local thread_cache* t_last_cache = nullptr;
 
-thread_cache* cache_for(pool_state& p) {
-  thread_cache* c = t_caches.last;
-  if (c && c->pool.load(std::memory_order_relaxed) == &p && c->serial == p.serial) [[likely]]
-    return c;
+[[gnu::noinline]] thread_cache* cache_for_slow(pool_state& p) {
   for (thread_cache* x : t_caches.v)
     if (x->pool.load(std::memory_order_relaxed) == &p && x->serial == p.serial)
-      return t_caches.last = x;
+      return t_last_cache = x;
   // Caches of destroyed pools go now. destroy_pool cleared pool under the cache's flag and
   // touches the cache no more once it let go of the flag: taking the flag waits for that.
   std::erase_if(t_caches.v, [](thread_cache* x) {
@@ -39,7 +39,7 @@ thread_cache* cache_for(pool_state& p) {
     if (dead) delete x;
     return dead;
   });
-  t_caches.last = nullptr;
+  t_last_cache = nullptr;
   auto fresh = std::make_unique<thread_cache>();
   fresh->pool = &p;
   fresh->serial = p.serial;
@@ -49,7 +49,14 @@ thread_cache* cache_for(pool_state& p) {
     p.caches.push_back(fresh.get());
   }
   t_caches.v.push_back(fresh.get());
-  return t_caches.last = fresh.release();
+  return t_last_cache = fresh.release();
+}
+
+inline thread_cache* cache_for(pool_state& p) {
+  thread_cache* c = t_last_cache;
+  if (c && c->pool.load(std::memory_order_relaxed) == &p && c->serial == p.serial) [[likely]]
+    return c;
+  return cache_for_slow(p);
 }
 
 /// Returns entries taken out of a cache to its pool's arena.
@@ -115,7 +122,7 @@ thread_caches::~thread_caches() {
     delete c;
   }
   v.clear();
-  last = nullptr;
+  t_last_cache = nullptr;
 }
 
 /// fork() holds every thread's cache of every pool, as it holds memarea's locks, so that a

@@ -216,6 +216,7 @@ void pool_retire_stream(int device, native_stream s) {
     if (f.event) (void)gpu.event_destroy(p->device, f.event);
     f = free_lists{};
     p->tag_of_stream.erase(it);
+    p->tag_memo.valid = false;
     try {
       p->retired_tags.push_back(t);
     } catch (...) {

@@ -100,6 +100,7 @@ struct alignas(64) span {
   std::uint64_t freed_seq = 0;  // the arena's free counter when it was freed (stream order)
   std::uint16_t tag = 0;        // while free: the stream tag whose lists hold it
   shelf on = shared_shelf;      // its block's shelf
+  std::uint16_t list_class = 0;  // while free: the class of the list that holds it
   std::atomic<std::uint64_t> state{unused};
 
   span_state st() const { return static_cast<span_state>(state.load(std::memory_order_relaxed) & 0xff); }
@@ -119,7 +120,9 @@ class span_table {
   ~span_table() {
     for (std::uint32_t k = 0; k < kChunks; ++k) delete[] chunks_[k].load(std::memory_order_relaxed);
   }
-  span& operator[](std::uint32_t i) const {
+  /// On every path of alloc and free, several times each: always inline, one load of the
+  /// chunk's address (the table is in the object, not behind a pointer).
+  [[gnu::always_inline]] span& operator[](std::uint32_t i) const {
     return chunks_[i / kChunk].load(std::memory_order_acquire)[i % kChunk];
   }
   std::uint32_t size() const { return size_; }
@@ -134,7 +137,7 @@ class span_table {
   void pop() { --size_; }
 
  private:
-  std::unique_ptr<std::atomic<span*>[]> chunks_{new std::atomic<span*>[kChunks]()};
+  std::atomic<span*> chunks_[kChunks] = {};  // 32 KiB in the pool's state
   std::uint32_t size_ = 0;
 };
 
@@ -259,6 +262,12 @@ struct pool_state {
   std::vector<free_lists> tags;  // [0]: any stream
   std::unordered_map<native_stream, std::uint16_t> tag_of_stream;
   std::vector<std::uint16_t> retired_tags;  // of destroyed streams, empty, to reuse
+  /// The stream tag_for answered last (under the arena's lock; forgotten when a tag retires).
+  struct {
+    native_stream stream = nullptr;
+    std::uint16_t tag = 0;
+    bool valid = false;
+  } tag_memo;
   start_index handed_out;        // handed-out spans (live, cached, exported, held) by start
   struct block {
     std::uintptr_t base = 0;
@@ -313,8 +322,13 @@ struct pool_state {
 
   std::uint16_t tag_for(native_stream st) {
     if (host_pool) return 0;  // pageable memory: no stream uses it, the CPU does
+    // Most calls name the stream of the call before: one compare, not a hash lookup.
+    if (tag_memo.valid && tag_memo.stream == st) return tag_memo.tag;
     auto it = tag_of_stream.find(st);
-    if (it != tag_of_stream.end()) return it->second;
+    if (it != tag_of_stream.end()) {
+      tag_memo = {st, it->second, true};
+      return it->second;
+    }
     tag_of_stream.reserve(tag_of_stream.size() + 1);  // what may throw, first
     std::uint16_t t;
     if (!retired_tags.empty()) {
@@ -328,6 +342,7 @@ struct pool_state {
     }
     tags[t].stream = st;
     tag_of_stream.emplace(st, t);
+    tag_memo = {st, t, true};
     return t;
   }
 
@@ -337,6 +352,7 @@ struct pool_state {
     const int c = insert_class(s.size);
     std::uint32_t& head = f.head[s.on * kLists + c];
     s.tag = tag;
+    s.list_class = static_cast<std::uint16_t>(c);
     s.free_prev = kNone;
     s.free_next = head;
     if (head != kNone) spans[head].free_prev = i;
@@ -350,7 +366,7 @@ struct pool_state {
   void list_remove(std::uint32_t i) {
     span& s = spans[i];
     free_lists& f = tags[s.tag];
-    const int c = insert_class(s.size);
+    const int c = s.list_class;  // as list_insert found it: not computed again
     std::uint32_t& head = f.head[s.on * kLists + c];
     if (s.free_prev != kNone) spans[s.free_prev].free_next = s.free_next;
     else head = s.free_next;
@@ -378,18 +394,22 @@ struct pool_state {
   }
 
   /// A free span of tag on shelf `on` with size >= n, or kNone. First a few spans of n's own
-  /// class (those fit more tightly: less of the larger spans is cut away), then the first
-  /// class above.
-  std::uint32_t find_fit(std::uint16_t tag, shelf on, std::size_t n) const {
+  /// class ic (those fit more tightly: less of the larger spans is cut away), then the first
+  /// class from sc, the class whose every span holds n (both computed once by the caller).
+  std::uint32_t find_fit(std::uint16_t tag, shelf on, std::size_t n, int ic, int sc) const {
     const free_lists& f = tags[tag];
+    // Most (tag, shelf) pairs hold nothing (one stream: tag 0 is empty; no initial block: the
+    // shared shelf is): one word answers them.
+    if (!f.fl_map[on]) return kNone;
     const std::uint32_t* head = f.head + on * kLists;
     int steps = 0;
-    for (std::uint32_t i = head[insert_class(n)]; i != kNone && steps < 8;
-         i = spans[i].free_next, ++steps)
-      if (spans[i].size >= n) return i;
-    const int c = search_class(n);
-    int fl = c >> kSub;
-    unsigned sl_map = f.sl_map[on][fl] & (~0u << (c & ((1 << kSub) - 1)));
+    for (std::uint32_t i = head[ic]; i != kNone && steps < 8; ++steps) {
+      const span& s = spans[i];
+      if (s.size >= n) return i;
+      i = s.free_next;
+    }
+    int fl = sc >> kSub;
+    unsigned sl_map = f.sl_map[on][fl] & (~0u << (sc & ((1 << kSub) - 1)));
     if (!sl_map) {
       if (fl >= 63) return kNone;
       const std::uint64_t fl_map = f.fl_map[on] & (~std::uint64_t{0} << (fl + 1));
@@ -406,10 +426,11 @@ struct pool_state {
   std::uint32_t take_locked(std::size_t n, std::uint16_t tag, bool any_shelf = false) {
     const shelf own = shelf_for(n);
     const shelf order[3] = {shared_shelf, own, own == small_shelf ? large_shelf : small_shelf};
+    const int ic = insert_class(n), sc = search_class(n);
     std::uint32_t i = kNone;
     for (int k = 0; k < (any_shelf ? 3 : 2) && i == kNone; ++k) {
-      i = find_fit(tag, order[k], n);
-      if (i == kNone && tag != 0) i = find_fit(0, order[k], n);
+      i = find_fit(tag, order[k], n, ic, sc);
+      if (i == kNone && tag != 0) i = find_fit(0, order[k], n, ic, sc);
     }
     if (i == kNone) return kNone;
     // What may throw comes first, while nothing has changed.
@@ -556,12 +577,14 @@ struct alignas(64) thread_cache {  // a line of its own: no false sharing betwee
   std::atomic<bool> busy{false};
   std::atomic<pool_state*> pool{nullptr};  // null once the pool is gone (read by its thread)
   std::uint64_t serial = 0;
+  /// Trivial (no member initializers): a free's batch of evicted entries is a plain array on
+  /// its stack, filled before it is read, not 640 bytes zeroed on every free.
   struct entry {
-    std::uintptr_t start = 0;
-    std::size_t size = 0;
-    std::uint32_t span = kNone;
-    std::uint64_t incarnation = 0;  // the span's, when this thread cached it
-    native_stream stream = nullptr;
+    std::uintptr_t start;
+    std::size_t size;
+    std::uint32_t span;
+    std::uint64_t incarnation;  // the span's, when this thread cached it
+    native_stream stream;
   };
   /// Cached pieces at most, in all classes: enough for a loop of 1,024 like allocations that
   /// are all freed before the next loop (AML's allocator benchmarks, a layer's activations).
