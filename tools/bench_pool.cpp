@@ -268,66 +268,108 @@ void round_trips(context& ctx, const raw_allocator& raw) {
   }
 }
 
+/// Runs body(i) on k threads that start together, after each ran warm(i) once; returns the
+/// seconds from the first start to the last end. The threads leave the barrier (a futex: they
+/// wake one after another) into a spin on `go`, which is set 2 ms later, when all of them spin:
+/// every thread's clock starts within a spin of the others'.
+template <class Warm, class Body>
+double run_together(int k, Warm warm, Body body) {
+  std::barrier ready(k + 1);
+  std::atomic<bool> go{false};
+  std::vector<clock_type::time_point> begin(static_cast<std::size_t>(k)), end(begin);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < k; ++i)
+    ts.emplace_back([&, i] {
+      warm(i);
+      ready.arrive_and_wait();
+      while (!go.load(std::memory_order_acquire)) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      begin[static_cast<std::size_t>(i)] = clock_type::now();
+      body(i);
+      end[static_cast<std::size_t>(i)] = clock_type::now();
+    });
+  ready.arrive_and_wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  go.store(true, std::memory_order_release);
+  for (auto& t : ts) t.join();
+  return std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) -
+                                       *std::min_element(begin.begin(), begin.end()))
+      .count();
+}
+
+/// What this host gives k threads of work that shares nothing: each runs a private chain of
+/// dependent multiply-adds, as long as one pooled thread's run. Returns the k-thread total in
+/// millions of steps per second (the 16-thread row's note divides it by one thread's).
+double private_work_rate(int k, int steps) {
+  std::vector<std::uint64_t> sink(static_cast<std::size_t>(k) * 8);
+  const double s = run_together(
+      k, [](int) {},
+      [&](int i) {
+        std::uint64_t x = static_cast<std::uint64_t>(i) + 1;
+        for (int j = 0; j < steps; ++j) x = x * 6364136223846793005ull + 1442695040888963407ull;
+        sink[static_cast<std::size_t>(i) * 8] = x;  // a line apart: kept, never shared
+      });
+  return k * static_cast<double>(steps) / s / 1e6;
+}
+
 /// Threads each on its own stream, 1 MiB round trips: total calls per second.
 void threads(context& ctx, const raw_allocator& raw) {
   pool p(area(0));
   const std::size_t n = std::size_t{1} << 20;
-  const int per_thread = ctx.quick ? 2000 : 50000;
+  // memarea's threads run 500,000 round trips each (about 20 ms at 40 ns), long beside their
+  // start; the runtime's take about 1 us each: 50,000.
+  const int per_pooled = ctx.quick ? 2000 : 500000;
+  const int per_raw = ctx.quick ? 2000 : 50000;
   const std::vector<int> counts = ctx.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
   auto run = [&](int k, bool pooled) {
     // The pool-less driver layer takes microseconds a call: fewer of them.
-    const int per = pooled || raw.rt ? per_thread : std::max(20, per_thread / 100);
+    const int per = pooled ? per_pooled : raw.rt ? per_raw : std::max(20, per_raw / 100);
     std::vector<std::unique_ptr<stream>> streams;
     for (int i = 0; i < k; ++i) streams.push_back(std::make_unique<stream>(0));
-    std::barrier start(k + 1);
     std::atomic<bool> bad{false};
-    // Each thread's own clock readings: the span from the first start to the last end.
-    std::vector<clock_type::time_point> begin(static_cast<std::size_t>(k)), end(begin);
-    std::vector<std::thread> ts;
-    for (int i = 0; i < k; ++i)
-      ts.emplace_back([&, i] {
-        memarea_stream_t st = streams[static_cast<std::size_t>(i)]->get();
-        void* const native = streams[static_cast<std::size_t>(i)]->native_handle();
-        // Each thread's first round trip, before the clock: its cache, the runtime's per-stream
-        // state.
-        try {
-          if (pooled)
-            p.deallocate(p.allocate(n, st), st);
-          else
-            raw.free_device(raw.alloc_device(n, native), native);
-        } catch (...) {
-          bad = true;
-        }
-        start.arrive_and_wait();
-        begin[static_cast<std::size_t>(i)] = clock_type::now();
-        try {
-          for (int j = 0; j < per; ++j) {
-            if (pooled)
-              p.deallocate(p.allocate(n, st), st);
-            else
-              raw.free_device(raw.alloc_device(n, native), native);
+    auto once = [&](int i) {
+      memarea_stream_t st = streams[static_cast<std::size_t>(i)]->get();
+      void* const native = streams[static_cast<std::size_t>(i)]->native_handle();
+      if (pooled)
+        p.deallocate(p.allocate(n, st), st);
+      else
+        raw.free_device(raw.alloc_device(n, native), native);
+    };
+    const double s = run_together(
+        k,
+        [&](int i) {
+          // Each thread's first round trip, before the clock: its cache, the runtime's
+          // per-stream state.
+          try {
+            once(i);
+          } catch (...) {
+            bad = true;
           }
-        } catch (...) {
-          bad = true;
-        }
-        end[static_cast<std::size_t>(i)] = clock_type::now();
-      });
-    start.arrive_and_wait();
-    for (auto& t : ts) t.join();
-    const double s = std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) -
-                                                   *std::min_element(begin.begin(), begin.end()))
-                         .count();
+        },
+        [&](int i) {
+          try {
+            for (int j = 0; j < per; ++j) once(i);
+          } catch (...) {
+            bad = true;
+          }
+        });
     for (auto& st : streams) st->synchronize();
     if (bad) throw error(errc::unknown, "bench pool: a thread's allocation failed");
     return k * per / s / 1e6;  // million round trips per second, all threads together
   };
   const int samples = ctx.quick ? 2 : 5;
-  std::vector<double> one;
+  std::vector<double> one, host_one, host_k;
+  const int host_steps = ctx.quick ? 100000 : 20000000;
   for (int k : counts) {
     turns t;
     for (int i = 0; i < samples; ++i) {
       t.a.push_back(run(k, true));
       t.b.push_back(run(k, false));
+      if (k == counts.front()) host_one.push_back(private_work_rate(k, host_steps));
+      if (k == counts.back()) host_k.push_back(private_work_rate(k, host_steps));
     }
     row r = make_row("pool threads", fmt::format("{} thread(s), own streams, 1 MiB", k), t,
                      raw.device_name());
@@ -337,7 +379,9 @@ void threads(context& ctx, const raw_allocator& raw) {
       const double scale = r.memarea / spread_of(one).median;
       r.target = fmt::format(">= 8x one thread's (x{})", k);
       r.met = !ctx.quick ? scale >= 8 : true;
-      r.note = fmt::format("{:.1f}x one thread's total", scale);
+      r.note = fmt::format("{:.1f}x one thread's total; this host gives {} threads of private "
+                           "arithmetic {:.1f}x one thread's",
+                           scale, k, spread_of(host_k).median / spread_of(host_one).median);
     }
     ctx.add(r);
   }
