@@ -324,66 +324,89 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
   const native_stream ns = st ? st->native : nullptr;
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   thread_cache* c = cache_for(*this);
-  {
-    c->lock();
-    thread_cache::recent& r = c->recents[c->recent_slot(start)];
-    if (r.start == start) {
-      const thread_cache::recent seen = r;
-      r = {};
-      span& s = spans[seen.span];
-      // Only the incarnation this thread was handed: if the span was freed elsewhere since
-      // (and perhaps handed out again), the arena below decides.
-      std::uint64_t want = word(seen.incarnation, live);
-      if (s.state.compare_exchange_strong(want, word(seen.incarnation, cached),
-                                          std::memory_order_acq_rel)) {
-        const std::size_t sz = s.size;
-        if (size > sz) {
-          s.state.store(word(seen.incarnation, live), std::memory_order_relaxed);
-          c->recents[c->recent_slot(start)] = seen;
-          c->unlock();
-          throw error(errc::invalid_value,
-                      fmt::format("pool free: {} holds {} bytes, not {}", p, sz, size));
-        }
-        const int cls = insert_class(sz);
-        // A pool with a release threshold caches only what the threshold would keep anyway.
-        const std::size_t limit = std::min(thread_cache::kMaxBytes, release_threshold);
-        if (c->has_room(sz, limit, release_threshold == SIZE_MAX)) {
-          c->put(cls, {start, sz, seen.span, seen.incarnation, ns});
-          c->unlock();
-          return;
-        }
-        // No room: pieces of other classes make room, a few each time (the flag is held
-        // briefly), so that the cache follows the sizes in use; a larger piece than the cache
-        // takes beside others fits only in an empty cache, and makes no room.
-        thread_cache::entry evicted[thread_cache::kEvictBatch];
-        const int n_evicted = sz <= std::min(limit, thread_cache::kMaxPiece)
-                                  ? c->evict_for(cls, sz, limit, evicted)
-                                  : 0;
-        if (c->has_room(sz, limit, release_threshold == SIZE_MAX)) {
-          c->put(cls, {start, sz, seen.span, seen.incarnation, ns});
-          c->unlock();
-          give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
-          return;
-        }
-        // Still no room: the arena takes it (it is ours: cached, no one else frees it).
+  c->lock();
+  thread_cache::recent& r = c->recents[c->recent_slot(start)];
+  if (r.start == start) {
+    const thread_cache::recent seen = r;
+    r = {};
+    span& s = spans[seen.span];
+    // Only the incarnation this thread was handed: if the span was freed elsewhere since
+    // (and perhaps handed out again), the arena below decides.
+    std::uint64_t want = word(seen.incarnation, live);
+    if (s.state.compare_exchange_strong(want, word(seen.incarnation, cached),
+                                        std::memory_order_acq_rel)) {
+      const std::size_t sz = s.size;
+      if (size > sz) {
+        s.state.store(word(seen.incarnation, live), std::memory_order_relaxed);
+        c->recents[c->recent_slot(start)] = seen;
         c->unlock();
-        give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
-        std::vector<record> empty;
-        {
-          std::lock_guard lock(m);
-          // Cached (ours) to free, never back through live: see the arena path below.
-          empty = release_locked(seen.span, ns);
-        }
-        release_blocks(empty);
-        return;
+        throw error(errc::invalid_value,
+                    fmt::format("pool free: {} holds {} bytes, not {}", p, sz, size));
       }
+      cache_freed(c, start, seen.span, seen.incarnation, sz, ns);
+      return;
     }
-    c->unlock();
   }
+  c->unlock();
+  // Not among this thread's recent pieces: another thread's, or its slot went to a later
+  // piece (slots are by address). A live piece is cached all the same: what a free does must
+  // not hang on where the driver put the blocks, or the pool's fit would too.
+  std::vector<record> empty;
+  std::uint32_t i = kNone;
+  std::uint64_t inc = 0;
+  std::size_t sz = 0;
+  {
+    std::lock_guard lock(m);
+    const std::uint32_t k = handed_out.find(start);
+    std::uint64_t seen = k == kNone ? 0 : spans[k].state.load(std::memory_order_relaxed);
+    if (k != kNone && static_cast<span_state>(seen & 0xff) == live && size <= spans[k].size &&
+        spans[k].state.compare_exchange_strong(seen, word(seen >> 8, cached),
+                                               std::memory_order_acq_rel)) {
+      i = k;
+      inc = seen >> 8;
+      sz = spans[k].size;
+    } else {
+      empty = free_locked(p, ns, size);  // refusals, exported pieces, double frees
+    }
+  }
+  if (i != kNone) {
+    c->lock();
+    cache_freed(c, start, i, inc, sz, ns);
+    return;
+  }
+  release_blocks(empty);
+}
+
+void pool_state::cache_freed(thread_cache* c, std::uintptr_t start, std::uint32_t i,
+                             std::uint64_t inc, std::size_t sz, native_stream ns) {
+  const int cls = insert_class(sz);
+  // A pool with a release threshold caches only what the threshold would keep anyway.
+  const std::size_t limit = std::min(thread_cache::kMaxBytes, release_threshold);
+  if (c->has_room(sz, limit, release_threshold == SIZE_MAX)) {
+    c->put(cls, {start, sz, i, inc, ns});
+    c->unlock();
+    return;
+  }
+  // No room: pieces of other classes make room, a few each time (the flag is held briefly),
+  // so that the cache follows the sizes in use; a larger piece than the cache takes beside
+  // others fits only in an empty cache, and makes no room.
+  thread_cache::entry evicted[thread_cache::kEvictBatch];
+  const int n_evicted =
+      sz <= std::min(limit, thread_cache::kMaxPiece) ? c->evict_for(cls, sz, limit, evicted) : 0;
+  if (c->has_room(sz, limit, release_threshold == SIZE_MAX)) {
+    c->put(cls, {start, sz, i, inc, ns});
+    c->unlock();
+    give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
+    return;
+  }
+  // Still no room: the arena takes it (it is ours: cached, no one else frees it).
+  c->unlock();
+  give_back_entries(*this, evicted, static_cast<std::size_t>(n_evicted));
   std::vector<record> empty;
   {
     std::lock_guard lock(m);
-    empty = free_locked(p, ns, size);
+    // Cached (ours) to free, never back through live: see free_locked.
+    empty = release_locked(i, ns);
   }
   release_blocks(empty);
 }

@@ -558,6 +558,11 @@ struct pool_state {
   void free(void* p, memarea_stream_t s, std::size_t size = 0);
   /// free()'s arena part: p is not (or no longer) in the calling thread's cache.
   std::vector<record> free_locked(void* p, native_stream ns, std::size_t size);
+  /// free()'s end for a piece it moved from live to cached (span i, incarnation inc, sz bytes,
+  /// at start): into thread cache c (whose flag the caller holds; released here), or, where c
+  /// has no room for it, to the arena.
+  void cache_freed(thread_cache* c, std::uintptr_t start, std::uint32_t i, std::uint64_t inc,
+                   std::size_t sz, native_stream ns);
   void trim(std::size_t keep);
   memarea_pool_stats stats();
   /// Gives what threads' caches hold back to the arena: everything, or what was freed on only.
