@@ -58,11 +58,12 @@ std::size_t pool_state::plan_block_locked(std::size_t n, shelf on) const {
   // Every driver's allocation is at least 256-byte aligned (sim and host: page-aligned): only
   // a larger alignment may need room to move the first piece up.
   const std::size_t pad = alignment > 256 ? alignment : 0;
-  // Geometric: each block at least 1/32 of what its shelf has reserved (at most 1 GiB), so
+  // Geometric: each block at least 1/16 of what its shelf has reserved (at most 1 GiB), so
   // the number of blocks grows with the logarithm of the pool's size, and the slack stays
-  // small.
+  // small. 1/16, not 1/32: over eight seeds of the mixed trace the peak reserved spread alike
+  // (1.14-1.22x the peak live either way), with 28% fewer driver allocations (docs/pools.md).
   std::size_t want = round_up(
-      std::max({n + pad, kMinBlock, std::min(shelf_reserved[on] / 32, kMaxGrowth)}), kMinBlock);
+      std::max({n + pad, kMinBlock, std::min(shelf_reserved[on] / 16, kMaxGrowth)}), kMinBlock);
   if (maximum) {
     // Clipped to whole pages: the driver rounds host and managed memory up to one.
     const std::size_t committed = reserved + growing;
