@@ -205,7 +205,6 @@ void copy_fixed_cost(context& ctx) {
   fill_random(src.data(), kBytes, s_mem, memarea_host_copy());
   if (has_raw) fill_random(raw.src, kBytes, s_raw, raw.blocking);
   const int turns = ctx.quick ? 50 : std::max(500, 25 * ctx.repetitions);
-  auto none = [] {};
   using call = std::function<void()>;
 
   struct kind {
@@ -237,35 +236,45 @@ void copy_fixed_cost(context& ctx) {
   }
   // memarea::copy: the whole blocking copy, kCallsPerSide calls of each side a turn, as the
   // enqueues (each waits for its own copy, so the queues are empty at every call without a
-  // drain). One call a side a turn until session 17: 750 calls a side, whose medians moved by
-  // tens of ns from run to run.
+  // drain). Where a buffer lies changes how long the driver's copy takes (on two H200s the same
+  // raw call took 43-61 ns more on the buffers allocated first, whichever side owned them:
+  // docs/bench.md), so the two sides swap two sets of buffers from turn to turn: each side
+  // copies its own set within a turn, and each set serves both sides equally often. Both sets
+  // are memarea's (the raw call takes any pointer; memarea's copy knows its own memory), made
+  // by the same driver calls as the raw side's. Every turn's copies are checked before the next.
   {
-    fill_random(to_host.data(), kBytes, ~s_mem, memarea_host_copy());
-    if (has_raw) fill_random(raw.pinned, kBytes, ~s_raw, raw.blocking);
-    const calls c = alternating(
-        turns, kCallsPerSide, none, [&] { copy(to_host.data(), src.data(), kBytes); },
-        has_raw ? call([&] { raw.blocking(raw.pinned, raw.src, kBytes); }) : call());
+    buffer second_src = area(0).allocate(kBytes);
+    buffer second_host = area(0, area_flags::host).allocate(kBytes);
+    struct set {
+      void* src;
+      void* dst;
+      std::uint64_t seed;
+    };
+    const set sets[2] = {{src.data(), to_host.data(), s_mem},
+                         {second_src.data(), second_host.data(), s_raw}};
+    fill_random(sets[1].src, kBytes, sets[1].seed, memarea_host_copy());
+    int turn = -2;  // prepare() runs before each turn, the warm-up (-1) first
+    auto mine = [&] { return sets[turn & 1]; };
+    auto theirs = [&] { return sets[(turn + 1) & 1]; };
     const std::string what = "bench copy: copy 4 KiB device->host (pinned)";
-    expect_random(to_host.data(), kBytes, s_mem, memarea_host_copy(), what + ", memarea");
-    if (has_raw) expect_random(raw.pinned, kBytes, s_raw, raw.blocking, what + ", raw");
+    auto prepare = [&] {
+      if (turn >= -1) {
+        expect_random(mine().dst, kBytes, mine().seed, memarea_host_copy(), what + ", memarea");
+        if (has_raw)
+          expect_random(theirs().dst, kBytes, theirs().seed, memarea_host_copy(), what + ", raw");
+      }
+      ++turn;
+      for (const set& x : sets) fill_random(x.dst, kBytes, ~x.seed, memarea_host_copy());
+    };
+    const calls c = alternating(
+        turns, kCallsPerSide, prepare, [&] { copy(mine().dst, mine().src, kBytes); },
+        has_raw ? call([&] { raw.blocking(theirs().dst, theirs().src, kBytes); }) : call());
+    expect_random(mine().dst, kBytes, mine().seed, memarea_host_copy(), what + ", memarea");
+    if (has_raw)
+      expect_random(theirs().dst, kBytes, theirs().seed, memarea_host_copy(), what + ", raw");
     row whole = fixed_cost_row("copy 4 KiB device->host (pinned), whole copy", c,
                                raw.blocking_name);
-    if (has_raw) {
-      // Where the buffers lie, apart from memarea's code: the raw call alternating between
-      // memarea's two buffers and its own, in turns of its own made alike. A difference here is
-      // in the driver's and the memory's work, not memarea's; it is shown beside the fixed
-      // cost, which it does not change.
-      const calls placed = alternating(
-          turns, kCallsPerSide, none, [&] { raw.blocking(to_host.data(), src.data(), kBytes); },
-          [&] { raw.blocking(raw.pinned, raw.src, kBytes); });
-      // The buffers' addresses modulo 64 KiB: where in the driver's pages each copy starts.
-      const auto low = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) & 0xffff; };
-      whole.note += fmt::format(
-          "; the raw call on memarea's buffers minus on its own: {:.0f} ns (source, destination "
-          "mod 64 KiB: memarea's {:#x}, {:#x}; the raw's {:#x}, {:#x})",
-          median(placed.mem) - median(placed.raw), low(src.data()), low(to_host.data()),
-          low(raw.src), low(raw.pinned));
-    }
+    whole.note += "; the sides swap two sets of buffers turn by turn";
     ctx.add(whole);
   }
 }
