@@ -44,6 +44,8 @@ thread_local thread_cache* t_last_cache = nullptr;
   fresh->pool = &p;
   fresh->serial = p.serial;
   fresh->recent_shift = std::countr_zero(p.alignment);
+  // What may throw, first: once the pool lists the cache, this thread must hold it too.
+  t_caches.v.reserve(t_caches.v.size() + 1);
   {
     std::lock_guard lock(p.caches_m);
     p.caches.push_back(fresh.get());
@@ -351,28 +353,48 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
   // Not among this thread's recent pieces: another thread's, or its slot went to a later
   // piece (slots are by address). A live piece is cached all the same: what a free does must
   // not hang on where the driver put the blocks, or the pool's fit would too.
-  std::vector<record> empty;
   std::uint32_t i = kNone;
   std::uint64_t inc = 0;
   std::size_t sz = 0;
   {
-    std::lock_guard lock(m);
-    const std::uint32_t k = handed_out.find(start);
-    std::uint64_t seen = k == kNone ? 0 : spans[k].state.load(std::memory_order_relaxed);
-    if (k != kNone && static_cast<span_state>(seen & 0xff) == live && size <= spans[k].size &&
-        spans[k].state.compare_exchange_strong(seen, word(seen >> 8, cached),
-                                               std::memory_order_acq_rel)) {
-      i = k;
-      inc = seen >> 8;
-      sz = spans[k].size;
-    } else {
-      empty = free_locked(p, ns, size);  // refusals, exported pieces, double frees
+    std::vector<record> empty;
+    {
+      std::lock_guard lock(m);
+      (void)tag_for(ns);  // what may throw, first: the stream's tag exists before anything moves
+      const std::uint32_t k = handed_out.find(start);
+      const std::uint64_t seen = k == kNone ? 0 : spans[k].state.load(std::memory_order_relaxed);
+      // A pool with a release threshold caches only what the threshold would keep anyway: a
+      // larger piece goes to the arena at once, under this one lock.
+      const bool cacheable =
+          k != kNone && (release_threshold == SIZE_MAX ||
+                         spans[k].size <= std::min(thread_cache::kMaxBytes, release_threshold));
+      if (cacheable && static_cast<span_state>(seen & 0xff) == live && size <= spans[k].size) {
+        i = k;
+        inc = seen >> 8;
+        sz = spans[k].size;
+      } else {
+        empty = free_locked(p, ns, size);  // refusals, exported pieces, double frees
+      }
+    }
+    if (i == kNone) {
+      release_blocks(empty);
+      return;
     }
   }
-  if (i != kNone) {
-    c->lock();
+  // Cached under this thread's cache flag, so that no flush, statistics or fork() finds it
+  // cached in no cache. The exchange fails if the piece was freed since it was found (and
+  // perhaps handed out again: a later incarnation); then the arena decides.
+  c->lock();
+  std::uint64_t want = word(inc, live);
+  if (spans[i].state.compare_exchange_strong(want, word(inc, cached), std::memory_order_acq_rel)) {
     cache_freed(c, start, i, inc, sz, ns);
     return;
+  }
+  c->unlock();
+  std::vector<record> empty;
+  {
+    std::lock_guard lock(m);
+    empty = free_locked(p, ns, size);
   }
   release_blocks(empty);
 }
@@ -405,8 +427,17 @@ void pool_state::cache_freed(thread_cache* c, std::uintptr_t start, std::uint32_
   std::vector<record> empty;
   {
     std::lock_guard lock(m);
+    std::uint16_t tag = 0;
+    try {
+      tag = tag_for(ns);  // a stream new to this pool: its tag may not be made (out of memory)
+    } catch (...) {
+      // Nothing changed yet: the piece is live again, as before this free, which reports why.
+      spans[i].state.store(word(inc, live), std::memory_order_relaxed);
+      throw;
+    }
     // Cached (ours) to free, never back through live: see free_locked.
-    empty = release_locked(i, ns);
+    release_handed_locked(i, tag);
+    empty = past_threshold_locked();
   }
   release_blocks(empty);
 }

@@ -180,3 +180,48 @@ TEST(PoolCache, TheSameWorkNeedsTheSameBlocksWhereverTheyLie) {
     EXPECT_EQ(seen[k].driver_allocations, seen[0].driver_allocations) << "pool " << k;
   }
 }
+
+TEST(PoolCache, AFreeFromAnotherThreadIsCheckedCachedAndHonoursTheThreshold) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  {
+    pool p(area(0));
+    area pooled = p.as_area();
+    void* a = pooled.mmap(4096);
+    const std::size_t blocks = p.stats().driver_allocations;
+    std::thread([&] {
+      // A size larger than the piece: refused, and the piece stays live.
+      try {
+        pooled.munmap(a, 8192);
+        ADD_FAILURE() << "a free of 8192 bytes of a 4096-byte piece succeeded";
+      } catch (const error& e) {
+        EXPECT_EQ(e.status(), errc::invalid_value);
+      }
+      EXPECT_EQ(p.stats().live_allocations, 1u);
+      pooled.munmap(a, 4096);
+      EXPECT_EQ(p.stats().live_allocations, 0u);
+      // This thread cached it: its next allocation of that size is the same piece.
+      void* again = pooled.mmap(4096);
+      EXPECT_EQ(again, a);
+      pooled.munmap(again, 4096);
+    }).join();
+    // The thread that allocated it first frees it again: a double free, refused.
+    try {
+      pooled.munmap(a, 4096);
+      ADD_FAILURE() << "a double free across threads succeeded";
+    } catch (const error& e) {
+      EXPECT_EQ(e.status(), errc::invalid_value);
+    }
+    EXPECT_EQ(p.stats().driver_allocations, blocks);
+  }
+  {
+    // With a release threshold of 0 no cache keeps a piece: a free from another thread gives
+    // the emptied block back at once.
+    pool_options o;
+    o.release_threshold = 0;
+    pool p(area(0), o);
+    void* x = p.allocate(4096);
+    ASSERT_GT(p.stats().bytes_reserved, 0u);
+    std::thread([&] { p.deallocate(x); }).join();
+    EXPECT_EQ(p.stats().bytes_reserved, 0u);
+  }
+}
