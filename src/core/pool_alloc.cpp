@@ -360,7 +360,6 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
     std::vector<record> empty;
     {
       std::lock_guard lock(m);
-      (void)tag_for(ns);  // what may throw, first: the stream's tag exists before anything moves
       const std::uint32_t k = handed_out.find(start);
       const std::uint64_t seen = k == kNone ? 0 : spans[k].state.load(std::memory_order_relaxed);
       // A pool with a release threshold caches only what the threshold would keep anyway: a
@@ -369,6 +368,9 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
           k != kNone && (release_threshold == SIZE_MAX ||
                          spans[k].size <= std::min(thread_cache::kMaxBytes, release_threshold));
       if (cacheable && static_cast<span_state>(seen & 0xff) == live && size <= spans[k].size) {
+        // What may throw, first: the stream's tag exists before the piece moves (a refused
+        // free below makes none).
+        (void)tag_for(ns);
         i = k;
         inc = seen >> 8;
         sz = spans[k].size;
