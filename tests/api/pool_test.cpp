@@ -681,6 +681,47 @@ TEST(Pool, MemoryFreedOnADestroyedStreamGoesToEveryStream) {
   EXPECT_EQ(p.stats().bytes_reserved, 0u);
 }
 
+// A new stream with a destroyed stream's handle is a stream of its own for the pool: the pool
+// remembers the last stream it saw, and must forget it when that stream goes, or the newcomer
+// would take the dead stream's tag unregistered, and a third stream the same tag after it.
+TEST(Pool, ANewStreamWithADestroyedStreamsHandleKeepsStreamOrder) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  auto* sim = dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu().backend());
+  if (!sim) GTEST_SKIP() << "holding a stream back needs the sim backend's test hook";
+  pool_options o;
+  o.maximum_size = std::size_t{2} << 20;  // one block: reuse must come from frees
+  o.release_threshold = 0;  // no thread cache: every free reaches the arena's stream lists
+  pool p(area(0), o);
+  const std::size_t mib = std::size_t{1} << 20;
+  detail::native_stream dead = nullptr;
+  {
+    stream a(0);
+    p.deallocate(p.allocate(mib, a.get()), a.get());
+    dead = a.get()->native;
+  }
+  std::vector<std::unique_ptr<stream>> made;
+  stream* b = nullptr;
+  for (int i = 0; i < 64 && !b; ++i) {
+    made.push_back(std::make_unique<stream>(0));
+    if (made.back()->get()->native == dead) b = made.back().get();
+  }
+  if (!b) GTEST_SKIP() << "no new stream got the destroyed stream's handle";
+  stream c(0);
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  ASSERT_TRUE(sim->enqueue_host_task(0, b->get()->native, [open] { open.wait(); }).ok());
+  void* x = p.allocate(mib, b->get());
+  void* keep = p.allocate(mib, b->get());  // the block's other half
+  p.deallocate(x, b->get());  // b has not reached this point yet
+  EXPECT_MEMAREA_ERROR((void)p.allocate(mib, c.get()), errc::out_of_memory);
+  gate.set_value();
+  b->synchronize();
+  void* y = p.allocate(mib, c.get());
+  EXPECT_EQ(y, x) << "once b passed its free, another stream gets the memory";
+  p.deallocate(y, c.get());
+  p.deallocate(keep, b->get());
+}
+
 // A pooled area: memarea_area_mmap draws from its pool, memarea_area_munmap gives back to it;
 // the size given to munmap is checked against the piece, and bad calls change nothing.
 TEST(Pool, APooledAreaInCppDrawsFromItsPool) {
