@@ -45,6 +45,11 @@ fi
 mkdir -p out/gpu-bin/hip-nvidia
 cp build/gpu/hip-nvidia/libamdhip64.so.5 out/gpu-bin/hip-nvidia/
 strip out/gpu-bin/hip-nvidia/libamdhip64.so.5
+# The bench's entry clock (tools/cuda-entry-clock): a libcuda.so.1 alone in its directory, which
+# the suite puts first on LD_LIBRARY_PATH for the copy rows "to the driver call".
+mkdir -p out/gpu-bin/cuda-entry-clock
+cp build/gpu/cuda-entry-clock/libcuda.so.1 out/gpu-bin/cuda-entry-clock/
+strip out/gpu-bin/cuda-entry-clock/libcuda.so.1
 # The Python package with its tests, bench and example (pure Python: nothing built), copied
 # after the strip above, which takes files only.
 mkdir -p out/gpu-bin/python/examples

@@ -57,6 +57,20 @@ fi
 
 section "benchmarks (memarea vs raw driver, same run)"
 run "$BIN/memarea" bench --reps 30 --json "$RES/bench.json"
+# The copy rows once more "to the driver call": the entry clock (tools/cuda-entry-clock) first
+# on LD_LIBRARY_PATH, in front of the libcuda the loader would find, stamps each cuMemcpyAsync's
+# entry (docs/bench.md). Three runs, beside the whole bench's copy rows above (to the return).
+if [ -f "$BIN/cuda-entry-clock/libcuda.so.1" ]; then
+  real_libcuda=$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')
+  clock_dir=$(cd "$BIN/cuda-entry-clock" && pwd)
+  for n in 1 2 3; do
+    section "copy rows to the driver's entry (entry clock over ${real_libcuda:-its default})," \
+            "run $n of 3"
+    run env LD_LIBRARY_PATH="$clock_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        ${real_libcuda:+MEMAREA_ENTRY_CLOCK_LIBCUDA="$real_libcuda"} \
+        "$BIN/memarea" bench --filter copy --reps 30 --json "$RES/bench-copy-entry-$n.json"
+  done
+fi
 # What one memory access costs on this host after a thread slept 70 ms: the floor under the IPC
 # rows' re-open after a pause (bench/experiments/idle_access_probe.cpp).
 if [ -x "$BIN/idle_access_probe" ]; then

@@ -37,6 +37,10 @@
 //   CASE 6 stream::synchronize     52 ->  44   CASE 7 memarea_stream_synchronize  61 ->  45
 // Then system::get() inline (its fast path one load of system_instance::made, as allocations()):
 //   CASE 0 copy_async d0->d0 177 -> 161   CASE 4 copy_peer_async d0->d1 245 -> 236
+// CASE 8 is memarea::copy (the whole blocking copy, d0->h pinned) against the driver layer's
+// memcpy_sync, toggled on 'memarea::copy(*'. On the CUDA stand-in (2026-11-27, session 18):
+// 695 instructions a call, of which the stand-in's cuMemcpyAsync 449 and cuCtxGetCurrent 21:
+// memarea's own about 220, against copy_async's 186 for the same copy (CASE 3).
 #include <memarea/memarea.hpp>
 #include "core/system.hpp"
 #include "core/stream_impl.hpp"
@@ -98,7 +102,7 @@ int main(int argc, char** argv) {
   // Which memarea call a case times: copy_async, copy_peer_async, the C API's
   // memarea_memcpy_peer_async, or a synchronize of the idle stream (C++ and C; the driver's
   // side is its stream_synchronize, and the copy fields are unused).
-  enum class entry { copy, copy_peer, c_copy_peer, sync, c_sync };
+  enum class entry { copy, copy_peer, c_copy_peer, sync, c_sync, whole };
   struct cas {
     const char* name;
     void* dst;
@@ -116,6 +120,7 @@ int main(int argc, char** argv) {
       {"C memcpy_peer_async d0->d1", a1.data(), a0.data(), true, 1, 0, entry::c_copy_peer},
       {"stream synchronize (idle)", nullptr, nullptr, false, 0, 0, entry::sync},
       {"C stream_synchronize (idle)", nullptr, nullptr, false, 0, 0, entry::c_sync},
+      {"copy d0->h (pinned), whole", h.data(), a0.data(), false, -1, 0, entry::whole},
   };
   auto call = [&](const cas& c) {
     switch (c.e) {
@@ -126,11 +131,13 @@ int main(int argc, char** argv) {
         break;
       case entry::sync: s0.synchronize(); break;
       case entry::c_sync: (void)memarea_stream_synchronize(sh); break;
+      case entry::whole: copy(c.dst, c.src, n); break;
     }
   };
   auto raw_call = [&](const cas& c) {
     if (c.e == entry::sync || c.e == entry::c_sync)
       (void)gpu.stream_synchronize(sh->device, sh->native);
+    else if (c.e == entry::whole) (void)gpu.memcpy_sync(c.dst, c.src, n, 0, nullptr);
     else if (c.peer) (void)gpu.memcpy_peer_async(c.dst, c.dd, c.src, c.sd, n, 0, sh->native);
     else (void)gpu.memcpy_async(c.dst, c.src, n, 0, sh->native);
   };
