@@ -1,8 +1,10 @@
 // Issue 4's benchmark: memarea's peer copy against the raw peer copy a user would make instead
 // (cuMemcpyPeerAsync on CUDA; elsewhere the driver layer's own call on a driver of its own, see
-// raw_driver.hpp), in one run, peer access on and off, one direction and both at once. Each
-// side copies between buffers of its own, filled with random bytes, and both sides'
-// destinations are compared byte for byte with their sources after the timed copies.
+// raw_driver.hpp), in one run, peer access on and off, one direction and both at once. The two
+// sides copy two sets of buffers filled with random bytes, each side its own set at a time; on
+// CUDA both sets are memarea's and the sides swap them halfway through each row (where buffers
+// lie moves a short copy: docs/bench.md). After each half both sides' destinations are compared
+// byte for byte with their sources, each through that side's own host copies.
 // Which path memarea's copy takes is named on every row: with access on, the driver's peer
 // copy; with access off, the driver's own staging up to 4 MiB (docs/peer.md), memarea's
 // pipeline through pinned host buffers above. Estimator: docs/bench.md.
@@ -43,8 +45,10 @@ void check_cu(CUresult r, const char* what) {
 }
 #endif
 
-/// The raw peer copy of one direction: a source on `src` and a destination on `dst` of its
-/// own, and a stream of its own on the source device.
+/// The raw peer copy of one direction from device `src` to device `dst`, on a stream of its own
+/// on the source device. On CUDA it copies any two pointers (memarea's buffers too); elsewhere
+/// the baseline's driver knows only its own memory, so it makes a source and a destination of
+/// its own.
 class raw_copier {
  public:
   raw_copier(int src, int dst, std::size_t n) : src_(src), dst_(dst), n_(n) {
@@ -55,13 +59,7 @@ class raw_copier {
       check_cu(cu_->DevicePrimaryCtxRetain(&src_ctx_, d), "cuDevicePrimaryCtxRetain");
       check_cu(cu_->DeviceGet(&d, dst), "cuDeviceGet");
       check_cu(cu_->DevicePrimaryCtxRetain(&dst_ctx_, d), "cuDevicePrimaryCtxRetain");
-      CUdeviceptr p;
-      check_cu(cu_->CtxSetCurrent(dst_ctx_), "cuCtxSetCurrent");
-      check_cu(cu_->MemAlloc(&p, n), "cuMemAlloc");
-      to_ = reinterpret_cast<void*>(p);
       check_cu(cu_->CtxSetCurrent(src_ctx_), "cuCtxSetCurrent");
-      check_cu(cu_->MemAlloc(&p, n), "cuMemAlloc");
-      from_ = reinterpret_cast<void*>(p);
       check_cu(cu_->StreamCreate(&cs_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       return;
     }
@@ -80,8 +78,6 @@ class raw_copier {
         cu_->StreamSynchronize(cs_);
         cu_->StreamDestroy(cs_);
       }
-      if (from_) cu_->MemFree(reinterpret_cast<CUdeviceptr>(from_));
-      if (to_) cu_->MemFree(reinterpret_cast<CUdeviceptr>(to_));
       return;
     }
 #endif
@@ -98,7 +94,19 @@ class raw_copier {
   raw_copier& operator=(const raw_copier&) = delete;
 
   /// Whether this backend has a raw peer copy to compare with.
-  bool available() const { return from_ != nullptr; }
+  bool available() const {
+#ifdef MEMAREA_HAVE_CUDA
+    if (cu_) return true;
+#endif
+    return from_ != nullptr;
+  }
+  /// Whether the raw call copies memory it did not make (CUDA: any device pointer).
+  bool takes_any_pointer() const {
+#ifdef MEMAREA_HAVE_CUDA
+    if (cu_) return true;
+#endif
+    return false;
+  }
   std::string name() const {
 #ifdef MEMAREA_HAVE_CUDA
     if (cu_) return "cuMemcpyPeerAsync";
@@ -106,21 +114,23 @@ class raw_copier {
     if (d_) return raw_driver_name("memcpy_peer_async");
     return no_raw("no raw peer copy");
   }
+  /// Its own source and destination (nullptr where it copies memarea's buffers).
   void* source() const { return from_; }
   void* destination() const { return to_; }
-  /// Queues one copy of the whole buffer. On CUDA with no context switch: the stream carries
-  /// its context, and a user who knows that switches for no call on a named stream (memarea's
-  /// CUDA backend does not either; bench/experiments/stream_context_calls.cpp, docs/bench.md).
-  void enqueue() {
+  /// Queues one copy of n bytes from `from` (on the source device) to `to` (on the destination
+  /// device). On CUDA with no context switch: the stream carries its context, and a user who
+  /// knows that switches for no call on a named stream (memarea's CUDA backend does not either;
+  /// bench/experiments/stream_context_calls.cpp, docs/bench.md).
+  void enqueue(void* to, const void* from) {
 #ifdef MEMAREA_HAVE_CUDA
     if (cu_) {
-      check_cu(cu_->MemcpyPeerAsync(reinterpret_cast<CUdeviceptr>(to_), dst_ctx_,
-                                    reinterpret_cast<CUdeviceptr>(from_), src_ctx_, n_, cs_),
+      check_cu(cu_->MemcpyPeerAsync(reinterpret_cast<CUdeviceptr>(to), dst_ctx_,
+                                    reinterpret_cast<CUdeviceptr>(from), src_ctx_, n_, cs_),
                "cuMemcpyPeerAsync");
       return;
     }
 #endif
-    detail::check(d_->memcpy_peer_async(to_, dst_, from_, src_, n_, src_, ds_),
+    detail::check(d_->memcpy_peer_async(to, dst_, from, src_, n_, src_, ds_),
                   "bench peer: raw memcpy_peer_async");
   }
   /// Waits for what was queued.
@@ -234,58 +244,103 @@ void peer_copies(context& ctx) {
         std::cerr << "bench peer: " << size_name(n) << " does not fit; skipped\n";
         continue;
       }
-      // memarea's: xa -> xb one way, yb -> ya the other. The baseline's: its own pair each way.
-      buffer xa = area(a).allocate(n), xb = area(b).allocate(n);
-      buffer ya = area(a).allocate(n), yb = area(b).allocate(n);
+      // A set of buffers: a -> b one way (xa -> xb), b -> a the other (yb -> ya), with the
+      // seeds of its two sources. Where buffers lie moves a short copy by more than memarea's
+      // fixed cost (docs/bench.md), so where the raw call takes any pointer (CUDA) both sets
+      // are memarea's, made alike, and the sides swap them halfway: each side copies set 0 in
+      // one half of the turns and set 1 in the other. Elsewhere the baseline's driver knows
+      // only its own memory, and set 1 is the raw copiers' own for the whole row.
       raw_copier raw_ab(a, b, n), raw_ba(b, a, n);
       const bool has_raw = raw_ab.available();
-      const std::uint64_t s_ab = ++seed, s_ba = ++seed, s_raw_ab = ++seed, s_raw_ba = ++seed;
+      const bool swap = has_raw && raw_ab.takes_any_pointer();
+      struct set {
+        void *xa, *xb, *yb, *ya;
+        std::uint64_t s_ab, s_ba;
+      };
+      std::vector<buffer> made;
+      made.reserve(8);
+      auto make = [&](int device) { return made.emplace_back(area(device).allocate(n)).data(); };
+      set sets[2]{};
+      sets[0] = {make(a), make(b), make(b), make(a), ++seed, ++seed};
+      if (swap)
+        sets[1] = {make(a), make(b), make(b), make(a), ++seed, ++seed};
+      else if (has_raw)
+        sets[1] = {raw_ab.source(), raw_ab.destination(), raw_ba.source(), raw_ba.destination(),
+                   ++seed, ++seed};
+      // Each side fills its sources and checks its destinations with its own host copies (the
+      // raw side's: each direction's copier), so that neither side's check rests on the other's
+      // copies.
       const host_copy mine = memarea_host_copy();
-      fill_random(xa.data(), n, s_ab, mine);
-      fill_random(yb.data(), n, s_ba, mine);
+      const host_copy raw_host_ab = has_raw ? raw_ab.host() : mine;
+      const host_copy raw_host_ba = has_raw ? raw_ba.host() : mine;
+      fill_random(sets[0].xa, n, sets[0].s_ab, mine);
+      fill_random(sets[0].yb, n, sets[0].s_ba, mine);
       if (has_raw) {
-        fill_random(raw_ab.source(), n, s_raw_ab, raw_ab.host());
-        fill_random(raw_ba.source(), n, s_raw_ba, raw_ba.host());
+        fill_random(sets[1].xa, n, sets[1].s_ab, swap ? mine : raw_host_ab);
+        fill_random(sets[1].yb, n, sets[1].s_ba, swap ? mine : raw_host_ba);
       }
-      // Destinations start with other bytes, so that a copy that did nothing cannot pass.
-      auto poison = [&] {
-        fill_random(xb.data(), n, ~s_ab, mine);
-        fill_random(ya.data(), n, ~s_ba, mine);
-        if (has_raw) {
-          fill_random(raw_ab.destination(), n, ~s_raw_ab, raw_ab.host());
-          fill_random(raw_ba.destination(), n, ~s_raw_ba, raw_ba.host());
-        }
-      };
       const std::string on = access ? "access on" : "access off";
-      auto check = [&](bool both) {
-        const std::string what = fmt::format("bench peer: {} {}", on, size_name(n));
-        expect_random(xb.data(), n, s_ab, mine, what + " 0->1, memarea");
-        if (both) expect_random(ya.data(), n, s_ba, mine, what + " 1->0, memarea");
-        if (!has_raw) return;
-        expect_random(raw_ab.destination(), n, s_raw_ab, raw_ab.host(), what + " 0->1, raw");
-        if (both)
-          expect_random(raw_ba.destination(), n, s_raw_ba, raw_ba.host(), what + " 1->0, raw");
-      };
       const int reps = 3 * (n >= (std::size_t{256} << 20) ? std::max(3, ctx.repetitions / 4)
                                                           : ctx.repetitions);
       const bool big = n >= (std::size_t{64} << 20);
-      auto timed = [&](const std::function<void()>& mem, const std::function<void()>& raw) {
-        return has_raw ? paired_times_us(reps, mem, raw) : paired_times_us(reps, mem, [] {});
+      // One row's turns, in two halves: in half h memarea copies set h (swap) or 0, the raw
+      // side the other set. Before each half the destinations get other bytes (a copy that did
+      // nothing cannot pass); after it each side's destinations are checked with its own host
+      // copies. Returns both sides' times and, per half, memarea's median over the raw one's.
+      struct halves {
+        paired_times t;
+        double ratio[2] = {0, 0};
+      };
+      auto run_halves = [&](bool both, const char* way) {
+        halves out;
+        for (int h = 0; h < 2; ++h) {
+          const set& m = sets[swap ? h : 0];
+          const set& r = sets[swap ? 1 - h : 1];
+          fill_random(m.xb, n, ~m.s_ab, mine);
+          if (both) fill_random(m.ya, n, ~m.s_ba, mine);
+          if (has_raw) {
+            fill_random(r.xb, n, ~r.s_ab, raw_host_ab);
+            if (both) fill_random(r.ya, n, ~r.s_ba, raw_host_ba);
+          }
+          auto mem = [&] {
+            copy_peer_async(m.xb, b, m.xa, a, n, sa);
+            if (both) copy_peer_async(m.ya, a, m.yb, b, n, sb);
+            sa.synchronize();
+            if (both) sb.synchronize();
+          };
+          auto raw = [&] {
+            raw_ab.enqueue(r.xb, r.xa);
+            if (both) raw_ba.enqueue(r.ya, r.yb);
+            raw_ab.wait();
+            if (both) raw_ba.wait();
+          };
+          const paired_times t = has_raw ? paired_times_us(reps / 2, mem, raw)
+                                         : paired_times_us(reps / 2, mem, [] {});
+          const std::string what = fmt::format("bench peer: {} {} {}, half {}", on,
+                                               size_name(n), way, h + 1);
+          expect_random(m.xb, n, m.s_ab, mine, what + ", memarea 0->1");
+          if (both) expect_random(m.ya, n, m.s_ba, mine, what + ", memarea 1->0");
+          if (has_raw) {
+            expect_random(r.xb, n, r.s_ab, raw_host_ab, what + ", raw 0->1");
+            if (both) expect_random(r.ya, n, r.s_ba, raw_host_ba, what + ", raw 1->0");
+            out.ratio[h] = median(t.a) / median(t.b);
+          }
+          out.t.a.insert(out.t.a.end(), t.a.begin(), t.a.end());
+          out.t.b.insert(out.t.b.end(), t.b.begin(), t.b.end());
+        }
+        return out;
+      };
+      // The halves' note: in GB/s terms, raw time over memarea's (above 1: memarea faster).
+      auto halves_note = [&](const halves& hv) {
+        if (!swap) return std::string();
+        return fmt::format("; the sides swap two sets of buffers halfway: memarea {:.3f}x and "
+                           "{:.3f}x the raw speed on the first set made and on the second",
+                           1 / hv.ratio[0], hv.ratio[1] > 0 ? 1 / hv.ratio[1] : 0.0);
       };
       // One direction.
-      poison();
-      const paired_times t1 = timed(
-          [&] {
-            copy_peer_async(xb.data(), b, xa.data(), a, n, sa);
-            sa.synchronize();
-          },
-          [&] {
-            raw_ab.enqueue();
-            raw_ab.wait();
-          });
-      check(false);
-      row r = measured_row("peer copy " + on, "0->1 " + size_name(n), "GB/s", gbps_of(n, t1.a),
-                           has_raw ? gbps_of(n, t1.b) : std::vector<double>{},
+      const halves t1 = run_halves(false, "0->1");
+      row r = measured_row("peer copy " + on, "0->1 " + size_name(n), "GB/s", gbps_of(n, t1.t.a),
+                           has_raw ? gbps_of(n, t1.t.b) : std::vector<double>{},
                            raw_ab.name() + (access || !has_raw ? "" : " (driver stages)"));
       // With access on, issue 18's target holds at every size (memarea's fixed cost against a
       // copy of a few microseconds); without, the staging pipeline's from 64 MiB.
@@ -294,29 +349,18 @@ void peer_copies(context& ctx) {
         r.target = access ? ">= 0.98x raw" : ">= 1.3x raw";
         r.met = r.memarea >= (access ? 0.98 : 1.3) * r.raw;
       }
-      r.note = path_of(access, n);
+      const std::string path = path_of(access, n);
+      r.note = path + halves_note(t1);
       if (backend_name() == "sim" && !access)
         r.note += "; sim's raw copy does not stage, so the target cannot hold here";
       ctx.add(r);
       // Both directions at once.
-      poison();
-      const paired_times t2 = timed(
-          [&] {
-            copy_peer_async(xb.data(), b, xa.data(), a, n, sa);
-            copy_peer_async(ya.data(), a, yb.data(), b, n, sb);
-            sa.synchronize();
-            sb.synchronize();
-          },
-          [&] {
-            raw_ab.enqueue();
-            raw_ba.enqueue();
-            raw_ab.wait();
-            raw_ba.wait();
-          });
-      check(true);
-      row r2 = measured_row(r.group, "0<->1 " + size_name(n), "GB/s", gbps_of(2 * n, t2.a),
-                            has_raw ? gbps_of(2 * n, t2.b) : std::vector<double>{}, r.raw_name);
-      r2.note = r.note;
+      const halves t2 = run_halves(true, "0<->1");
+      row r2 = measured_row(r.group, "0<->1 " + size_name(n), "GB/s", gbps_of(2 * n, t2.t.a),
+                            has_raw ? gbps_of(2 * n, t2.t.b) : std::vector<double>{}, r.raw_name);
+      r2.note = path + halves_note(t2);
+      if (backend_name() == "sim" && !access)
+        r2.note += "; sim's raw copy does not stage, so the target cannot hold here";
       if (judged) {
         r2.target = access ? ">= 0.98x raw (bidir)" : ">= 1.3x raw (bidir)";
         r2.met = r2.memarea >= (access ? 0.98 : 1.3) * r2.raw;
