@@ -225,7 +225,6 @@ void peer_copies(context& ctx) {
   const std::size_t fits =
       std::min(get_device_properties(a).free_memory, get_device_properties(b).free_memory) / 5;
   const bool can = peer::can_access(a, b) && peer::can_access(b, a);
-  stream sa(a), sb(b);
   std::uint64_t seed = 0x9EE2;
   for (bool access : {true, false}) {
     if (access && !can) {
@@ -251,6 +250,9 @@ void peer_copies(context& ctx) {
       // one half of the turns and set 1 in the other. Elsewhere the baseline's driver knows
       // only its own memory, and set 1 is the raw copiers' own for the whole row.
       raw_copier raw_ab(a, b, n), raw_ba(b, a, n);
+      // memarea's streams, made at the same point as the raw copiers' (each row's, with the
+      // row's access already set), so that neither side's streams are older.
+      stream sa(a), sb(b);
       const bool has_raw = raw_ab.available();
       const bool swap = has_raw && raw_ab.takes_any_pointer();
       struct set {
