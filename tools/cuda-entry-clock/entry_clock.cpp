@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -68,7 +69,16 @@ void* open_real() {
 
 void load() {
   void* h = open_real();
-  if (!h) return;
+  if (!h) {
+    // The loader above us would only say that libcuda lacks its entry points: say why here.
+    const char* why = dlerror();
+    std::fprintf(stderr,
+                 "memarea entry clock: no real libcuda.so.1 loaded (MEMAREA_ENTRY_CLOCK_LIBCUDA "
+                 "must be an absolute path to it, not to this library; unset, the usual places "
+                 "are tried): %s\n",
+                 why ? why : "a relative path, this library itself, or none found");
+    return;
+  }
   g_real.v2 = reinterpret_cast<get_proc_v2>(dlsym(h, "cuGetProcAddress_v2"));
   g_real.v1 = reinterpret_cast<get_proc_v1>(dlsym(h, "cuGetProcAddress"));
 }
