@@ -155,6 +155,13 @@ void expect_random(const void* p, std::size_t n, std::uint64_t seed, const host_
   }
 }
 
+void context::add(row r) const {
+  const std::chrono::duration<double> into = std::chrono::steady_clock::now() - case_start;
+  std::cerr << fmt::format("bench:   {}, {}: done at {:.1f} s\n", r.group, r.variant,
+                           into.count());
+  rows->push_back(std::move(r));
+}
+
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
         bool strict) {
   std::vector<row> rows;
@@ -174,6 +181,7 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
   for (auto& [name, fn] : cases()) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
     std::cerr << "bench: " << name << "...\n";
+    ctx.case_start = std::chrono::steady_clock::now();
     try {
       fn(ctx);
     } catch (const memarea::error& e) {

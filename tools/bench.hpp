@@ -54,7 +54,10 @@ struct context {
   int repetitions = 20;      ///< timed repetitions per measurement (docs/bench.md)
   bool quick = false;        ///< smaller sizes (sim, CI smoke runs)
   std::vector<row>* rows = nullptr;
-  void add(row r) const { rows->push_back(std::move(r)); }
+  std::chrono::steady_clock::time_point case_start{};  ///< when the running case began
+  /// Keeps r and says on stderr which row is done and when, into its case: a case prints its
+  /// rows only at the end, so this is what tells where a run that stalls had got to.
+  void add(row r) const;
 };
 
 using case_fn = std::function<void(context&)>;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -469,8 +470,17 @@ TEST(CliBench, QuickRunMeasuresEveryCaseSideBySide) {
   EXPECT_EQ(j.at("devices"), 2);
   EXPECT_TRUE(j.at("failed").empty()) << j.at("failed").dump();
   std::vector<std::string> groups;
+  std::size_t progress_at = 0;
   for (const auto& row : j.at("rows")) {
     groups.push_back(row.at("group"));
+    // Each row says on stderr, in the table's order, that it is done (where a stalled run was).
+    const std::string done = "bench:   " + row.at("group").get<std::string>() + ", " +
+                             row.at("variant").get<std::string>() + ": done at ";
+    progress_at = r.err.find(done, progress_at);
+    ASSERT_NE(progress_at, std::string::npos) << done << "\n" << r.err;
+    EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(r.err[progress_at + done.size()])))
+        << r.err.substr(progress_at, done.size() + 12);
+    progress_at += done.size();  // rows may share a name (one per baseline): each has its line
     EXPECT_GT(row.at("memarea").get<double>(), 0.0) << row.dump();
     EXPECT_GT(row.at("raw").get<double>(), 0.0) << row.dump();  // sim has a baseline everywhere
     // Both sides' min <= median <= max, the median being the row's figure.
