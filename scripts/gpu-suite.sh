@@ -23,11 +23,13 @@ LOG="$RES/gpu-results.txt"
 : >"$LOG"
 status=0
 section() { printf '\n## %s\n\n' "$*" | tee -a "$LOG"; }
-run() {  # run a command, keep its output and exit status in the log
+run() {  # run a command, keep its output, exit status and wall time in the log
   printf '$ %s\n' "$*" | tee -a "$LOG"
+  local started=$SECONDS
   "$@" 2>&1 | tee -a "$LOG"
   local rc=${PIPESTATUS[0]}
-  printf '[exit %d]\n' "$rc" | tee -a "$LOG"
+  # The wall time plans the next call's device time (each call has at most 600 s).
+  printf '[exit %d after %d s]\n' "$rc" "$((SECONDS - started))" | tee -a "$LOG"
   [ "$rc" -eq 0 ] || status=1
 }
 
