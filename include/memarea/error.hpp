@@ -72,9 +72,13 @@ inline const char* to_string(errc e) noexcept {
 /// A failure that a destructor or reset() of an owning type (buffer, pool_buffer, mapping,
 /// managed_buffer, host_buffer) could not throw. The memory was not freed: it stays allocated
 /// until the cause is gone and the user frees `ptr` by hand (area::munmap, memarea_free,
-/// ipc::close, pool free), for example a BUSY free under free_policy::refuse.
+/// ipc::close, pool free), for example a BUSY free under free_policy::refuse. A stream the
+/// driver would not destroy comes with `ptr` its memarea_stream_t, still valid (for
+/// memarea_stream_destroy); the last scoped_access of a pair that could not disable access
+/// comes with `ptr` null, the access still enabled (for peer::disable), and a device_guard that
+/// could not make the previous device current again with `ptr` null, the device as it was.
 struct release_failure {
-  const void* ptr = nullptr;  ///< what was being freed or closed
+  const void* ptr = nullptr;  ///< what was being freed or closed (null: no memory, see above)
   std::size_t size = 0;       ///< its size as the owner knew it (0 when the owner did not)
   errc status = errc::unknown;
   std::string message;        ///< the library's message, naming the call

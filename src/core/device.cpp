@@ -1,11 +1,14 @@
 // Devices, the current device, streams and the sim settings: the C++ API over the system.
 #include "core/pool_impl.hpp"
+#include "core/release.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 
 #include <memarea/device.hpp>
 #include <memarea/sim.hpp>
 #include <memarea/stream.hpp>
+
+#include <fmt/format.h>
 
 #include <cstring>
 
@@ -61,11 +64,18 @@ device_guard::device_guard(int device) : previous_(get_device()) {
 }
 
 device_guard::~device_guard() {
-  // Restoring can only fail if the backend broke; a destructor must not throw.
+  // Restoring fails only where the backend broke. A destructor must not throw: the failure goes
+  // to the release-failure record (no memory to name), the thread's device left as it is.
   int now = previous_;
   auto& gpu = system::get().gpu();
   if (gpu.get_current_device(&now).ok() && now == previous_) return;
-  (void)gpu.set_current_device(previous_);
+  const detail::dstatus st = gpu.set_current_device(previous_);
+  if (st.ok()) return;
+  detail::release_or_report(nullptr, 0, [&] {
+    check(st, [&] {
+      return fmt::format("device_guard end: device {} not made current again", previous_);
+    });
+  });
 }
 
 std::vector<backend_info> backends() {
@@ -98,13 +108,10 @@ stream::stream(int device)
     : handle_(detail::create_stream(device < 0 ? get_device() : device)) {}
 
 stream::~stream() {
-  if (handle_) {
-    try {
-      detail::destroy_stream(handle_);
-    } catch (...) {
-      // Destroying a valid stream does not fail unless the backend broke.
-    }
-  }
+  // Destroying a valid stream fails only where the backend broke. Then the handle stays
+  // valid (destroy_stream deletes it only after the driver's destroy), and the failure goes to
+  // the release-failure record under it, for memarea_stream_destroy by hand.
+  if (handle_) detail::release_or_report(handle_, 0, [&] { detail::destroy_stream(handle_); });
 }
 
 stream::stream(stream&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }

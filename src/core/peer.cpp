@@ -2,6 +2,7 @@
 // counts behind peer::scoped_access. The driver owns the real state and its statuses; memarea
 // mirrors what it learns so that copies can choose a path without asking the driver.
 #include "core/peer_impl.hpp"
+#include "core/release.hpp"
 #include "core/system.hpp"
 
 #include <memarea/peer.hpp>
@@ -204,8 +205,19 @@ void scoped_access::release() noexcept {
   auto it = detail::g_scopes.find({device_, peer_});
   if (it != detail::g_scopes.end() && --it->second.count == 0) {
     if (it->second.owns) {
-      // Someone may have disabled it behind the scope's back; either way it is off now.
-      (void)detail::disable_locked(device_, peer_);
+      // Someone may have disabled it behind the scope's back (not_enabled): either way it is
+      // off now. Any other failure leaves it on, which the release-failure record says (there
+      // is no memory to name: ptr null).
+      const detail::dstatus st = detail::disable_locked(device_, peer_);
+      if (!st.ok() && st.code != errc::peer_access_not_enabled) {
+        detail::release_or_report(nullptr, 0, [&] {
+          check(st, [&] {
+            return fmt::format("peer scoped_access end (device {} -> peer {}): access stays "
+                               "enabled",
+                               device_, peer_);
+          });
+        });
+      }
     }
     detail::g_scopes.erase(it);
   }

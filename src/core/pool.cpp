@@ -281,13 +281,10 @@ pool pool::host(const pool_options& o) {
 }
 
 pool::~pool() {
-  if (handle_) {
-    try {
-      detail::pool_destroy_c(handle_, true);
-    } catch (...) {
-      // Only a broken pool state refuses a forced destroy: nothing more can be given back.
-    }
-  }
+  // A forced destroy throws only for a handle that is not a live pool (a pool object never
+  // holds one) or when the host is out of memory: recorded under the handle, never dropped.
+  if (handle_)
+    detail::release_or_report(handle_, 0, [&] { detail::pool_destroy_c(handle_, true); });
 }
 
 pool::pool(pool&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }

@@ -4,11 +4,18 @@
 #include "api/common.hpp"
 #include "api/process_util.hpp"
 
+#include "core/system.hpp"
+#include "driver/sim/sim_driver.hpp"
+
 #include <memarea/area.hpp>
 #include <memarea/error.hpp>
 #include <memarea/ipc.hpp>
+#include <memarea/copy.hpp>
+#include <memarea/device.hpp>
 #include <memarea/managed.hpp>
+#include <memarea/peer.hpp>
 #include <memarea/pool.hpp>
+#include <memarea/stream.hpp>
 
 #include <string>
 #include <vector>
@@ -30,6 +37,11 @@ struct clean_record {
     ipc::set_free_policy(ipc::free_policy::defer);
   }
 };
+
+/// The sim backend's test hooks (fail_next), or nullptr on another backend.
+detail::sim::sim_driver* sim_hooks() {
+  return dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu().backend());
+}
 
 }  // namespace
 
@@ -158,5 +170,100 @@ TEST(ReleaseFailures, TryResetFreesAndEmpties) {
   }
   p.destroy();
   EXPECT_EQ(live_allocations(), before);
+  EXPECT_TRUE(take_release_failures().empty());
+}
+
+// A stream the driver will not destroy: the destructor records it under the stream's handle,
+// which stays valid, so the stream still works and the user destroys it by hand.
+TEST(ReleaseFailures, AStreamTheDriverWillNotDestroyIsRecordedAndStaysUsable) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  auto* sim = sim_hooks();
+  if (!sim) GTEST_SKIP() << "making the driver refuse a destroy needs the sim backend's hook";
+  clean_record clean;
+  memarea_stream_t h = nullptr;
+  {
+    stream s(0);
+    h = s.get();
+    sim->fail_next(detail::sim::sim_driver::injectable::stream_destroy);
+  }
+  const auto failures = take_release_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].ptr, static_cast<const void*>(h));
+  EXPECT_EQ(failures[0].size, 0u);
+  EXPECT_EQ(failures[0].status, errc::unknown);
+  EXPECT_NE(failures[0].message.find("stream_destroy"), std::string::npos) << failures[0].message;
+  EXPECT_NE(failures[0].message.find("injected"), std::string::npos) << failures[0].message;
+  // Still a stream: random bytes go through it, then the user destroys it.
+  const area a(0);
+  const std::size_t n = 4096;
+  buffer d = a.allocate(n);
+  const auto src = random_bytes(n);
+  std::vector<unsigned char> back(n);
+  copy_async(d.data(), src.data(), n, h);
+  copy_async(back.data(), d.data(), n, h);
+  ASSERT_EQ(memarea_stream_synchronize(h), MEMAREA_SUCCESS);
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(memarea_stream_destroy(h), MEMAREA_SUCCESS);
+  EXPECT_TRUE(take_release_failures().empty());
+}
+
+// The last scope of a pair that cannot disable access: recorded (no memory to name), and
+// memarea's table keeps saying what the driver has, access on, until the user disables it.
+TEST(ReleaseFailures, AScopedAccessThatCannotDisableIsRecorded) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  auto* sim = sim_hooks();
+  if (!sim) GTEST_SKIP() << "making the driver refuse a disable needs the sim backend's hook";
+  if (!peer::can_access(0, 1)) GTEST_SKIP() << "devices 0 and 1 cannot reach each other";
+  ASSERT_FALSE(peer::is_enabled(0, 1)) << "another test left access 0 -> 1 on";
+  clean_record clean;
+  {
+    peer::scoped_access s(0, 1);
+    ASSERT_TRUE(peer::is_enabled(0, 1));
+    sim->fail_next(detail::sim::sim_driver::injectable::disable_peer_access);
+  }
+  const auto failures = take_release_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].ptr, nullptr);
+  EXPECT_EQ(failures[0].status, errc::unknown);
+  EXPECT_NE(failures[0].message.find("access stays enabled"), std::string::npos)
+      << failures[0].message;
+  EXPECT_TRUE(peer::is_enabled(0, 1)) << "the driver still has it on";
+  EXPECT_EQ(peer::scoped_access::count(0, 1), 0);
+  peer::disable(0, 1);  // by hand
+  EXPECT_FALSE(peer::is_enabled(0, 1));
+  // A scope of the next round enables and disables as before, recording nothing.
+  {
+    peer::scoped_access s(0, 1);
+    EXPECT_TRUE(peer::is_enabled(0, 1));
+  }
+  EXPECT_FALSE(peer::is_enabled(0, 1));
+  EXPECT_TRUE(take_release_failures().empty());
+}
+
+// A device_guard that cannot make the previous device current again: recorded (no memory to
+// name), the thread's device left as the driver has it, for the user to set.
+TEST(ReleaseFailures, ADeviceGuardThatCannotRestoreIsRecorded) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  auto* sim = sim_hooks();
+  if (!sim) GTEST_SKIP() << "making the driver refuse a device change needs the sim backend's hook";
+  clean_record clean;
+  set_device(0);
+  {
+    device_guard g(1);
+    ASSERT_EQ(get_device(), 1);
+    sim->fail_next(detail::sim::sim_driver::injectable::set_current_device);
+  }
+  const auto failures = take_release_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].ptr, nullptr);
+  EXPECT_EQ(failures[0].status, errc::unknown);
+  EXPECT_NE(failures[0].message.find("device 0 not made current again"), std::string::npos)
+      << failures[0].message;
+  EXPECT_EQ(get_device(), 1) << "left as the driver has it";
+  set_device(0);  // by hand
+  {
+    device_guard g(1);
+  }
+  EXPECT_EQ(get_device(), 0) << "the next guard restores as before";
   EXPECT_TRUE(take_release_failures().empty());
 }

@@ -302,6 +302,12 @@ dstatus sim_driver::mem_get_info(int device, size_t* free_bytes, size_t* total_b
 dstatus sim_driver::set_current_device(int device) {
   if (devices_ == 0) return fail(errc::no_device, "no sim devices ({})", reason_);
   if (auto st = check_device(device); !st.ok()) return st;
+  if (injected_count_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard lk(m_);
+    if (take_injected_locked(injectable::set_current_device))
+      return fail(errc::unknown, "device {} not made current: a failure injected by a test",
+                  device);
+  }
   t_current_device[instance_] = device;
   return dstatus::success();
 }
@@ -362,8 +368,27 @@ dstatus sim_driver::disable_peer_access(int device, int peer) {
     return fail(errc::peer_access_not_enabled,
                 "peer access from device {} to device {} has not been enabled", device, peer);
   }
+  if (take_injected_locked(injectable::disable_peer_access))
+    return fail(errc::unknown,
+                "peer access from device {} to device {} not disabled: a failure injected by a "
+                "test",
+                device, peer);
   row[static_cast<size_t>(peer)] = false;
   return dstatus::success();
+}
+
+void sim_driver::fail_next(injectable call) {
+  std::lock_guard lk(m_);
+  injected_.push_back(call);
+  injected_count_.store(injected_.size(), std::memory_order_release);
+}
+
+bool sim_driver::take_injected_locked(injectable call) {
+  auto it = std::find(injected_.begin(), injected_.end(), call);
+  if (it == injected_.end()) return false;
+  injected_.erase(it);
+  injected_count_.store(injected_.size(), std::memory_order_release);
+  return true;
 }
 
 dstatus sim_driver::get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) {

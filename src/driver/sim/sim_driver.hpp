@@ -4,6 +4,7 @@
 // managed and pinned host memory are anonymous mappings; streams are worker threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -137,8 +138,17 @@ class sim_driver final : public driver {
   /// Queues fn on stream s of device (NULL: its default stream), in order with its other work:
   /// a test holds a stream back with a task that waits.
   dstatus enqueue_host_task(int device, native_stream s, std::function<void()> fn);
+  /// The calls a test may make fail once (fail_next).
+  enum class injectable { stream_destroy, disable_peer_access, set_current_device };
+  /// The next call of `call` fails with errc::unknown (its message says it was injected) after
+  /// its argument checks, changing nothing: a test reaches what a driver refusing a release
+  /// leads to (destructors that cannot throw).
+  void fail_next(injectable call);
 
  private:
+  /// Whether a failure of `call` was injected; forgets it. Holds m_.
+  bool take_injected_locked(injectable call);
+
   using table = std::map<std::uintptr_t, allocation>;
 
   dstatus check_device(int device) const;
@@ -182,6 +192,9 @@ class sim_driver final : public driver {
   std::unordered_map<void*, std::shared_ptr<stream>> streams_;
   std::vector<std::shared_ptr<stream>> retiring_;  ///< destroyed, worker not yet joined
   std::unordered_map<void*, std::shared_ptr<event>> events_;
+  std::vector<injectable> injected_;  ///< failures fail_next asked for, not yet taken
+  /// injected_'s size, read without m_ by calls that take no lock (set_current_device).
+  std::atomic<std::size_t> injected_count_{0};
 };
 
 }  // namespace memarea::detail::sim

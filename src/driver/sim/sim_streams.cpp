@@ -171,6 +171,9 @@ dstatus sim_driver::stream_destroy(int device, native_stream s) {
     if (it == streams_.end()) {
       return fail(errc::invalid_value, "stream {} is not a live sim stream", fmt::ptr(s));
     }
+    if (take_injected_locked(injectable::stream_destroy))
+      return fail(errc::unknown, "stream {} not destroyed: a failure injected by a test",
+                  fmt::ptr(s));
     st = std::move(it->second);
     streams_.erase(it);
     retiring_.push_back(st);
