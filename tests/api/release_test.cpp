@@ -17,6 +17,7 @@
 #include <memarea/pool.hpp>
 #include <memarea/stream.hpp>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,18 @@ struct clean_record {
 /// The sim backend's test hooks (fail_next), or nullptr on another backend.
 detail::sim::sim_driver* sim_hooks() {
   return dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu().backend());
+}
+
+/// Expects exactly one failure recorded since the last take, under ptr, with the status of
+/// sim's injected failures (unknown), no size, and each of `words` in its message.
+void expect_one_injected_failure(const void* ptr, std::initializer_list<const char*> words) {
+  const auto failures = take_release_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].ptr, ptr);
+  EXPECT_EQ(failures[0].size, 0u);
+  EXPECT_EQ(failures[0].status, errc::unknown);
+  for (const char* w : words)
+    EXPECT_NE(failures[0].message.find(w), std::string::npos) << w << ": " << failures[0].message;
 }
 
 }  // namespace
@@ -186,13 +199,7 @@ TEST(ReleaseFailures, AStreamTheDriverWillNotDestroyIsRecordedAndStaysUsable) {
     h = s.get();
     sim->fail_next(detail::sim::sim_driver::injectable::stream_destroy);
   }
-  const auto failures = take_release_failures();
-  ASSERT_EQ(failures.size(), 1u);
-  EXPECT_EQ(failures[0].ptr, static_cast<const void*>(h));
-  EXPECT_EQ(failures[0].size, 0u);
-  EXPECT_EQ(failures[0].status, errc::unknown);
-  EXPECT_NE(failures[0].message.find("stream_destroy"), std::string::npos) << failures[0].message;
-  EXPECT_NE(failures[0].message.find("injected"), std::string::npos) << failures[0].message;
+  expect_one_injected_failure(h, {"stream_destroy", "injected"});
   // Still a stream: random bytes go through it, then the user destroys it.
   const area a(0);
   const std::size_t n = 4096;
@@ -221,12 +228,7 @@ TEST(ReleaseFailures, AScopedAccessThatCannotDisableIsRecorded) {
     ASSERT_TRUE(peer::is_enabled(0, 1));
     sim->fail_next(detail::sim::sim_driver::injectable::disable_peer_access);
   }
-  const auto failures = take_release_failures();
-  ASSERT_EQ(failures.size(), 1u);
-  EXPECT_EQ(failures[0].ptr, nullptr);
-  EXPECT_EQ(failures[0].status, errc::unknown);
-  EXPECT_NE(failures[0].message.find("access stays enabled"), std::string::npos)
-      << failures[0].message;
+  expect_one_injected_failure(nullptr, {"device 0 -> peer 1", "access stays enabled"});
   EXPECT_TRUE(peer::is_enabled(0, 1)) << "the driver still has it on";
   EXPECT_EQ(peer::scoped_access::count(0, 1), 0);
   peer::disable(0, 1);  // by hand
@@ -253,12 +255,7 @@ TEST(ReleaseFailures, ADeviceGuardThatCannotRestoreIsRecorded) {
     ASSERT_EQ(get_device(), 1);
     sim->fail_next(detail::sim::sim_driver::injectable::set_current_device);
   }
-  const auto failures = take_release_failures();
-  ASSERT_EQ(failures.size(), 1u);
-  EXPECT_EQ(failures[0].ptr, nullptr);
-  EXPECT_EQ(failures[0].status, errc::unknown);
-  EXPECT_NE(failures[0].message.find("device 0 not made current again"), std::string::npos)
-      << failures[0].message;
+  expect_one_injected_failure(nullptr, {"device 0 not made current again", "injected"});
   EXPECT_EQ(get_device(), 1) << "left as the driver has it";
   set_device(0);  // by hand
   {
