@@ -69,7 +69,16 @@ void give_back_entries(pool_state& p, const thread_cache::entry* es, std::size_t
     const thread_cache::entry& e = es[k];
     // Straight from cached to free (never through live, which a stale entry of this
     // incarnation elsewhere could match): only the cache that held it moves it.
-    const std::uint16_t tag = p.tag_for(e.stream);
+    std::uint16_t tag = 0;
+    try {
+      tag = p.tag_for(e.stream);
+    } catch (...) {
+      // No tag can be made for the stream it was freed on (no host memory, or too many
+      // streams): once that stream has run what it queued, any stream may take it (tag 0). A
+      // stream that cannot be waited for leaves it cached, the pool's until it goes, never
+      // handed out unordered. A rare path: the wait holds the arena's lock.
+      if (!system::get().gpu().stream_synchronize(p.device, e.stream).ok()) continue;
+    }
     std::uint64_t want = word(e.incarnation, cached);
     if (!p.spans[e.span].state.compare_exchange_strong(want, word(e.incarnation, free_span)))
       continue;  // never

@@ -262,6 +262,8 @@ struct pool_state {
   std::vector<free_lists> tags;  // [0]: any stream
   std::unordered_map<native_stream, std::uint16_t> tag_of_stream;
   std::vector<std::uint16_t> retired_tags;  // of destroyed streams, empty, to reuse
+  /// Most tags (tag 0 included): a tag is 16 bits. Tests lower it to reach "too many streams".
+  std::size_t tag_limit = std::numeric_limits<std::uint16_t>::max();
   /// The stream tag_for answered last (under the arena's lock; forgotten when a tag retires).
   struct {
     native_stream stream = nullptr;
@@ -335,8 +337,9 @@ struct pool_state {
       t = retired_tags.back();
       retired_tags.pop_back();
     } else {
-      if (tags.size() >= std::numeric_limits<std::uint16_t>::max())
-        throw error(errc::out_of_memory, "pool: too many streams");
+      if (tags.size() >= tag_limit)
+        throw error(errc::out_of_memory,
+                    fmt::format("pool: too many streams ({} at once in one pool)", tag_limit - 1));
       tags.emplace_back();
       t = static_cast<std::uint16_t>(tags.size() - 1);
     }

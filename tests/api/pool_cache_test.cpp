@@ -3,9 +3,13 @@
 // as free in the statistics, and a pool short of memory takes back what any thread cached.
 #include "api/common.hpp"
 
+#include "core/pool_impl.hpp"
+#include "core/pool_state.hpp"
+
 #include <memarea/memarea.h>
 
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -224,4 +228,49 @@ TEST(PoolCache, AFreeFromAnotherThreadIsCheckedCachedAndHonoursTheThreshold) {
     std::thread([&] { p.deallocate(x); }).join();
     EXPECT_EQ(p.stats().bytes_reserved, 0u);
   }
+}
+
+// A pool gives each stream it serves a tag (16 bits: at most 65,534 streams at once). Lowered
+// here to two: a third stream's allocation is refused (out_of_memory) and changes nothing, and
+// a piece freed on that stream into the thread's cache still goes back to the pool, for any
+// stream once the third has run its work, so the pool empties and gives its blocks back.
+TEST(PoolCache, AStreamPastThePoolsTagsIsRefusedAndItsFreesStillComeBack) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p(area(0));
+  {
+    auto& st = detail::pool_state_of(p.get());
+    std::lock_guard lock(st.m);
+    st.tag_limit = 3;  // tag 0 (any stream) and two streams
+  }
+  stream a(0), b(0), c(0);
+  void* xa = p.allocate(kPiece, a.get());
+  void* xb = p.allocate(kPiece, b.get());
+  try {
+    (void)p.allocate(kPiece, c.get());
+    ADD_FAILURE() << "a third stream got a piece of a pool limited to two";
+  } catch (const error& e) {
+    EXPECT_EQ(e.status(), errc::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("too many streams (2 at once"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(p.stats().live_allocations, 2u) << "the refusal changed nothing";
+  // xa's last use is on a; the caller orders that before the free on c (a synchronize here).
+  const auto bytes = random_bytes(kPiece);
+  copy_async(xa, bytes.data(), kPiece, a.get());
+  a.synchronize();
+  p.deallocate(xa, c.get());  // into this thread's cache, under c, which has no tag
+  p.deallocate(xb, b.get());
+  EXPECT_NO_THROW(p.trim(0));
+  const pool_stats s = p.stats();
+  EXPECT_EQ(s.live_allocations, 0u);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_reserved, 0u) << "a piece freed on c stayed out of the pool";
+  // The pool serves again, bytes intact.
+  void* again = p.allocate(kPiece, a.get());
+  copy(again, bytes.data(), kPiece);
+  std::vector<unsigned char> back(kPiece);
+  copy(back.data(), again, kPiece);
+  EXPECT_EQ(back, bytes);
+  p.deallocate(again, a.get());
+  p.destroy();
 }
