@@ -76,7 +76,8 @@ inline const char* to_string(errc e) noexcept {
 /// driver would not destroy comes with `ptr` its memarea_stream_t, still valid (for
 /// memarea_stream_destroy); the last scoped_access of a pair that could not disable access
 /// comes with `ptr` null, the access still enabled (for peer::disable), and a device_guard that
-/// could not make the previous device current again with `ptr` null, the device as it was.
+/// could not make the previous device current again with `ptr` null, the guard's device still
+/// current (for set_device).
 struct release_failure {
   const void* ptr = nullptr;  ///< what was being freed or closed (null: no memory, see above)
   std::size_t size = 0;       ///< its size as the owner knew it (0 when the owner did not)

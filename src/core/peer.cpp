@@ -201,27 +201,32 @@ scoped_access::scoped_access(int device, int peer) {
 void scoped_access::release() noexcept {
   if (device_ < 0) return;
   (void)detail::table();  // made before the lock (fork_safety.hpp)
-  std::lock_guard lock(detail::g_mutex());
-  auto it = detail::g_scopes.find({device_, peer_});
-  if (it != detail::g_scopes.end() && --it->second.count == 0) {
-    if (it->second.owns) {
-      // Someone may have disabled it behind the scope's back (not_enabled): either way it is
-      // off now. Any other failure leaves it on, which the release-failure record says (there
-      // is no memory to name: ptr null).
-      const detail::dstatus st = detail::disable_locked(device_, peer_);
-      if (!st.ok() && st.code != errc::peer_access_not_enabled) {
-        detail::release_or_report(nullptr, 0, [&] {
-          check(st, [&] {
-            return fmt::format("peer scoped_access end (device {} -> peer {}): access stays "
-                               "enabled",
-                               device_, peer_);
-          });
-        });
-      }
-    }
-    detail::g_scopes.erase(it);
-  }
+  const int device = device_, peer = peer_;
   device_ = peer_ = -1;
+  detail::dstatus failed;
+  {
+    std::lock_guard lock(detail::g_mutex());
+    auto it = detail::g_scopes.find({device, peer});
+    if (it != detail::g_scopes.end() && --it->second.count == 0) {
+      if (it->second.owns) {
+        // Someone may have disabled it behind the scope's back (not_enabled): either way it is
+        // off now. Any other failure leaves it on.
+        detail::dstatus st = detail::disable_locked(device, peer);
+        if (!st.ok() && st.code != errc::peer_access_not_enabled) failed = std::move(st);
+      }
+      detail::g_scopes.erase(it);
+    }
+  }
+  // Reported with no lock held: the user's handler may call peer::disable. No memory to name
+  // (ptr null); the access stays enabled.
+  if (!failed.ok()) {
+    detail::release_or_report(nullptr, 0, [&] {
+      check(failed, [&] {
+        return fmt::format("peer scoped_access end (device {} -> peer {}): access stays enabled",
+                           device, peer);
+      });
+    });
+  }
 }
 
 scoped_access::~scoped_access() { release(); }

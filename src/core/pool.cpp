@@ -283,7 +283,8 @@ pool pool::host(const pool_options& o) {
 
 pool::~pool() {
   // A forced destroy throws only for a handle that is not a live pool (a pool object never
-  // holds one) or when the host is out of memory: recorded under the handle, never dropped.
+  // holds one) or when the host is out of memory: recorded under the handle, never dropped,
+  // though the pool may be half gone by then and nothing more can be given back.
   if (handle_)
     detail::release_or_report(handle_, 0, [&] { detail::pool_destroy_c(handle_, true); });
 }

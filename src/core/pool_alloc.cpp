@@ -74,10 +74,11 @@ void give_back_entries(pool_state& p, const thread_cache::entry* es, std::size_t
       tag = p.tag_for(e.stream);
     } catch (...) {
       // No tag can be made for the stream it was freed on (no host memory, or too many
-      // streams): once that stream has run what it queued, any stream may take it (tag 0). A
-      // stream that cannot be waited for leaves it cached, the pool's until it goes, never
-      // handed out unordered. A rare path: the wait holds the arena's lock.
-      if (!system::get().gpu().stream_synchronize(p.device, e.stream).ok()) continue;
+      // streams). Once that stream has run everything queued, any stream may take the piece
+      // (tag 0). Callers hold locks, so nothing waits here: a stream still busy leaves the
+      // piece out of every list and counted in use until the pool is destroyed (forced), never
+      // handed out unordered.
+      if (!system::get().gpu().stream_query(p.device, e.stream).ok()) continue;
     }
     std::uint64_t want = word(e.incarnation, cached);
     if (!p.spans[e.span].state.compare_exchange_strong(want, word(e.incarnation, free_span)))
@@ -493,15 +494,18 @@ std::vector<record> pool_state::free_locked(void* p, native_stream ns, std::size
     }
     ipc_marks.erase(i);
     spans[i].set(free_span);
-    return release_locked(i, ns);
+    return release_locked(i, tag);
   }
+  // The stream's tag before the exchange: once the piece is free it must reach a list, and
+  // making a tag may throw (no host memory, too many streams), which then changes nothing.
+  const std::uint16_t tag = st == live ? tag_for(ns) : 0;
   if (st != live || !spans[i].state.compare_exchange_strong(seen, word(seen >> 8, free_span),
                                                             std::memory_order_acq_rel))
     throw error(errc::invalid_value,
                 fmt::format("pool free: {} was freed already (double free)", p));
   // The state stays free from here on: going back to live, even under the lock, would let a
   // second free of the same piece through a thread's cache match it and succeed too.
-  return release_locked(i, ns);
+  return release_locked(i, tag);
 }
 
 std::vector<record> pool_state::past_threshold_locked() {

@@ -498,10 +498,10 @@ struct pool_state {
     give_back_locked(i, tag);
   }
 
-  /// Frees live span i on stream ns; returns the empty blocks to give back past the release
+  /// Frees live span i under tag (its stream's); returns the empty blocks to give back past the release
   /// threshold (release_blocks, once the lock is dropped).
-  std::vector<record> release_locked(std::uint32_t i, native_stream ns) {
-    release_handed_locked(i, tag_for(ns));
+  std::vector<record> release_locked(std::uint32_t i, std::uint16_t tag) {
+    release_handed_locked(i, tag);
     return past_threshold_locked();
   }
   /// The empty blocks to give back after a free, past the release threshold.

@@ -41,6 +41,13 @@ void expect_tags(const std::vector<void*>& v) {
   }
 }
 
+/// Lowers p's stream tags to tag 0 (any stream) and two streams' (65,534 streams otherwise).
+void limit_to_two_streams(pool& p) {
+  auto& st = detail::pool_state_of(p.get());
+  std::lock_guard lock(st.m);
+  st.tag_limit = 3;
+}
+
 }  // namespace
 
 TEST(PoolCache, ALoopOfAThousandPiecesComesBackFromTheThreadsCache) {
@@ -231,17 +238,14 @@ TEST(PoolCache, AFreeFromAnotherThreadIsCheckedCachedAndHonoursTheThreshold) {
 }
 
 // A pool gives each stream it serves a tag (16 bits: at most 65,534 streams at once). Lowered
-// here to two: a third stream's allocation is refused (out_of_memory) and changes nothing, and
-// a piece freed on that stream into the thread's cache still goes back to the pool, for any
-// stream once the third has run its work, so the pool empties and gives its blocks back.
+// here to two: a third stream's allocation is refused (out_of_memory) and changes nothing; a
+// piece freed on that stream into the thread's cache goes back to the pool, for any stream, as
+// the third stream has no work left (the pool empties and gives its blocks back); and a free
+// on it from another thread is refused and changes nothing.
 TEST(PoolCache, AStreamPastThePoolsTagsIsRefusedAndItsFreesStillComeBack) {
   MEMAREA_REQUIRE_DEVICES(1);
   pool p(area(0));
-  {
-    auto& st = detail::pool_state_of(p.get());
-    std::lock_guard lock(st.m);
-    st.tag_limit = 3;  // tag 0 (any stream) and two streams
-  }
+  limit_to_two_streams(p);
   stream a(0), b(0), c(0);
   void* xa = p.allocate(kPiece, a.get());
   void* xb = p.allocate(kPiece, b.get());
@@ -265,6 +269,30 @@ TEST(PoolCache, AStreamPastThePoolsTagsIsRefusedAndItsFreesStillComeBack) {
   EXPECT_EQ(s.live_allocations, 0u);
   EXPECT_EQ(s.bytes_in_use, 0u);
   EXPECT_EQ(s.bytes_reserved, 0u) << "a piece freed on c stayed out of the pool";
+  // A free from another thread on a stream without a tag is refused and changes nothing: the
+  // piece stays live and frees on a tagged stream. Both ways there: into that thread's cache,
+  // and (a pool that caches nothing) straight to the arena.
+  pool_options none_cached;
+  none_cached.release_threshold = 0;
+  pool q(area(0), none_cached);
+  limit_to_two_streams(q);
+  void* qb = q.allocate(kPiece, b.get());  // b's tag in q; a's comes with y
+  for (pool* each : {&p, &q}) {
+    void* y = each->allocate(kPiece, a.get());
+    std::thread([&] {
+      try {
+        each->deallocate(y, c.get());
+        ADD_FAILURE() << "a free on a third stream of a pool limited to two succeeded";
+      } catch (const error& e) {
+        EXPECT_EQ(e.status(), errc::out_of_memory) << e.what();
+      }
+    }).join();
+    EXPECT_EQ(each->stats().live_allocations, each == &q ? 2u : 1u) << "the refusal changed it";
+    each->deallocate(y, a.get());
+  }
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+  q.deallocate(qb, b.get());
+  EXPECT_NO_THROW(q.destroy()) << "nothing of q's stayed live";
   // The pool serves again, bytes intact.
   void* again = p.allocate(kPiece, a.get());
   copy(again, bytes.data(), kPiece);

@@ -240,6 +240,19 @@ TEST(ReleaseFailures, AScopedAccessThatCannotDisableIsRecorded) {
   }
   EXPECT_FALSE(peer::is_enabled(0, 1));
   EXPECT_TRUE(take_release_failures().empty());
+  // The handler runs with no lock of memarea's held: it may disable the access itself.
+  std::vector<release_failure> seen;
+  set_release_failure_handler([&](const release_failure& f) {
+    seen.push_back(f);
+    peer::disable(0, 1);
+  });
+  {
+    peer::scoped_access s(0, 1);
+    sim->fail_next(detail::sim::sim_driver::injectable::disable_peer_access);
+  }
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_NE(seen[0].message.find("access stays enabled"), std::string::npos) << seen[0].message;
+  EXPECT_FALSE(peer::is_enabled(0, 1)) << "the handler disabled it";
 }
 
 // A device_guard that cannot make the previous device current again: recorded (no memory to
