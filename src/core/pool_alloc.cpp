@@ -75,9 +75,10 @@ void give_back_entries(pool_state& p, const thread_cache::entry* es, std::size_t
     } catch (...) {
       // No tag can be made for the stream it was freed on (no host memory, or too many
       // streams). Once that stream has run everything queued, any stream may take the piece
-      // (tag 0). Callers hold locks, so nothing waits here: a stream still busy leaves the
-      // piece out of every list and counted in use until the pool is destroyed (forced), never
-      // handed out unordered.
+      // (tag 0). Callers hold locks, so nothing waits here. A stream still busy leaves the
+      // piece stranded, never handed out unordered: in no list and no cache, counted live, so
+      // only a forced destroy (C++ pool's destructor) ends the pool. Not yet fixed: a list of
+      // such pieces that reclaim_locked settles once their stream is idle.
       if (!system::get().gpu().stream_query(p.device, e.stream).ok()) continue;
     }
     std::uint64_t want = word(e.incarnation, cached);
