@@ -498,8 +498,8 @@ struct pool_state {
     give_back_locked(i, tag);
   }
 
-  /// Frees live span i under tag (its stream's); returns the empty blocks to give back past the release
-  /// threshold (release_blocks, once the lock is dropped).
+  /// Frees live span i under tag (its stream's); returns the empty blocks to give back past
+  /// the release threshold (release_blocks, once the lock is dropped).
   std::vector<record> release_locked(std::uint32_t i, std::uint16_t tag) {
     release_handed_locked(i, tag);
     return past_threshold_locked();
