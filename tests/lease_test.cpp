@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -34,9 +35,9 @@ bool exists(const std::string& name) {
   return stat(("/dev/shm" + name).c_str(), &st) == 0;
 }
 
-/// Makes an empty object of this user; true when it did.
+/// Makes an object of this user as memarea does (with its stamp); true when it did.
 bool make(const std::string& name) {
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int fd = lease::create_object(name, 4096);
   if (fd < 0) return false;
   ::close(fd);
   return true;
@@ -183,6 +184,90 @@ TEST(Lease, ObjectsWithoutALeaseAreRemovedAndOddFilesAreNot) {
   EXPECT_TRUE(exists(odd_object)) << "removed on the word of a symlink";
   unlink(lease_path.c_str());
   shm_unlink(odd_object.c_str());
+}
+
+// The sweep (and `memarea ipc gc`) removes only what memarea provably made: a regular file of
+// this user carrying the stamp of its own name. A user's file that is merely named like
+// memarea's, a copy of another object's stamp, a symlink (to a stamped object or anywhere) and
+// a file open to others all stay, even when their owner's lease is gone.
+TEST(Lease, TheSweepRemovesOnlyWhatMemareaMadeAndNeverALink) {
+  const std::uint64_t dead = 0x0dead0aa00000000ull | static_cast<std::uint64_t>(getpid());
+  const std::string dir = "/dev/shm";
+  // A file of the user's own, named like memarea's: its owner has no lease.
+  const std::string notes = "/memarea-notes-" + hex16(dead) + "-user-data";
+  {
+    const int fd = shm_open(notes.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "keep me", 7), 7);
+    ::close(fd);
+  }
+  // A stamped object (memarea's), and a file carrying a copy of its stamp under another name.
+  const std::string real = lease::object_name("sim", dead, 1, 16);
+  ASSERT_TRUE(make(real));
+  const std::string copied = lease::object_name("sim", dead, 2, 16);
+  {
+    const int from = shm_open(real.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    const int to = shm_open(copied.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(from, 0);
+    ASSERT_GE(to, 0);
+    char buf[8192];
+    const ssize_t n = pread(from, buf, sizeof buf, 0);
+    ASSERT_EQ(n, static_cast<ssize_t>(sizeof buf));
+    ASSERT_EQ(pwrite(to, buf, sizeof buf, 0), n);
+    ::close(from);
+    ::close(to);
+  }
+  // A stamped object open to others (mode 0644) is not one memarea made.
+  const std::string open_to_others = lease::object_name("sim", dead, 3, 16);
+  ASSERT_TRUE(make(open_to_others));
+  ASSERT_EQ(chmod((dir + open_to_others).c_str(), 0644), 0);
+  // Links named like memarea's objects: to a stamped object of a live owner (ours), and to a
+  // user file elsewhere.
+  int err = 0;
+  const std::uint64_t me = lease::own(&err);
+  ASSERT_NE(me, 0u);
+  const std::string target = lease::object_name("test", me, 9, 16);
+  ASSERT_TRUE(make(target));
+  const std::string link_to_object = lease::object_name("sim", dead, 4, 16);
+  const std::string link_to_file = lease::object_name("sim", dead, 5, 16);
+  ASSERT_EQ(symlink((dir + target).c_str(), (dir + link_to_object).c_str()), 0);
+  ASSERT_EQ(symlink((dir + notes).c_str(), (dir + link_to_file).c_str()), 0);
+
+  const auto dry = lease::sweep(true);
+  auto listed = [&](const std::string& name) {
+    return std::find(dry.removed.begin(), dry.removed.end(), name.substr(1)) != dry.removed.end();
+  };
+  EXPECT_FALSE(listed(notes));
+  EXPECT_FALSE(listed(copied));
+  EXPECT_FALSE(listed(open_to_others));
+  EXPECT_FALSE(listed(link_to_object));
+  EXPECT_FALSE(listed(link_to_file));
+  (void)lease::sweep();
+  EXPECT_TRUE(exists(notes)) << "a user's file named like memarea's was removed";
+  EXPECT_TRUE(exists(copied)) << "a copy of another object's stamp was taken for proof";
+  EXPECT_TRUE(exists(open_to_others)) << "a file open to others was removed";
+  struct stat st {};
+  EXPECT_EQ(lstat((dir + link_to_object).c_str(), &st), 0) << "a symlink was removed";
+  EXPECT_EQ(lstat((dir + link_to_file).c_str(), &st), 0) << "a symlink was removed";
+  EXPECT_TRUE(exists(target)) << "a symlink was followed";
+  EXPECT_FALSE(exists(real)) << "memarea's own object of a dead owner was left";
+  for (const auto& n : {notes, copied, open_to_others, target}) shm_unlink(n.c_str());
+  unlink((dir + link_to_object).c_str());
+  unlink((dir + link_to_file).c_str());
+}
+
+// A lease open to others (or of another user) is no lease: open() refuses it, and nobody can
+// pass for a live owner through it.
+TEST(Lease, ALeaseOpenToOthersIsRefused) {
+  const std::uint64_t owner = 0x0bad1ea500000000ull | static_cast<std::uint64_t>(getpid());
+  const std::string name = "/memarea-lease-" + hex16(owner);
+  ASSERT_TRUE(make(name));
+  const int fd = lease::open(owner);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  ASSERT_EQ(chmod(("/dev/shm" + name).c_str(), 0666), 0);
+  EXPECT_EQ(lease::open(owner), -EPERM);
+  shm_unlink(name.c_str());
 }
 
 namespace {

@@ -117,9 +117,12 @@ void start() noexcept {
   keeper& k = get();
   std::lock_guard lock(k.m);
   if (k.running || k.stopped) return;
-  // The thread blocks every signal: the program's handlers must run on its own threads.
+  // The thread blocks every signal: the program's handlers must run on its own threads. Not
+  // SIGBUS: the thread reads other processes' segments, and a fault there must reach
+  // fault_guard's handler (a blocked fault kills the process).
   sigset_t all, old;
   sigfillset(&all);
+  sigdelset(&all, SIGBUS);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   try {
     k.thread = std::thread(loop, &k);

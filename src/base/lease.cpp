@@ -105,6 +105,20 @@ void remove_own_lease_at_exit() {
   if (g_own.owner != 0 && g_own.pid == getpid()) shm_unlink(lease_name(g_own.owner).c_str());
 }
 
+/// What a stamp holds: a magic, then the object's name without its leading '/'.
+constexpr char kStampMagic[16] = "memarea object\n";
+constexpr std::size_t kStampName = 96;
+struct stamp {
+  char magic[16];
+  char name[kStampName];
+};
+static_assert(sizeof(stamp) <= kStampBytes);
+
+std::string_view bare(std::string_view name) {
+  if (!name.empty() && name.front() == '/') name.remove_prefix(1);
+  return name;
+}
+
 bool same_file(int fd, const std::string& name) {
   struct stat mine {}, named {};
   if (fstat(fd, &mine) != 0) return false;
@@ -116,6 +130,42 @@ bool same_file(int fd, const std::string& name) {
 
 }  // namespace
 
+int create_object(const std::string& name, std::size_t bytes) noexcept {
+  const std::string_view b = bare(name);
+  if (b.size() >= kStampName) return -ENAMETOOLONG;
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  stamp s{};
+  std::memcpy(s.magic, kStampMagic, sizeof s.magic);
+  std::memcpy(s.name, b.data(), b.size());
+  const off_t at = static_cast<off_t>(bytes);
+  if (ftruncate(fd, at + static_cast<off_t>(kStampBytes)) != 0 ||
+      pwrite(fd, &s, sizeof s, at) != static_cast<ssize_t>(sizeof s)) {
+    const int e = errno ? errno : EIO;
+    ::close(fd);
+    shm_unlink(name.c_str());
+    return -e;
+  }
+  return fd;
+}
+
+bool stamped(int fd, std::string_view name) noexcept {
+  const std::string_view b = bare(name);
+  struct stat st {};
+  if (b.size() >= kStampName || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
+      st.st_size < static_cast<off_t>(kStampBytes))
+    return false;
+  stamp s{};
+  if (pread(fd, &s, sizeof s, st.st_size - static_cast<off_t>(kStampBytes)) !=
+      static_cast<ssize_t>(sizeof s))
+    return false;
+  char want[kStampName] = {};
+  std::memcpy(want, b.data(), b.size());
+  return std::memcmp(s.magic, kStampMagic, sizeof s.magic) == 0 &&
+         std::memcmp(s.name, want, sizeof want) == 0;
+}
+
 std::uint64_t own(int* err) noexcept {
   if (std::uint64_t o = g_current.load(std::memory_order_acquire)) return o;
   int failure = EEXIST;
@@ -126,9 +176,9 @@ std::uint64_t own(int* err) noexcept {
       const std::uint64_t owner = random_u64();
       const std::string name = lease_name(owner);
       // O_EXCL: a name that exists is someone else's (never ours to use or remove).
-      const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      const int fd = create_object(name, 0);
       if (fd < 0) {
-        failure = errno;
+        failure = -fd;
         if (failure == EEXIST) continue;
         break;
       }
@@ -193,7 +243,8 @@ int open(std::uint64_t owner) noexcept {
   const int fd = ::open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -errno;
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 077) != 0) {
     ::close(fd);
     return -EPERM;
   }
@@ -234,18 +285,26 @@ sweep_report sweep(bool dry_run) {
   }
   const std::uint64_t self = current();
   const uid_t me = geteuid();
-  auto mine = [&](const std::string& name) {
-    struct stat st {};
-    return fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == me;
-  };
-  auto remove = [&](const std::string& name) {
-    if (dry_run || unlinkat(dir, name.c_str(), 0) == 0) report.removed.push_back(name);
+  // Removes `name` only if it is what memarea made under that name: a regular file of this
+  // user carrying the stamp of its name (never a link, never a file merely named like ours),
+  // and still the file that was checked when it is unlinked.
+  auto remove_if_stamped = [&](const std::string& name, int known_fd = -1) {
+    const int fd = known_fd >= 0
+                       ? known_fd
+                       : openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    bool removed = false;
+    struct stat checked {}, now {};
+    if (fd >= 0 && stamped(fd, name) && fstat(fd, &checked) == 0 &&
+        fstatat(dir, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        checked.st_ino == now.st_ino && checked.st_dev == now.st_dev)
+      removed = dry_run || unlinkat(dir, name.c_str(), 0) == 0;
+    if (fd >= 0 && known_fd < 0) ::close(fd);
+    if (removed) report.removed.push_back(name);
+    else ++report.left_alone;
+    return removed;
   };
   auto remove_all = [&](const std::vector<std::string>& names) {
-    for (const auto& n : names) {
-      if (mine(n)) remove(n);
-      else ++report.left_alone;
-    }
+    for (const auto& n : names) (void)remove_if_stamped(n);
   };
   for (auto& [owner, names] : objects) {
     if (owner == self) continue;
@@ -267,7 +326,8 @@ sweep_report sweep(bool dry_run) {
           // No lease: its owner removed it at exit (or a sweep did) and died before removing
           // these. An owner makes its lease before any object, so none of these is a live one's.
           else remove_all(names);
-        } else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me) {
+        } else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me ||
+                   !stamped(fd, lease)) {
           report.left_alone += names.size() + 1;
         } else if (fcntl(fd, F_OFD_SETLK, &sweep_fl) != 0) {
           outcome = wait_for_other_sweep;
@@ -277,7 +337,7 @@ sweep_report sweep(bool dry_run) {
           // Ours now: an owner still making this lease fails to lock it and draws another name.
           remove_all(names);
           // Another sweep may have removed the lease (and its objects) while we waited.
-          if (same_file(fd, "/" + lease)) remove(lease);
+          if (same_file(fd, "/" + lease)) (void)remove_if_stamped(lease, fd);
         }
         if (fd >= 0) ::close(fd);  // drops our locks
       }

@@ -15,6 +15,7 @@
 // returns, what it found of a dead owner is gone (not left to a sweep still at work).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,6 +29,18 @@ namespace memarea::detail::lease {
 /// background thread: its callers do, where they need it (base/housekeeper.hpp).
 std::uint64_t own(int* err) noexcept;
 
+/// The bytes at the end of every object memarea makes in /dev/shm (its lease too): a magic and
+/// the object's own name. The sweep removes only files that carry the stamp of their name, so a
+/// file merely named like memarea's is never removed.
+inline constexpr std::size_t kStampBytes = 4096;
+/// Makes the object `name` ("/memarea-..."; O_EXCL, mode 0600) of `bytes` bytes followed by
+/// its stamp (at offset `bytes`). Returns its descriptor, or -errno (-EEXIST: the name is taken,
+/// never ours to use; nothing is left behind on failure).
+int create_object(const std::string& name, std::size_t bytes) noexcept;
+/// Whether fd is a regular file of this user, of no other's access (mode 0600 or less), that
+/// ends in the stamp of `name` (with or without the leading '/'). Reads it with pread: a file
+/// cut short cannot fault.
+bool stamped(int fd, std::string_view name) noexcept;
 /// This process's owner if it has made its lease already, else 0 (makes nothing).
 std::uint64_t current() noexcept;
 

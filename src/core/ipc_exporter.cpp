@@ -1,5 +1,6 @@
 #include "core/ipc_exporter.hpp"
 
+#include "base/fault_guard.hpp"
 #include "base/fresh_mmap.hpp"
 #include "base/lease.hpp"
 #include "base/random_name.hpp"
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 namespace memarea::detail::ipc_internal {
 
@@ -35,16 +37,38 @@ error stale(const wire& w) {
 
 wire exporter::export_handle(const void* ptr, const record& r) {
   std::lock_guard lock(m_);
+  ensure_segment_locked();  // and that nobody cut it short
   auto it = exports_.find(r.id);
-  if (it == exports_.end()) it = add_export_locked(r);
+  if (it == exports_.end()) {
+    it = add_export_locked(r);
+    forget_if_cut_short_locked(it);
+  }
   return make_wire_locked(ptr, r.id, it->second);
+}
+
+void exporter::forget_if_cut_short_locked(
+    std::unordered_map<std::uint64_t, exported>::iterator it) {
+  // Filling its slot was the first write to the segment since another process cut it short
+  // (fault_guard repaired the fault with zeros): importers cannot read the record.
+  if (!fault_guard::damaged(seg_guard_)) return;
+  release_slot_locked(it->second.slot);
+  exports_.erase(it);
+  throw cut_short();
+}
+
+error exporter::cut_short() const {
+  return error(errc::not_permitted,
+               fmt::format("ipc export: another process cut this process's segment {} short "
+                           "(ftruncate); importers can no longer check its handles, so this "
+                           "process exports nothing more",
+                           seg_name_));
 }
 
 wire exporter::export_pooled(const void* ptr, const record& r, const pool_piece& piece) {
   std::lock_guard lock(m_);
+  ensure_segment_locked();  // and that nobody cut it short
   auto it = exports_.find(piece.export_id);
   if (it == exports_.end()) {
-    ensure_segment_locked();
     exports_.reserve(exports_.size() + 1);  // what may throw, first
     block_natives_.reserve(block_natives_.size() + 1);
     exported e;
@@ -69,6 +93,7 @@ wire exporter::export_pooled(const void* ptr, const record& r, const pool_piece&
     e.slot = claim_slot_locked(piece.export_id, e.begin, e.end, native_digest(e.native.bytes));
     tracking_.store(true);
     it = exports_.emplace(piece.export_id, e).first;
+    forget_if_cut_short_locked(it);
   }
   return make_wire_locked(ptr, piece.export_id, it->second);
 }
@@ -277,6 +302,7 @@ void exporter::shutdown() {
     // slot, not the header), then the whole segment as its owner's exit.
     for (const auto& [id, e] : exports_) at(seg_->slot[e.slot].live).store(0);
     at(seg_->owner_alive).store(0);
+    fault_guard::unwatch(std::exchange(seg_guard_, -1));
     munmap(seg_, sizeof(segment));
     shm_unlink(seg_name_.c_str());
     seg_ = nullptr;
@@ -284,7 +310,10 @@ void exporter::shutdown() {
 }
 
 void exporter::ensure_segment_locked() {
-  if (seg_) return;
+  if (seg_) {
+    if (fault_guard::damaged(seg_guard_)) throw cut_short();
+    return;
+  }
   int lease_error = 0;
   const std::uint64_t owner = lease::own(&lease_error);
   if (owner == 0)
@@ -297,21 +326,17 @@ void exporter::ensure_segment_locked() {
   std::string name;
   std::uint64_t id = 0;
   int fd = -1;
+  // Made with its stamp (what the sweep asks before it removes anything).
   for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
     id = random_u64();
     name = segment_name(owner, id);
-    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno != EEXIST) break;
+    fd = lease::create_object(name, sizeof(segment));
+    if (fd != -EEXIST) break;
   }
-  if (fd < 0)
-    throw error(errc::unknown, fmt::format("ipc export: shm_open({}) failed: {}", name,
-                                           std::strerror(errno)));
-  if (ftruncate(fd, sizeof(segment)) != 0) {
-    int e = errno;
-    ::close(fd);
-    shm_unlink(name.c_str());
+  if (fd < 0) {
+    const int e = -fd;
     throw error(e == ENOSPC || e == ENOMEM ? errc::out_of_memory : errc::unknown,
-                fmt::format("ipc export: sizing {} failed: {}", name, std::strerror(e)));
+                fmt::format("ipc export: making {} failed: {}", name, std::strerror(e)));
   }
   void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
@@ -321,13 +346,19 @@ void exporter::ensure_segment_locked() {
     throw error(errc::out_of_memory,
                 fmt::format("ipc export: mapping {} failed: {}", name, std::strerror(e)));
   }
+  const int guard = fault_guard::watch(p, sizeof(segment));
   try {
+    if (guard < 0) throw std::bad_alloc();
     free_slots_.reserve(kBuffers);
+    slot_used_.assign(kBuffers, 0);
   } catch (...) {
+    fault_guard::unwatch(guard);
     munmap(p, sizeof(segment));
     shm_unlink(name.c_str());
-    throw error(errc::out_of_memory, "ipc export: no memory for the list of free slots");
+    throw error(errc::out_of_memory,
+                "ipc export: no memory for the list of free slots or the segment's guard");
   }
+  seg_guard_ = guard;
   pid_ = static_cast<std::int32_t>(getpid());
   seg_ = static_cast<segment*>(p);
   seg_->buffers = kBuffers;
@@ -377,7 +408,14 @@ std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t begin,
   // importer checks it first.
   auto fill = [&](std::uint32_t i) {
     buffer_slot& b = seg_->slot[i];
-    if (at(b.id).load() != 0 || importers_of(b) != 0) return false;
+    if (slot_used_[i]) return false;
+    // A slot this process does not use has no importer: leases (or an id) found in it were
+    // written by another process (to use up our slots) and are cleared. An importer registers
+    // only while the id is its buffer's and checks it again after, so none of ours is ever
+    // left in a free slot.
+    at(b.id).store(0);
+    if (importers_of(b) != 0) (void)clear_importers(b);
+    slot_used_[i] = 1;
     at(b.begin).store(begin);
     at(b.end).store(end);
     at(b.digest).store(digest);
@@ -386,7 +424,6 @@ std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t begin,
     return true;
   };
   // The most recently released first: its page is mapped and its lines are likely cached.
-  // (A slot a dead importer still holds is skipped here and found by the scan once purged.)
   while (!free_slots_.empty()) {
     const std::uint32_t i = free_slots_.back();
     free_slots_.pop_back();
@@ -407,6 +444,7 @@ std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t begin,
 void exporter::release_slot_locked(std::uint32_t i) {
   at(seg_->slot[i].live).store(0);
   at(seg_->slot[i].id).store(0);
+  slot_used_[i] = 0;
   // Reserved for every slot when the segment was made: never reallocates. A slot listed twice
   // (claimed by the scan while listed) is skipped when its second turn comes.
   if (free_slots_.size() < free_slots_.capacity()) free_slots_.push_back(i);

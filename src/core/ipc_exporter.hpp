@@ -103,7 +103,13 @@ class exporter {
   /// under the refuse policy unless force_defer.
   free_outcome end_export_locked(std::uint64_t id, const void* base, bool force_defer,
                                  deferred_free d);
+  /// Maps this process's segment on the first export; not_permitted once another process has
+  /// cut it short.
   void ensure_segment_locked();
+  /// Undoes the export at `it`, just made, and throws cut_short() if filling its slot found
+  /// the segment cut short.
+  void forget_if_cut_short_locked(std::unordered_map<std::uint64_t, exported>::iterator it);
+  error cut_short() const;
   std::unordered_map<std::uint64_t, exported>::iterator add_export_locked(const record& r);
   wire make_wire_locked(const void* ptr, std::uint64_t id, const exported& e) const;
   std::uint32_t claim_slot_locked(std::uint64_t id, std::uint64_t begin, std::uint64_t end,
@@ -114,12 +120,18 @@ class exporter {
 
   ranked_mutex m_{lock_rank::ipc_export};
   segment* seg_ = nullptr;
+  /// fault_guard's watch of seg_: another process that cuts the segment short makes exports
+  /// fail from then on, instead of killing this process.
+  int seg_guard_ = -1;
   std::string seg_name_;
   std::atomic<std::uint64_t> owner_{0};  ///< this process's lease, once the segment exists
   std::uint64_t segment_id_ = 0;         ///< the random part of the segment's name
   std::int32_t pid_ = 0;
   std::uint32_t hint_ = 0;
   std::vector<std::uint32_t> free_slots_;  ///< released slots, most recent last
+  /// Which slots this process uses (exported or waiting for importers), kept here: the
+  /// segment's own fields can be written by other processes, so they never say a slot is taken.
+  std::vector<std::uint8_t> slot_used_;
   std::unordered_map<std::uint64_t, exported> exports_;
   std::unordered_map<std::uint64_t, ipc_native_handle> block_natives_;  ///< pool block id ->
   std::unordered_map<std::uint64_t, ipc::free_policy> policies_;

@@ -1,5 +1,6 @@
 #include "core/ipc_importer.hpp"
 
+#include "base/fault_guard.hpp"
 #include "base/fresh_mmap.hpp"
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
@@ -35,6 +36,13 @@ std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+error damaged(const wire& w) {
+  return error(errc::invalid_handle,
+               fmt::format("ipc open: the segment of exporting process {} was cut short by "
+                           "another process (ftruncate): its handles can no longer be checked",
+                           w.pid));
 }
 
 error exited(const wire& w) {
@@ -139,7 +147,9 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
   // background thread keeps the exporter's liveness current).
   entry& e = it->second;
   if (e.from->known_gone) {
+    const bool cut_short = fault_guard::damaged(e.from->guard);
     if (e.refs == 0) evict_locked(it);
+    if (cut_short) throw damaged(w);
     throw exited(w);
   }
   if (e.digest != native_digest(w.native) || w.offset < e.begin || w.offset >= e.end ||
@@ -171,6 +181,14 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
   phase_times times;
   phase_times* t = timing_ ? &times : nullptr;
   if (t) t->stamp(phase_times::start);
+  // Driver bytes that say whose memory they name (the sim's do) must name the exporter the
+  // handle names: another process's bytes are never opened on that exporter's word.
+  {
+    ipc_native_handle native;
+    std::memcpy(native.bytes, w.native, sizeof native.bytes);
+    const std::uint64_t named = system::get().gpu().ipc_handle_owner(native);
+    if (named != 0 && named != w.owner) throw mismatch(w);
+  }
   early_open early;  // closed on every way out unless map_locked adopts it
   source* found = find_source_locked(w);  // throws invalid_handle for gone exporters
   if (!found) {
@@ -332,6 +350,7 @@ void importer::note_forgery() noexcept {
 }
 
 void importer::segment_job::discard() noexcept {
+  fault_guard::unwatch(std::exchange(guard, -1));
   if (seg) munmap(std::exchange(seg, nullptr), sizeof(segment));
   state.store(idle, std::memory_order_relaxed);
 }
@@ -393,6 +412,15 @@ void importer::segment_job::run() noexcept {
     why = failure::not_segment;
     return;
   }
+  // Only a segment of this user that no other user can write vouches for anything: another
+  // user could otherwise make one that vouches for handles naming our own private memory.
+  if (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0) {
+    ::close(fd);
+    file_uid = sb.st_uid;
+    file_mode = sb.st_mode & 07777;
+    why = failure::not_private;
+    return;
+  }
   void* p = fresh_mmap(nullptr, sizeof(segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   err = errno;
   ::close(fd);
@@ -402,18 +430,29 @@ void importer::segment_job::run() noexcept {
     return;
   }
   err = 0;
+  // Watched before its first read: the exporter, or anyone of this user, may cut it short.
+  guard = fault_guard::watch(p, sizeof(segment));
+  if (guard < 0) {
+    munmap(p, sizeof(segment));
+    why = failure::map_failed;
+    err = ENOMEM;
+    return;
+  }
+  auto give_back = [&](failure f) {
+    fault_guard::unwatch(std::exchange(guard, -1));
+    munmap(p, sizeof(segment));
+    why = f;
+  };
   auto* s = static_cast<segment*>(p);
   const bool ours = at(s->magic).load() == kSegmentMagic;
   if (timing) read = now();
   if (!ours || s->version != kSegmentVersion || s->owner != owner) {
-    munmap(p, sizeof(segment));
-    why = failure::foreign;
+    give_back(fault_guard::damaged(guard) ? failure::damaged : failure::foreign);
     return;
   }
   if (!at(s->owner_alive).load()) {
     // Its objects are removed by the next sweep (the background thread), not here.
-    munmap(p, sizeof(segment));
-    why = failure::exited;
+    give_back(failure::exited);
     return;
   }
   seg = s;
@@ -628,7 +667,8 @@ void importer::check_exporters() {
   std::lock_guard lock(m_);
   for (auto& s : sources_) {
     if (!s.watch) s.watch = std::make_unique<exporter_watch>(s.owner);  // opens and tests it
-    s.known_gone = s.watch->check() || !at(s.seg->owner_alive).load();
+    s.known_gone = s.watch->check() || fault_guard::damaged(s.guard) ||
+                   !at(s.seg->owner_alive).load();
   }
   sweep_cache_locked();
 }
@@ -706,6 +746,7 @@ void* importer::hand_out_locked(const key& k, entry& e, void* p,
 importer::source* importer::find_source_locked(const wire& w) {
   for (auto& s : sources_)
     if (s.owner == w.owner && s.segment_id == w.segment) {
+      if (fault_guard::damaged(s.guard)) throw damaged(w);
       if (!s.alive()) throw exited(w);
       return &s;
     }
@@ -736,18 +777,29 @@ importer::source& importer::adopt_source_locked(const wire& w) {
       throw error(errc::invalid_handle, fmt::format("ipc open: {} is not a memarea segment "
                                                     "(or of another version)",
                                                     name));
+    case segment_job::failure::not_private:
+      throw error(errc::not_permitted,
+                  fmt::format("ipc open: {} belongs to uid {} with mode {:04o}; only a segment "
+                              "of this user (uid {}) that no other user can open (mode 0600) "
+                              "vouches for a handle",
+                              name, j.file_uid, j.file_mode, geteuid()));
+    case segment_job::failure::damaged:
+      throw damaged(w);
     case segment_job::failure::exited:
       throw exited(w);
   }
   segment* seg = std::exchange(j.seg, nullptr);
+  const int guard = std::exchange(j.guard, -1);
   try {
     source& s = sources_.emplace_back();
     s.seg = seg;
+    s.guard = guard;
     s.owner = w.owner;
     s.segment_id = w.segment;
     s.pid = w.pid;
     return s;
   } catch (...) {
+    fault_guard::unwatch(guard);
     munmap(seg, sizeof(segment));
     throw;
   }
@@ -755,6 +807,7 @@ importer::source& importer::adopt_source_locked(const wire& w) {
 
 void importer::release_source_locked(source& s) {
   if (--s.entries > 0) return;
+  fault_guard::unwatch(s.guard);
   munmap(s.seg, sizeof(segment));
   sources_.remove_if([&](const source& x) { return &x == &s; });
 }

@@ -100,6 +100,8 @@ class importer {
     std::uint64_t segment_id = 0;
     std::int32_t pid = 0;
     int entries = 0;
+    /// fault_guard's watch of seg: a segment cut short reads as zeros, and as damaged here.
+    int guard = -1;
     /// The exporter's lease, kept open. Made by the first check_exporters after the first
     /// import (the background thread's next tick), not by the import: opening and testing it
     /// cost a first import three system calls. Until then, an exporter that died is refused
@@ -183,7 +185,17 @@ class importer {
   /// keeper began it, and then waits only for that system-call sequence, which takes no lock.
   struct segment_job {
     enum state_t : int { idle, posted, running, done };
-    enum class failure { none, not_found, open_failed, not_segment, map_failed, foreign, exited };
+    enum class failure {
+      none,
+      not_found,
+      open_failed,
+      not_segment,
+      not_private,  ///< of another user, or open to group or others
+      map_failed,
+      foreign,
+      damaged,  ///< cut short while its header was read
+      exited
+    };
     std::atomic<int> state{idle};
     // Set by the poster before it posts.
     std::string name;
@@ -191,7 +203,9 @@ class importer {
     bool timing = false;
     // Set by whoever runs it, before state becomes done.
     segment* seg = nullptr;
+    int guard = -1;  ///< fault_guard's watch of seg
     failure why = failure::none;
+    unsigned file_uid = 0, file_mode = 0;  ///< for not_private's message
     int err = 0;  ///< errno of a failed system call
     bool by_keeper = false;
     std::int64_t began = 0, opened = 0, mapped = 0, read = 0;  ///< steady-clock ns, if timing

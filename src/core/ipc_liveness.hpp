@@ -21,9 +21,15 @@
 
 namespace memarea::detail::ipc_internal {
 
-/// Frees b's importer slots whose process is gone; returns how many it freed. Opens each
-/// importer's lease (a few microseconds each): for the background thread and exact counts.
+/// Frees b's importer slots whose process is gone (its lease unheld, missing, or no lease of
+/// this user) and every slot after the first that names the same importer; returns how many
+/// it freed. Opens each importer's lease (a few microseconds each): for the background thread,
+/// exact counts and an importer that finds every slot taken.
 std::uint32_t purge_gone_importers(buffer_slot& b) noexcept;
+
+/// Frees every importer slot of b: for a buffer slot that exports nothing (id 0), where any
+/// importer named is someone else's writing. Returns how many it freed.
+std::uint32_t clear_importers(buffer_slot& b) noexcept;
 
 /// An exporting process, as its importers watch it: its lease, kept open and tested by check().
 class exporter_watch {

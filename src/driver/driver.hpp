@@ -258,6 +258,13 @@ class driver {
   virtual dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
                                   void** ptr) = 0;
   virtual dstatus ipc_close_handle(void* ptr) = 0;
+  /// The process (its lease, base/lease.hpp) whose memory the handle's bytes name, where the
+  /// bytes say (the sim's name its owner); 0 where they do not (CUDA's and HIP's bytes are
+  /// opaque). Importers refuse bytes that name another process than the handle's exporter.
+  virtual std::uint64_t ipc_handle_owner(const ipc_native_handle& handle) const noexcept {
+    (void)handle;
+    return 0;
+  }
 
   // --- shareable memory (a POSIX file descriptor names it) ----------------------------------
   /// Allocates size bytes (rounded up) that can be exported as a file descriptor, mapped and

@@ -150,6 +150,9 @@ class driver_front {
   dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
                           void** ptr);
   dstatus ipc_close_handle(void* ptr);
+  std::uint64_t ipc_handle_owner(const ipc_native_handle& handle) const noexcept {
+    return backend_->ipc_handle_owner(handle);
+  }
 
   // --- shareable memory (the opaque words are the backend's: it checks them) ----------------
   dstatus shareable_create(int device, size_t size, shareable_allocation* out);

@@ -380,7 +380,7 @@ TEST(IpcLiveness, AnotherUserCanNeitherSweepNorOpenOurs) {
   // A stale owner of ours: a lease nobody holds, and an object of it.
   const std::uint64_t stale = 0x5eed5eed00000000ull | (static_cast<std::uint64_t>(getpid()) & 0xffffff);
   auto make = [](const std::string& name) {
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const int fd = lease::create_object(name, 4096);
     if (fd >= 0) ::close(fd);
     return fd >= 0;
   };

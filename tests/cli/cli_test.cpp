@@ -615,6 +615,50 @@ TEST(CliBench, NoDevicesGivesNoRowsAndNoFailure) {
 
 // --- ipc gc ----------------------------------------------------------------------------------------
 
+namespace {
+
+/// Makes /dev/shm/<name> as memarea makes its objects (docs/security.md): mode 0600, ending in a
+/// 4096-byte stamp, "memarea object\n\0" then the name, NUL-padded.
+void make_stamped(const std::string& name) {
+  const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << name << ": " << std::strerror(errno);
+  char stamp[16 + 96] = "memarea object\n";
+  ASSERT_LT(name.size(), 96u);
+  std::memcpy(stamp + 16, name.data(), name.size());
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  ASSERT_EQ(pwrite(fd, stamp, sizeof stamp, 0), static_cast<ssize_t>(sizeof stamp));
+  ::close(fd);
+}
+
+}  // namespace
+
+// What gc removes must be provably memarea's: a file of the user merely named like memarea's,
+// and links named like its objects, stay (and no link is followed), even with no lease.
+TEST(CliIpcGc, LeavesWhatMemareaDidNotMake) {
+  char owner[17];
+  std::snprintf(owner, sizeof owner, "%016llx",
+                0x00aa000000000000ull | static_cast<unsigned long long>(getpid()));
+  const std::string notes = std::string("memarea-notes-") + owner + "-user-data";
+  const std::string object = std::string("memarea-sim-") + owner + "-0000000000000001";
+  const std::string link = std::string("memarea-sim-") + owner + "-0000000000000002";
+  {
+    const int fd = ::open(("/dev/shm/" + notes).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "mine", 4), 4);
+    ::close(fd);
+  }
+  make_stamped(object);
+  ASSERT_EQ(symlink(("/dev/shm/" + notes).c_str(), ("/dev/shm/" + link).c_str()), 0);
+  const auto gc = run_cli({"ipc", "gc"}, {"MEMAREA_BACKEND=sim"});
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_TRUE(fs::exists("/dev/shm/" + notes)) << "gc removed a user's file named like memarea's";
+  EXPECT_TRUE(fs::is_symlink("/dev/shm/" + link)) << "gc removed a symlink";
+  EXPECT_FALSE(fs::exists("/dev/shm/" + object)) << "gc left memarea's own object of a dead owner";
+  ::unlink(("/dev/shm/" + notes).c_str());
+  ::unlink(("/dev/shm/" + link).c_str());
+  ::unlink(("/dev/shm/" + object).c_str());
+}
+
 TEST(CliIpcGc, RemovesWhatDeadProcessesLeftAndListsItOnADryRun) {
   // A dead owner's lease (no process holds its lock) and one of its objects.
   char owner[17];
@@ -622,11 +666,7 @@ TEST(CliIpcGc, RemovesWhatDeadProcessesLeftAndListsItOnADryRun) {
                 0x0dead00000000000ull | static_cast<unsigned long long>(getpid()));
   const std::string lease = std::string("memarea-lease-") + owner;
   const std::string object = std::string("memarea-sim-") + owner + "-0000000000000001";
-  for (const auto& name : {lease, object}) {
-    const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    ASSERT_GE(fd, 0) << name << ": " << std::strerror(errno);
-    ::close(fd);
-  }
+  for (const auto& name : {lease, object}) make_stamped(name);
   const auto dry = run_cli({"ipc", "gc", "--dry-run", "--json"}, {"MEMAREA_BACKEND=sim"});
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
   const auto j = nlohmann::json::parse(dry.out);

@@ -135,7 +135,11 @@ int hold(int argc, char** argv) {
     if (cmd == "check") {
       std::uint64_t seed = 0;
       in >> seed;
-      say(matches(p, pattern(seed, n).data(), n) ? "ok" : "bad");
+      try {
+        say(matches(p, pattern(seed, n).data(), n) ? "ok" : "bad");
+      } catch (const memarea::error& e) {
+        say(memarea::to_string(e.status()));
+      }
     } else if (cmd == "close") {
       try {
         memarea::ipc::close(p);

@@ -6,6 +6,7 @@
 // it to update managed-page state), and tasks never run user code, so no lock cycle exists.
 // Lock order: event::m, then m_, then a stream's own mutex.
 // Frees synchronise every stream first, as cudaFree does, so no queued copy outlives its memory.
+#include "base/fault_guard.hpp"
 #include "driver/sim/sim_internal.hpp"
 
 #include <sys/mman.h>
@@ -20,6 +21,7 @@
 #include <random>
 #include <system_error>
 #include <unordered_map>
+#include <utility>
 
 namespace memarea::detail {
 namespace sim {
@@ -207,6 +209,12 @@ sim_driver::table::const_iterator sim_driver::find_locked(const void* p) const {
 dstatus sim_driver::check_range_locked(const void* p, size_t n, const char* what) {
   auto it = find_locked(p);
   if (it == allocations_.end()) return dstatus::success();
+  if (fault_guard::damaged(it->second.guard)) {
+    return fail(errc::invalid_value,
+                "{} memory at {:#x} lost its backing: another process cut its shared-memory "
+                "object {} short (ftruncate); it reads as zeros and cannot be copied",
+                what, it->first, it->second.shm_name);
+  }
   size_t off = addr(p) - it->first;
   if (n > it->second.size - off) {
     return fail(
@@ -238,6 +246,7 @@ dstatus sim_driver::charge_locked(int device, size_t bytes) {
 /// Gives the allocation's resources back to the system; the table entry is the caller's.
 void sim_driver::unmap(std::uintptr_t base, allocation& a) {
   void* p = reinterpret_cast<void*>(base);
+  fault_guard::unwatch(std::exchange(a.guard, -1));
   switch (a.from) {
     case origin::device:
       munmap(p, a.map_len);

@@ -46,6 +46,9 @@ struct allocation {
   unsigned flags = 0;             ///< host_flags, or the managed attach flags
   std::string shm_name;           ///< device memory and IPC imports
   int fd = -1;                    ///< shareable memory
+  /// fault_guard's watch of a shm object's mapping (device memory, IPC imports): another
+  /// process that cuts the object short makes copies of it fail instead of killing us.
+  int guard = -1;
   std::uint64_t id = 0;           ///< unique, so queued tasks can tell a reused address from theirs
   int refs = 1;                   ///< IPC imports: opens in this process
   bool inherited = false;  ///< device memory of the parent before fork(): never unlinked here
@@ -116,6 +119,7 @@ class sim_driver final : public driver {
   dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
                           void** ptr) override;
   dstatus ipc_close_handle(void* ptr) override;
+  std::uint64_t ipc_handle_owner(const ipc_native_handle& handle) const noexcept override;
 
   dstatus shareable_create(int device, size_t size, shareable_allocation* out) override;
   dstatus shareable_export_fd(const shareable_allocation& a, int* fd) override;

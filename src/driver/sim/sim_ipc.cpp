@@ -1,5 +1,6 @@
 // The sim driver's memory shared between processes: legacy IPC handles (a device allocation's
 // shm name in the handle's bytes) and shareable memory (a sealed memfd passed as a descriptor).
+#include "base/fault_guard.hpp"
 #include "base/fresh_mmap.hpp"
 #include "base/lease.hpp"
 #include "driver/sim/sim_internal.hpp"
@@ -98,17 +99,42 @@ dstatus sim_driver::ipc_open_handle(int device, const ipc_native_handle& handle,
   }
   struct stat sb {};
   size_t len = 0;
-  if (fstat(fd, &sb) != 0 || !round_page(p.size, &len) ||
-      static_cast<std::uint64_t>(sb.st_size) < len) {
+  if (fstat(fd, &sb) != 0) {
+    int e = errno;
     close(fd);
-    return fail(errc::invalid_handle, "the shared memory of handle {} is not {} bytes", name,
+    return from_errno(e, "fstat");
+  }
+  // Only memory of this user that no other user can open was made by an exporter of ours
+  // (device memory is made 0600): anything else could be another user's, planted under a name
+  // a handle can carry.
+  if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077) != 0) {
+    close(fd);
+    return fail(errc::not_permitted,
+                "the shared memory of handle {} belongs to uid {} with mode {:04o}: only memory of "
+                "this user (uid {}) that no other user can open is imported",
+                name, sb.st_uid, sb.st_mode & 07777, geteuid());
+  }
+  // Exactly what its exporter made: its pages and its stamp.
+  if (!round_page(p.size, &len) ||
+      static_cast<std::uint64_t>(sb.st_size) != len + lease::kStampBytes ||
+      !lease::stamped(fd, name)) {
+    close(fd);
+    return fail(errc::invalid_handle,
+                "the shared memory of handle {} is not the {} bytes its exporter made", name,
                 p.size);
   }
   void* m = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
   if (m == MAP_FAILED) return from_errno(e, "mmap");
+  // Its owner, or any process of this user, may still cut it short under the mapping.
+  const int guard = fault_guard::watch(m, len);
+  if (guard < 0) {
+    munmap(m, len);
+    return fail(errc::out_of_memory, "no memory to guard the mapping of handle {}", name);
+  }
   allocation a;
+  a.guard = guard;
   a.from = origin::ipc_imported;
   a.size = p.size;
   a.map_len = len;
@@ -119,6 +145,17 @@ dstatus sim_driver::ipc_open_handle(int device, const ipc_native_handle& handle,
   imported_.emplace(std::move(name), addr(m));
   *ptr = m;
   return dstatus::success();
+}
+
+std::uint64_t sim_driver::ipc_handle_owner(const ipc_native_handle& handle) const noexcept {
+  ipc_payload p;
+  std::memcpy(&p, handle.bytes, sizeof p);
+  if (std::memcmp(p.magic, kIpcMagic, sizeof p.magic) != 0 ||
+      std::memchr(p.name, '\0', sizeof p.name) == nullptr)
+    return 0;  // not the sim's bytes: ipc_open_handle refuses them
+  const std::uint64_t owner = lease::owner_of(p.name);
+  // A name with no owner in it can be nobody's memory: the exporter named is never it.
+  return owner != 0 ? owner : ~std::uint64_t{0};
 }
 
 dstatus sim_driver::ipc_close_handle(void* ptr) {

@@ -2,6 +2,7 @@
 // pinned and registered host memory, managed memory, and their frees and pointer queries.
 //
 // Frees synchronise every stream first, as cudaFree does, so no queued copy outlives its memory.
+#include "base/fault_guard.hpp"
 #include "base/fresh_mmap.hpp"
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
@@ -52,30 +53,26 @@ dstatus sim_driver::malloc_device(int device, size_t size, void** ptr) {
   housekeeper::start();  // the sweep of what dead processes left (idempotent, cheap once)
   std::string name;
   int fd = -1;
+  // The object's pages, then its stamp (what the sweep asks before it removes anything).
   for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
     name = lease::object_name("sim", owner, random_u64(), kNameRandomDigits);
-    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno != EEXIST) break;
+    fd = lease::create_object(name, len);
+    if (fd != -EEXIST) break;
   }
   if (fd < 0) {
-    int e = errno;
     uncharge();
-    return from_errno(e, "shm_open");
-  }
-  if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
-    int e = errno;
-    close(fd);
-    shm_unlink(name.c_str());
-    uncharge();
-    return from_errno(e, "ftruncate");
+    return from_errno(-fd, "making the device memory's shm object");
   }
   void* p = fresh_mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
-  if (p == MAP_FAILED) {
+  const int guard = p == MAP_FAILED ? -1 : fault_guard::watch(p, len);
+  if (p == MAP_FAILED || guard < 0) {
+    if (p != MAP_FAILED) munmap(p, len);
     shm_unlink(name.c_str());
     uncharge();
-    return from_errno(e, "mmap");
+    return p == MAP_FAILED ? from_errno(e, "mmap")
+                           : fail(errc::out_of_memory, "no memory to guard the shm object");
   }
   allocation a;
   a.from = origin::device;
@@ -84,6 +81,7 @@ dstatus sim_driver::malloc_device(int device, size_t size, void** ptr) {
   a.accounted = size;
   a.device = device;
   a.shm_name = std::move(name);
+  a.guard = guard;
   a.id = next_id();
   std::lock_guard lk(m_);
   allocations_.emplace(addr(p), std::move(a));

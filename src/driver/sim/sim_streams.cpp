@@ -102,7 +102,12 @@ dstatus sim_driver::memcpy_async(void* dst, const void* src, size_t size, int de
 dstatus sim_driver::memcpy_sync(void* dst, const void* src, size_t size, int device,
                                 native_stream s) {
   if (auto r = memcpy_async(dst, src, size, device, s); !r.ok()) return r;
-  return stream_synchronize(device, s);
+  if (auto r = stream_synchronize(device, s); !r.ok()) return r;
+  // A shm object that another process cut short during the copy faulted, and reads as zeros
+  // now (base/fault_guard.hpp): the copy did not move its bytes.
+  std::lock_guard lk(m_);
+  if (auto r = check_range_locked(dst, size, "destination"); !r.ok()) return r;
+  return check_range_locked(src, size, "source");
 }
 
 dstatus sim_driver::memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
