@@ -145,12 +145,17 @@ typedef enum memarea_memory_kind {
   MEMAREA_MEMORY_HOST = 7         /**< pageable host memory of memarea's host area */
 } memarea_memory_kind;
 
-/** The allocation that contains a pointer. */
+/** The allocation that contains a pointer. capacity was added last: code built against a
+ *  memarea.h without it passes a smaller struct and must be rebuilt (memarea 0.x makes no ABI
+ *  promise). */
 typedef struct memarea_allocation_info {
   void *base;                 /**< start of the allocation */
-  size_t size;                /**< its size in bytes */
+  size_t size;                /**< its size in bytes as asked for (a pool piece's allocation
+                                   size) */
   memarea_memory_kind kind;   /**< what it is */
   int device;                 /**< its device, or MEMAREA_CPU_DEVICE_ID for host memory */
+  size_t capacity;            /**< bytes usable from base, >= size: a pool piece's rounded
+                                   size; equal to size otherwise */
 } memarea_allocation_info;
 /** Looks up any pointer inside an allocation (memarea's own first, then the driver's). */
 MEMAREA_API memarea_status memarea_pointer_get_info(memarea_allocation_info *info,

@@ -24,12 +24,15 @@ enum class memory_kind : int {
 /// "device", "host_pinned", "managed", ...
 const char* to_string(memory_kind k) noexcept;
 
-/// The allocation that contains a pointer.
+/// The allocation that contains a pointer (memarea_allocation_info).
 struct allocation_info {
   void* base = nullptr;
+  /// The size asked for: a pool piece's allocation size, not its rounded piece.
   std::size_t size = 0;
   memory_kind kind = memory_kind::unknown;
   int device = MEMAREA_INVALID_DEVICE_ID;  ///< MEMAREA_CPU_DEVICE_ID for host memory
+  /// Bytes usable from base, >= size: a pool piece's rounded size; equal to size otherwise.
+  std::size_t capacity = 0;
 };
 
 /// Any pointer inside an allocation: memarea's own registry first (O(log n)), then the driver
