@@ -151,9 +151,10 @@ typedef enum memarea_memory_kind {
 typedef struct memarea_allocation_info {
   void *base;                 /**< start of the allocation */
   size_t size;                /**< its size in bytes as asked for (a pool piece's allocation
-                                   size) */
+                                   size; IPC-imported memory: the buffer that was exported) */
   memarea_memory_kind kind;   /**< what it is */
-  int device;                 /**< its device, or MEMAREA_CPU_DEVICE_ID for host memory */
+  int device;                 /**< the device the memory lives on (IPC-imported memory: the
+                                   exporter's), or MEMAREA_CPU_DEVICE_ID for host memory */
   size_t capacity;            /**< bytes usable from base, >= size: a pool piece's rounded
                                    size; equal to size otherwise */
 } memarea_allocation_info;

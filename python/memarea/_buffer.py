@@ -23,8 +23,9 @@ class AllocationInfo(NamedTuple):
     """The allocation that contains a pointer (memarea_allocation_info). kind is one of
     "device", "host" (pinned), "mapped", "registered", "managed", "ipc" (opened from another
     process), "host_numa" (memarea's pageable host memory) or "unknown". size is what was asked
-    for (a pool piece's allocation size). device is -1 for host memory. capacity is the bytes
-    usable from base: a pool piece's rounded size, else equal to size."""
+    for (a pool piece's allocation size; "ipc": the buffer the other process exported). device
+    is where the memory lives ("ipc": the exporter's device), -1 for host memory. capacity is
+    the bytes usable from base: a pool piece's rounded size, else equal to size."""
     base: int
     size: int
     kind: str

@@ -310,6 +310,13 @@ std::optional<allocation_info> find(const void* ptr) {
       if (!piece) return std::nullopt;
       return allocation_info{piece->base, piece->requested, kind, r->device, piece->capacity};
     }
+    if (r->area_device == detail::ipc_internal::kImportedSentinel) {
+      // Another process's memory: the buffer it exported (not the rest of its driver
+      // allocation), on its device. The record is the whole mapping, opened on this
+      // process's device.
+      if (auto b = detail::ipc_internal::imported_buffer_at(r->base, ptr))
+        return allocation_info{b->base, b->size, kind, b->device, b->size};
+    }
     return allocation_info{r->base, r->size, kind, r->device, r->size};
   }
   auto& sys = system::get();
