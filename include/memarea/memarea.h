@@ -352,6 +352,16 @@ MEMAREA_API memarea_status memarea_ipc_recv_fd_timeout(int socket, int *fd, void
                                                        size_t capacity, size_t *received,
                                                        int timeout_ms);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Language bindings                                                                        */
+
+/** The PyCapsule destructor of DLPack capsules made in Python (the memarea package): a capsule
+ *  destroyed unconsumed (still named "dltensor" or "dltensor_versioned") has its managed
+ *  tensor's deleter called, with the Python error indicator saved and restored around it, so
+ *  that a consumer that drops it while raising keeps its exception. Only for a Python process,
+ *  with the GIL held (as capsule destructors run); elsewhere it does nothing. */
+MEMAREA_API void memarea_dlpack_capsule_destructor(void *capsule);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
