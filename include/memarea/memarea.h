@@ -145,12 +145,18 @@ typedef enum memarea_memory_kind {
   MEMAREA_MEMORY_HOST = 7         /**< pageable host memory of memarea's host area */
 } memarea_memory_kind;
 
-/** The allocation that contains a pointer. */
+/** The allocation that contains a pointer. capacity was added last: code built against a
+ *  memarea.h without it passes a smaller struct and must be rebuilt (memarea 0.x makes no ABI
+ *  promise). */
 typedef struct memarea_allocation_info {
   void *base;                 /**< start of the allocation */
-  size_t size;                /**< its size in bytes */
+  size_t size;                /**< its size in bytes as asked for (a pool piece's allocation
+                                   size; IPC-imported memory: the buffer that was exported) */
   memarea_memory_kind kind;   /**< what it is */
-  int device;                 /**< its device, or MEMAREA_CPU_DEVICE_ID for host memory */
+  int device;                 /**< the device the memory lives on (IPC-imported memory: the
+                                   exporter's), or MEMAREA_CPU_DEVICE_ID for host memory */
+  size_t capacity;            /**< bytes usable from base, >= size: a pool piece's rounded
+                                   size; equal to size otherwise */
 } memarea_allocation_info;
 /** Looks up any pointer inside an allocation (memarea's own first, then the driver's). */
 MEMAREA_API memarea_status memarea_pointer_get_info(memarea_allocation_info *info,
@@ -345,6 +351,16 @@ MEMAREA_API memarea_status memarea_ipc_recv_fd(int socket, int *fd, void *payloa
 MEMAREA_API memarea_status memarea_ipc_recv_fd_timeout(int socket, int *fd, void *payload,
                                                        size_t capacity, size_t *received,
                                                        int timeout_ms);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Language bindings                                                                        */
+
+/** The PyCapsule destructor of DLPack capsules made in Python (the memarea package): a capsule
+ *  destroyed unconsumed (still named "dltensor" or "dltensor_versioned") has its managed
+ *  tensor's deleter called, with the Python error indicator saved and restored around it, so
+ *  that a consumer that drops it while raising keeps its exception. Only for a Python process,
+ *  with the GIL held (as capsule destructors run); elsewhere it does nothing. */
+MEMAREA_API void memarea_dlpack_capsule_destructor(void *capsule);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -24,12 +24,18 @@ enum class memory_kind : int {
 /// "device", "host_pinned", "managed", ...
 const char* to_string(memory_kind k) noexcept;
 
-/// The allocation that contains a pointer.
+/// The allocation that contains a pointer (memarea_allocation_info).
 struct allocation_info {
   void* base = nullptr;
+  /// The size asked for: a pool piece's allocation size, not its rounded piece; for memory
+  /// imported through IPC, the buffer the other process exported.
   std::size_t size = 0;
   memory_kind kind = memory_kind::unknown;
-  int device = MEMAREA_INVALID_DEVICE_ID;  ///< MEMAREA_CPU_DEVICE_ID for host memory
+  /// Where the memory lives: for IPC-imported memory the exporter's device (as that process
+  /// numbers it), not the device it was opened on; MEMAREA_CPU_DEVICE_ID for host memory.
+  int device = MEMAREA_INVALID_DEVICE_ID;
+  /// Bytes usable from base, >= size: a pool piece's rounded size; equal to size otherwise.
+  std::size_t capacity = 0;
 };
 
 /// Any pointer inside an allocation: memarea's own registry first (O(log n)), then the driver

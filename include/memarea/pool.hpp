@@ -2,8 +2,9 @@
 //
 // A pool takes blocks from its area (device, pinned, mapped or managed memory) or from pageable
 // host memory, and hands out pieces of them in tens of nanoseconds. Every pooled pointer stays
-// known to memarea: lookup() gives the piece (base and size as allocated, the area's kind and
-// device), copies and managed-memory calls take it. docs/pools.md has the rules and figures.
+// known to memarea: lookup() gives the piece (base, the size asked for, its rounded capacity,
+// the area's kind and device), copies and managed-memory calls take it. docs/pools.md has the
+// rules and figures.
 #pragma once
 
 #include <memarea/area.hpp>

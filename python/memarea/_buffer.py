@@ -22,12 +22,15 @@ _HOST_KINDS = frozenset(("host", "mapped", "registered", "managed", "host_numa")
 class AllocationInfo(NamedTuple):
     """The allocation that contains a pointer (memarea_allocation_info). kind is one of
     "device", "host" (pinned), "mapped", "registered", "managed", "ipc" (opened from another
-    process), "host_numa" (memarea's pageable host memory) or "unknown"; device is -1 for host
-    memory."""
+    process), "host_numa" (memarea's pageable host memory) or "unknown". size is what was asked
+    for (a pool piece's allocation size; "ipc": the buffer the other process exported). device
+    is where the memory lives ("ipc": the exporter's device), -1 for host memory. capacity is
+    the bytes usable from base: a pool piece's rounded size, else equal to size."""
     base: int
     size: int
     kind: str
     device: int
+    capacity: int
 
 
 def lookup(obj) -> AllocationInfo:
@@ -39,7 +42,8 @@ def lookup(obj) -> AllocationInfo:
         ptr = _int(obj, "pointer")
     i = AllocationInfoC()
     check(fn.pointer_get_info(ctypes.byref(i), ptr))
-    return AllocationInfo(i.base or 0, i.size, _KIND_NAMES.get(i.kind, "unknown"), i.device)
+    return AllocationInfo(i.base or 0, i.size, _KIND_NAMES.get(i.kind, "unknown"), i.device,
+                          i.capacity)
 
 
 # --- DLPack device of memarea memory ------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from ._lib import lib
+
 # --- DLPack (dlpack.h, v1.0) ------------------------------------------------------------------
 
 kDLCPU, kDLCUDA, kDLCUDAHost = 1, 2, 3
@@ -135,14 +137,6 @@ _pyapi = ctypes.pythonapi
 _PyCapsule_New = _pyapi.PyCapsule_New
 _PyCapsule_New.restype = ctypes.py_object
 _PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-# The destructor runs while the capsule is being deallocated: it takes the capsule as a raw
-# pointer (a py_object would take a reference to a dying object).
-_PyCapsule_IsValid = _pyapi.PyCapsule_IsValid
-_PyCapsule_IsValid.restype = ctypes.c_int
-_PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_PyCapsule_GetPointer_raw = _pyapi.PyCapsule_GetPointer
-_PyCapsule_GetPointer_raw.restype = ctypes.c_void_p
-_PyCapsule_GetPointer_raw.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _PyCapsule_GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", _pyapi))
 _PyCapsule_SetName = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
@@ -186,21 +180,14 @@ def _deleter(address):
         pass
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule):
-    # Unconsumed capsules still carry their original name; consumed ones were renamed and their
-    # consumer calls the deleter itself.
-    try:
-        for name in (_DLTENSOR, _DLTENSOR_VERSIONED):
-            if _PyCapsule_IsValid(capsule, name):
-                _release(_PyCapsule_GetPointer_raw(capsule, name))
-                return
-    except Exception:
-        pass
-
-
 _DELETER_ADDRESS = ctypes.cast(_deleter, ctypes.c_void_p).value
-_DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+# The capsules' destructor is libmemarea's (native): a capsule destroyed unconsumed (still named
+# dltensor[_versioned]; a consumer renames what it takes, and calls the deleter itself) has its
+# deleter called. A ctypes callback could not do it: consumers may drop a capsule they refused
+# with their exception set (NumPy 1.24 does, for device memory), and a Python function called
+# then loses that exception (the consumer then raises SystemError) and cannot run its body, so
+# the Buffer stayed held by a consumer that never was. The native one saves and restores it.
+_DESTRUCTOR_ADDRESS = ctypes.cast(lib.memarea_dlpack_capsule_destructor, ctypes.c_void_p).value
 
 
 def make_capsule(owner, buffer, ptr: int, dev: tuple[int, int], dt: DType,

@@ -105,7 +105,7 @@ class DeviceProperties(ctypes.Structure):
 class AllocationInfoC(ctypes.Structure):
     """memarea_allocation_info."""
     _fields_ = [("base", ctypes.c_void_p), ("size", ctypes.c_size_t), ("kind", ctypes.c_int),
-                ("device", ctypes.c_int)]
+                ("device", ctypes.c_int), ("capacity", ctypes.c_size_t)]
 
 
 class PoolOptions(ctypes.Structure):

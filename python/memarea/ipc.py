@@ -36,9 +36,11 @@ def open(handle: bytes, nbytes: int | None = None, *,  # noqa: A001 (the module'
          lazy_enable_peer_access: bool = False) -> Buffer:
     """Opens a handle another process exported and returns a Buffer of that memory.
 
-    nbytes: the size the Buffer covers (None: the rest of the allocation the handle names, as
-    this process sees it; a pickled Buffer carries its own). lazy_enable_peer_access: the
-    current device may differ from the memory's; peer access is enabled as needed."""
+    nbytes: the size the Buffer covers (None: the rest of the buffer the handle names, from
+    its pointer: exactly what the other process exported, e.g. a pool piece and not the rest
+    of its block; a pickled Buffer carries its own). The Buffer's device is the one the memory
+    lives on (the exporter's). lazy_enable_peer_access: the current device may differ from
+    the memory's; peer access is enabled as needed."""
     if isinstance(handle, (bytearray, memoryview)):
         handle = bytes(handle)
     if not isinstance(handle, bytes):
@@ -62,7 +64,7 @@ def open(handle: bytes, nbytes: int | None = None, *,  # noqa: A001 (the module'
             nbytes = _size(nbytes, "nbytes")
             if nbytes > available:
                 raise ValueError(f"nbytes {nbytes} exceeds the {available} bytes the handle's "
-                                 "allocation has from its pointer")
+                                 "buffer has from its pointer")
     except BaseException:
         fn.ipc_close_mem_handle(ptr)  # nothing may stay open when open fails
         raise

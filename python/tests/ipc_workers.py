@@ -39,6 +39,32 @@ def hold_then_read(buf, opened, release):
     return buf.tobytes()
 
 
+# What export_pool_piece keeps alive in this process until release_exports.
+_kept = []
+
+
+def export_pool_piece(nbytes, seed):
+    """Allocates nbytes from a memarea Pool between two neighbours, fills it with random bytes
+    of `seed`, and returns its raw IPC handle and those bytes; keeps it all alive."""
+    mpool = memarea.Pool(memarea.Area(0))
+    pieces = [mpool.alloc(nbytes) for _ in range(3)]
+    data = np.random.default_rng(seed).integers(0, 256, nbytes, dtype=np.uint8)
+    for k, b in enumerate(pieces):
+        memarea.copy(b, np.full(nbytes, k + 1, np.uint8))
+    memarea.copy(pieces[1], data)
+    _kept.append((mpool, pieces))
+    return pieces[1].ipc_handle(), data.tobytes()
+
+
+def release_exports():
+    """Frees what export_pool_piece kept."""
+    while _kept:
+        mpool, pieces = _kept.pop()
+        for b in pieces:
+            b.free()
+        mpool.close()
+
+
 def fail_open(handle):
     memarea.ipc.open(handle)
 

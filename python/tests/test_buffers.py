@@ -165,6 +165,24 @@ def test_numpy_from_dlpack(kind, backend, no_leak):
     buf.free()
 
 
+def test_numpy_refusing_device_memory_leaves_the_buffer_freeable(need_device, no_leak):
+    # A capsule dropped unconsumed gives the Buffer back.
+    buf = memarea.Area(0).alloc(4096)
+    before = memarea.live_exports()
+    capsule = buf.__dlpack__()
+    assert memarea.live_exports() == before + 1
+    del capsule
+    assert memarea.live_exports() == before
+    # NumPy (1.24) takes the capsule, refuses device memory and drops the capsule with its
+    # error set: its exception must reach us (not SystemError), and the capsule's deleter run.
+    with pytest.raises(Exception) as e:
+        np.from_dlpack(buf.view("uint8", (4096,)))
+    assert not isinstance(e.value, SystemError), repr(e.value)
+    assert memarea.live_exports() == before
+    buf.free()  # not held by a DLPack consumer
+    assert buf.closed
+
+
 def test_memoryview(no_leak):
     buf = memarea.Area(kind="host_numa").alloc(64)
     mv = buf.memoryview()

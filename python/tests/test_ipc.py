@@ -59,6 +59,23 @@ def test_pickled_view_and_pool_piece(need_ipc, pool, no_leak):
         buf.free()
 
 
+def test_open_of_a_pool_piece_gives_exactly_the_exported_bytes(need_ipc, pool, no_leak):
+    # Another process exports a 1 KiB piece of a pool block (2 MiB or more) between two
+    # neighbours; opened without nbytes, the Buffer covers that piece and nothing else.
+    h, data = call(pool, ipc_workers.export_pool_piece, (1024, 4321))
+    try:
+        with memarea.ipc.open(h) as buf:
+            assert buf.kind == "ipc" and buf.nbytes == 1024
+            assert buf.tobytes() == data
+            info = memarea.lookup(buf)
+            assert (info.base, info.size, info.capacity) == (buf.ptr, 1024, 1024)
+            assert info.kind == "ipc" and info.device == 0
+            with pytest.raises(ValueError, match="exceeds"):
+                memarea.ipc.open(h, 1025)
+    finally:
+        call(pool, ipc_workers.release_exports, ())
+
+
 def test_raw_handle(need_ipc, pool, no_leak):
     buf = memarea.Area(0).alloc(1 << 16)
     data = random_bytes(1 << 16)

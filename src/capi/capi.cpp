@@ -161,7 +161,7 @@ memarea_status memarea_pointer_get_info(memarea_allocation_info* info, const voi
     require(info, "info");
     auto i = memarea::lookup(ptr);
     *info = memarea_allocation_info{i.base, i.size, static_cast<memarea_memory_kind>(i.kind),
-                                    i.device};
+                                    i.device, i.capacity};
   });
 }
 

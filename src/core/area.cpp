@@ -303,19 +303,27 @@ errc owned_allocation::try_reset(std::string* message) noexcept {
 
 std::optional<allocation_info> find(const void* ptr) {
   if (auto r = detail::allocations().find(ptr)) {
+    const auto kind = static_cast<memory_kind>(r->kind);
     if (r->made_by == detail::origin::pool) {
       // A pool's block: the live piece that holds ptr, or nothing (free memory of the pool).
       auto piece = detail::pool_sub_allocation(*r, ptr);
       if (!piece) return std::nullopt;
-      return allocation_info{piece->first, piece->second, static_cast<memory_kind>(r->kind),
-                             r->device};
+      return allocation_info{piece->base, piece->requested, kind, r->device, piece->capacity};
     }
-    return allocation_info{r->base, r->size, static_cast<memory_kind>(r->kind), r->device};
+    if (r->area_device == detail::ipc_internal::kImportedSentinel) {
+      // Another process's memory: the buffer it exported (not the rest of its driver
+      // allocation), on its device. The record is the whole mapping, opened on this
+      // process's device.
+      if (auto b = detail::ipc_internal::imported_buffer_at(r->base, ptr))
+        return allocation_info{b->base, b->size, kind, b->device, b->size};
+    }
+    return allocation_info{r->base, r->size, kind, r->device, r->size};
   }
   auto& sys = system::get();
   detail::pointer_info pi;
   if (ptr && sys.gpu().pointer_query(ptr, &pi).ok())
-    return allocation_info{pi.base, pi.size, static_cast<memory_kind>(pi.kind), pi.device};
+    return allocation_info{pi.base, pi.size, static_cast<memory_kind>(pi.kind), pi.device,
+                           pi.size};
   return std::nullopt;
 }
 

@@ -7,7 +7,9 @@
 
 #include "core/ipc_wire.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -57,5 +59,16 @@ void* open_bytes(const unsigned char (&bytes)[128], int device, unsigned flags);
 /// drops cached mappings of gone exporters and freed buffers, and finishes deferred frees
 /// whose importers are gone. Tests call it after moving the housekeeper's clock.
 void liveness_tick() noexcept;
+
+/// What lookup() reports of IPC-imported memory: the buffer the exporter shared.
+struct imported_buffer {
+  void* base = nullptr;
+  std::size_t size = 0;
+  int device = 0;  ///< the exporter's device, where the memory lives
+};
+/// The buffer open now that holds p, inside the imported driver mapping at mapping_base (its
+/// registry record's base); the whole mapping when no open buffer holds p; nullopt when
+/// mapping_base is not an imported mapping.
+std::optional<imported_buffer> imported_buffer_at(const void* mapping_base, const void* p);
 
 }  // namespace memarea::detail::ipc_internal

@@ -555,6 +555,7 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
   mapping m;
   m.base = base;
   m.from = &src;
+  m.device = w.device;
   std::memcpy(m.native, w.native, sizeof m.native);
   // The driver's own range of the new mapping (its address-range query: on an H200 the first
   // one costs 1.3-2.0 us, a first pointer-attribute query 11-23 us).
@@ -853,6 +854,23 @@ void importer::sweep_cache_locked() {
     if (at(b.id).load() != cur->buffer || !at(b.live).load() || !e.from->alive())
       evict_locked(it);
   }
+}
+
+std::optional<importer::buffer_range> importer::buffer_at(const void* mapping_base,
+                                                          const void* p) {
+  std::lock_guard lock(m_);
+  auto m = mappings_.find(const_cast<void*>(mapping_base));
+  if (m == mappings_.end()) return std::nullopt;
+  const auto off = static_cast<std::uint64_t>(static_cast<const char*>(p) -
+                                              static_cast<const char*>(mapping_base));
+  // Linear in the buffers imported: lookup of imported memory is not on a copy's path.
+  for (const auto& [k, e] : entries_) {
+    if (e.map != &m->second || e.refs == 0 || off < e.begin || off >= e.end) continue;
+    return buffer_range{static_cast<char*>(m->second.base) + e.begin, e.end - e.begin,
+                        m->second.device};
+  }
+  // Mapped, but outside every open buffer: the whole mapping, still on the exporter's device.
+  return buffer_range{m->second.base, m->second.size, m->second.device};
 }
 
 }  // namespace memarea::detail::ipc_internal

@@ -18,6 +18,7 @@
 #include <exception>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -82,6 +83,17 @@ class importer {
   /// At exit: closes every mapping.
   void shutdown();
 
+  /// An open imported buffer, as lookup() reports it.
+  struct buffer_range {
+    void* base = nullptr;
+    std::size_t size = 0;
+    int device = 0;  ///< the exporter's device (where the memory lives)
+  };
+  /// The buffer open now (not only cached) that holds p, inside the driver mapping at
+  /// mapping_base; the whole mapping when no open buffer holds p; nullopt when mapping_base
+  /// is no mapping of this importer.
+  std::optional<buffer_range> buffer_at(const void* mapping_base, const void* p);
+
  private:
   struct key {
     std::uint64_t owner;
@@ -124,6 +136,7 @@ class importer {
     int entries = 0;            ///< entries (open or cached) that use it
     int open_entries = 0;       ///< of those, entries open now (refs > 0)
     std::uint64_t record_id = 0;
+    int device = 0;             ///< the exporter's device (the handle's): where it lives
   };
   /// One buffer of another process: [begin, end) of a mapping.
   struct entry {

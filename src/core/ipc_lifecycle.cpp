@@ -343,6 +343,14 @@ void liveness_tick() noexcept {
     // Out of memory in a message, a driver error on a deferred free: the next tick retries.
   }
 }
+
+std::optional<imported_buffer> imported_buffer_at(const void* mapping_base, const void* p) {
+  state* s = g_state.load(std::memory_order_acquire);
+  if (!s) return std::nullopt;  // nothing imported yet
+  auto b = s->in.buffer_at(mapping_base, p);
+  if (!b) return std::nullopt;
+  return imported_buffer{b->base, b->size, b->device};
+}
 }  // namespace ipc_internal
 
 bool ipc_on_free(const record& r) {

@@ -209,6 +209,7 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
       // A new incarnation: a stale entry for the last one can no longer free it.
       const std::uint64_t inc = got.incarnation + 1;
       spans[got.span].state.store(word(inc, live), std::memory_order_relaxed);
+      spans[got.span].requested.store(size, std::memory_order_relaxed);
       c->recents[c->recent_slot(got.start)] = {got.start, got.span, inc};
       c->unlock();
       return reinterpret_cast<void*>(got.start);
@@ -321,6 +322,7 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
       }
     }
   }
+  spans[i].requested.store(size, std::memory_order_relaxed);
   c->lock();
   c->recents[c->recent_slot(start)] = {start, i, inc};
   c->unlock();

@@ -68,9 +68,15 @@ void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags);
 void pool_trim_c(memarea_pool_t h, std::size_t keep);
 memarea_pool_stats pool_stats_c(memarea_pool_t h);
 
-/// lookup() of p inside pool block r (origin::pool): the live allocation that holds p, as
-/// (base, size); nullopt when p lies in free memory of the block or the pool is gone.
-std::optional<std::pair<void*, std::size_t>> pool_sub_allocation(const record& r, const void* p);
+/// A live allocation of a pool, as lookup() reports it.
+struct pool_sub_range {
+  void* base = nullptr;
+  std::size_t requested = 0;  ///< the size its allocation asked for
+  std::size_t capacity = 0;   ///< its piece's size: requested rounded up (or a reused larger one)
+};
+/// lookup() of p inside pool block r (origin::pool): the live allocation that holds p; nullopt
+/// when p lies in free memory of the block or the pool is gone.
+std::optional<pool_sub_range> pool_sub_allocation(const record& r, const void* p);
 
 /// Before stream s of device is destroyed: every pool that saw s waits for it once, makes what
 /// was freed on it free for every stream, and forgets s (a new stream may get its handle).

@@ -70,13 +70,16 @@ bool with_pool(const void* pool, std::uint64_t serial, F&& f) {
 
 }  // namespace
 
-std::optional<std::pair<void*, std::size_t>> pool_sub_allocation(const record& r,
-                                                                  const void* p) {
-  std::optional<std::pair<void*, std::size_t>> out;
+std::optional<pool_sub_range> pool_sub_allocation(const record& r, const void* p) {
+  std::optional<pool_sub_range> out;
   (void)with_pool(r.owner, 0, [&](pool_state& pool) {
     const std::uint32_t i = pool.piece_at_locked(reinterpret_cast<std::uintptr_t>(p));
-    if (i != kNone)
-      out = std::make_pair(reinterpret_cast<void*>(pool.spans[i].start), pool.spans[i].size);
+    if (i == kNone) return;
+    const span& s = pool.spans[i];
+    const std::size_t asked = s.requested.load(std::memory_order_relaxed);
+    // 0 (never: a live piece was asked for at least one byte): the whole piece.
+    out = pool_sub_range{reinterpret_cast<void*>(s.start),
+                         asked != 0 && asked <= s.size ? asked : s.size, s.size};
   });
   return out;
 }

@@ -102,12 +102,18 @@ struct alignas(64) span {
   shelf on = shared_shelf;      // its block's shelf
   std::uint16_t list_class = 0;  // while free: the class of the list that holds it
   std::atomic<std::uint64_t> state{unused};
+  /// While live: the bytes its allocation asked for (size is that rounded up, or more when a
+  /// larger span was reused), which lookup reports. Atomic: the allocating thread sets it
+  /// after the arena's lock is dropped, and a lookup may read it under that lock.
+  std::atomic<std::size_t> requested{0};
 
   span_state st() const { return static_cast<span_state>(state.load(std::memory_order_relaxed) & 0xff); }
   std::uint64_t incarnation() const { return state.load(std::memory_order_relaxed) >> 8; }
   /// Under the arena's lock, or by the cache that holds the span: a new state, same incarnation.
   void set(span_state v) { state.store(word(incarnation(), v), std::memory_order_relaxed); }
 };
+
+static_assert(sizeof(span) == 64, "a span is one cache line");
 
 /// Spans by index, in chunks that never move: a thread's cache reads a span it holds without
 /// the arena's lock while the arena adds spans (a std::deque's index would move under it).

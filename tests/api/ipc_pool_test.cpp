@@ -162,6 +162,36 @@ TEST(IpcPool, AHandleNamesOnlyItsSubAllocation) {
   p.deallocate(b);
 }
 
+// lookup of imported memory, in a real other process whose current device is 0: the buffer
+// the exporter shared (a 1 KiB piece, not its 2 MiB+ block) on the device it lives on (1).
+TEST(IpcPool, LookupOfImportedMemoryGivesTheExportedBufferAndTheExportersDevice) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  REQUIRE_HELPER();
+  pool_options o;
+  o.initial_size = std::size_t{4} << 20;
+  pool p(area(1), o);
+  void* before = p.allocate(1024);
+  void* x = p.allocate(1024);
+  void* after = p.allocate(1024);
+  const area a(1);
+  const std::size_t n = 5000;
+  void* plain = a.mmap(n);
+  child imp({"importer"});
+  EXPECT_EQ(imp.ask("open " + hex(ipc::export_handle(x))), "ok opens=1");
+  EXPECT_EQ(imp.ask("lookup 0"), "at=0 size=1024 capacity=1024 device=1 kind=ipc_imported");
+  EXPECT_EQ(imp.ask("lookup 1023"),
+            "at=1023 size=1024 capacity=1024 device=1 kind=ipc_imported");
+  EXPECT_EQ(imp.ask("open " + hex(ipc::export_handle(plain))), "ok opens=2");
+  const std::string r = imp.ask("lookup 0");
+  EXPECT_EQ(r.rfind("at=0 size=", 0), 0u) << r;
+  EXPECT_NE(r.find(" device=1 kind=ipc_imported"), std::string::npos) << r;
+  EXPECT_EQ(imp.ask("close-all"), "closed");
+  imp.close_stdin();
+  EXPECT_EQ(imp.wait(), 0);
+  a.munmap(plain, n);
+  for (void* q : {before, x, after}) p.deallocate(q);
+}
+
 TEST(IpcPool, WhatLegacyIpcCannotShareIsRefused) {
   MEMAREA_REQUIRE_DEVICES(1);
   pool p = one_block_pool();

@@ -196,7 +196,7 @@ TEST(Pool, LookupOfInnerPointersStaysRightWhilePiecesComeAndGo) {
           const auto* owner = holder(reinterpret_cast<std::uintptr_t>(info->base));
           ASSERT_NE(owner, nullptr) << "step " << step << ": a freed piece answered as live";
           ASSERT_EQ(owner->first, info->base) << "step " << step;
-          ASSERT_LT(x, reinterpret_cast<std::uintptr_t>(info->base) + info->size);
+          ASSERT_LT(x, reinterpret_cast<std::uintptr_t>(info->base) + info->capacity);
         }
       }
     }
@@ -205,6 +205,44 @@ TEST(Pool, LookupOfInnerPointersStaysRightWhilePiecesComeAndGo) {
     }
     for (const auto& piece : live) p.deallocate(piece.first);
   }
+}
+
+// lookup reports what was asked for (pool.hpp's "base and size as allocated"); the rounded
+// piece is its capacity. The same through the C API.
+TEST(Pool, LookupReportsTheSizeAskedForAndThePiecesCapacity) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pool p{area(0)};
+  const std::size_t n = 36893;  // not a multiple of the default alignment (256)
+  void* x = p.allocate(n);
+  for (std::size_t off : {std::size_t{0}, n / 2, n - 1}) {
+    SCOPED_TRACE("offset " + std::to_string(off));
+    const auto info = lookup(static_cast<char*>(x) + off);
+    EXPECT_EQ(info.base, x);
+    EXPECT_EQ(info.size, n) << "the size asked for, not the rounded piece";
+    EXPECT_GE(info.capacity, 37120u) << "36893 rounded up to 256";
+    EXPECT_EQ(info.capacity % 256, 0u);
+    EXPECT_EQ(info.device, 0);
+  }
+  memarea_allocation_info c{};
+  ASSERT_EQ(memarea_pointer_get_info(&c, x), MEMAREA_SUCCESS);
+  EXPECT_EQ(c.base, x);
+  EXPECT_EQ(c.size, n);
+  EXPECT_EQ(c.capacity, lookup(x).capacity);
+  void* base = nullptr;
+  std::size_t size = 0;
+  ASSERT_EQ(memarea_mem_get_address_range(&base, &size, x), MEMAREA_SUCCESS);
+  EXPECT_EQ(size, n);
+  // A piece reused for a smaller request through the thread's cache reports the new request.
+  p.deallocate(x);
+  void* y = p.allocate(n - 100);
+  EXPECT_EQ(lookup(y).size, n - 100);
+  EXPECT_GE(lookup(y).capacity, n - 100);
+  p.deallocate(y);
+  // Outside pools, capacity equals size.
+  const area a(0);
+  void* z = a.mmap(5000);
+  EXPECT_EQ(lookup(z).capacity, lookup(z).size);
+  a.munmap(z, 5000);
 }
 
 TEST(Pool, PageableHostMemoryOnANode) {
@@ -775,7 +813,8 @@ TEST(Pool, APooledAreaDrawsFromItsPool) {
   EXPECT_EQ(during.live_allocations, before.live_allocations + 1);
 
   // Bad calls: a size past the piece, per-call options, the plain area's munmap, memarea_free.
-  EXPECT_EQ(memarea_area_munmap(pooled, x, info.size + 1), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(info.size, 5000u);
+  EXPECT_EQ(memarea_area_munmap(pooled, x, info.capacity + 1), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_NE(std::string(memarea_last_error_message()).find("holds"), std::string::npos);
   EXPECT_EQ(memarea_area_munmap(pooled, x, 0), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_EQ(memarea_area_munmap(plain, x, 5000), MEMAREA_ERROR_INVALID_VALUE);

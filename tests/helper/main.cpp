@@ -25,7 +25,10 @@
 //                                then obey stdin: "close" -> close them all, "closed"; EOF: exit
 //   importer                     obey stdin: "open HEX" -> "ok opens=K" (K: driver opens so
 //                                far; the pointer stays open) or a status; "close-all" ->
-//                                close every pointer, "closed"; EOF: exit
+//                                close every pointer, "closed"; "lookup OFF" -> lookup of the
+//                                last opened pointer + OFF: "at=A size=S capacity=C device=D
+//                                kind=K" (A: the pointer's offset from the base it reports);
+//                                EOF: exit
 //   lru HEX...                   open and close each handle in turn, then print
 //                                "limit=L cached=FLAGS": L the import cache's bound, FLAGS a 1
 //                                per argument whose mapping is still cached, else 0; a memarea
@@ -39,6 +42,7 @@
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/ipc.hpp>
+#include <memarea/pointer.hpp>
 
 #include <unistd.h>
 
@@ -298,6 +302,16 @@ int importer(int argc, char**) {
       for (void* p : opened) memarea::ipc::close(p);
       opened.clear();
       say("closed");
+    } else if (cmd == "lookup" && !opened.empty()) {
+      const char* p = static_cast<const char*>(opened.back()) + std::stoull(hex);
+      try {
+        const memarea::allocation_info i = memarea::lookup(p);
+        say("at=" + std::to_string(p - static_cast<const char*>(i.base)) +
+            " size=" + std::to_string(i.size) + " capacity=" + std::to_string(i.capacity) +
+            " device=" + std::to_string(i.device) + " kind=" + memarea::to_string(i.kind));
+      } catch (const memarea::error& e) {
+        say(memarea::to_string(e.status()));
+      }
     }
   }
   return 0;
