@@ -99,9 +99,7 @@ int munmap_impl(const aml_area_data*, void* ptr, size_t size) {
         "aml_area_munmap");
   });
   if (s == MEMAREA_SUCCESS) return AML_SUCCESS;
-  const int code = memarea::aml::code_of(s);
-  memarea::aml::thread_errno() = code;
-  return -code;
+  return memarea::aml::fail_status(s);
 }
 
 int fprintf_impl(const char* kind, const aml_area_data* data, FILE* stream, const char* prefix) {
