@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs build/default (or the build directory given as the first argument) into a scratch
 # prefix and builds programs against it the ways users do: find_package (shared and static
-# targets) and pkg-config; and the AML drop-in's tests (tests/aml) as AML programs, through
+# targets) and pkg-config; C-only programs (project(x C), plain cc) linking the static
+# libraries through memarea::memarea_static, memarea::aml_static and `pkg-config --static`;
+# and the AML drop-in's tests (tests/aml) as AML programs, through
 # find_package's memarea::aml / memarea::aml_static and through `pkg-config memarea-aml`, then
 # runs them on two sim devices. Where memarea was built with MPI, the MPI component too: C and
 # C++ programs (tests/install/mpi_*) through `pkg-config memarea-mpi` and through
@@ -21,6 +23,13 @@ cmake -S tests/install -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/pref
 cmake --build "$work/build" >/dev/null
 MEMAREA_SIM_DEVICES=2 "$work/build/c_cpp"
 MEMAREA_SIM_DEVICES=2 "$work/build/c_static"
+# A C-only project (project(x C): CMake links with the C compiler driver, which adds no C++
+# runtime) linking the static libraries through memarea::memarea_static and memarea::aml_static.
+cmake -S tests/install/c_only -B "$work/build-c-only" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/build-c-only" >/dev/null
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=1 "$work/build-c-only/c_only_static"
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=1 "$work/build-c-only/c_only_aml_static"
 PKG_CONFIG_PATH="$(dirname "$(find "$work/prefix" -name memarea.pc | head -n 1)")"
 export PKG_CONFIG_PATH
 libdir="$(pkg-config --variable=libdir memarea)"
@@ -28,6 +37,28 @@ libdir="$(pkg-config --variable=libdir memarea)"
 cc tests/install/c.c $(pkg-config --cflags --libs memarea) -Wl,-rpath,"$libdir" \
   -o "$work/c_pkgconfig"
 MEMAREA_SIM_DEVICES=3 "$work/c_pkgconfig"
+# The same C programs linked by cc with the static libraries through `pkg-config --static`:
+# -l:libNAME.a picks each archive over the shared library beside it, and the rest of the line
+# must be all that the archives need.
+static_libs() {
+  # shellcheck disable=SC2046
+  echo $(pkg-config --static --libs "$1") | sed -E 's/-l(memarea(-aml)?)( |$)/-l:lib\1.a\3/g'
+}
+# shellcheck disable=SC2046
+cc -Wall -Wextra -Werror tests/install/c_static.c $(pkg-config --cflags memarea) \
+  $(static_libs memarea) -o "$work/c_pkgconfig_static"
+# shellcheck disable=SC2046
+cc -Wall -Wextra -Werror tests/install/aml_c_static.c $(pkg-config --cflags memarea-aml) \
+  $(static_libs memarea-aml) -o "$work/aml_pkgconfig_static"
+for exe in "$work/c_pkgconfig_static" "$work/aml_pkgconfig_static" \
+    "$work/build-c-only/c_only_static" "$work/build-c-only/c_only_aml_static"; do
+  if ldd "$exe" | grep -q libmemarea; then
+    echo "$(basename "$exe") loads a shared libmemarea: it was to link the static libraries" >&2
+    exit 1
+  fi
+done
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=1 "$work/c_pkgconfig_static"
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=1 "$work/aml_pkgconfig_static"
 # shellcheck disable=SC2046
 cc -Wall -Wextra -Werror tests/install/aml_quoted.c $(pkg-config --cflags --libs memarea-aml) \
   -Wl,-rpath,"$libdir" -o "$work/aml_quoted"
@@ -115,6 +146,7 @@ else
   mpi_text="find_package(memarea COMPONENTS mpi)'s clear refusal (memarea was built without MPI)"
 fi
 
-echo "install check: find_package (shared, static), pkg-config, AML programs through" \
+echo "install check: find_package (shared, static), pkg-config, C-only static links" \
+     "(memarea::memarea_static, memarea::aml_static, pkg-config --static), AML programs through" \
      "memarea-aml (pkg-config) and memarea::aml / memarea::aml_static, the Python package," \
      "and $mpi_text work"

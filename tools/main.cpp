@@ -2,12 +2,15 @@
 #include "tools/bench.hpp"
 #include "tools/commands.hpp"
 
+#include <memarea/device.hpp>
 #include <memarea/error.hpp>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <exception>
 #include <iostream>
+#include <string>
 
 namespace memarea::cli {
 /// `memarea topo` (tools/topo.cpp).
@@ -15,10 +18,83 @@ int run_topo(bool json, const std::string& svg, const std::string& size, int rep
              bool baseline);
 }
 
+namespace {
+
+/// The first word of args (from `first` on) that is not an option, where `app` takes only flags:
+/// the command it must name. Empty when there is none.
+std::string command_word(int argc, char** argv, int first, int* at) {
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") return "";
+    if (!a.empty() && a[0] != '-') {
+      *at = i;
+      return a;
+    }
+  }
+  return "";
+}
+
+/// Refuses a command `app` does not have, naming it and the commands there are, rather than
+/// CLI11's "A subcommand is required" or "arguments were not expected". Follows the known
+/// commands down while they have commands of their own (`memarea ipc gc`). Returns the exit
+/// status, or -1 when every command word is known.
+int refuse_unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path;
+  int from = 1;
+  const auto all = [](CLI::App*) { return true; };
+  while (!at->get_subcommands(all).empty()) {
+    int i = 0;
+    const std::string word = command_word(argc, argv, from, &i);
+    if (word.empty()) return -1;
+    CLI::App* next = nullptr;
+    std::string names;
+    for (CLI::App* sub : at->get_subcommands(all)) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      if (sub->get_name() == word) next = sub;
+    }
+    path += (path.empty() ? "" : " ") + word;
+    if (!next) {
+      std::cerr << fmt::format("memarea: unknown command '{}' (commands: {}; see {} --help)\n",
+                               path, names,
+                               at == &app ? std::string("memarea") : "memarea " + at->get_name());
+      return 2;
+    }
+    at = next;
+    from = i + 1;
+  }
+  return -1;
+}
+
+/// Throws no_device, with why there is none and how to measure simulated devices, where the
+/// active backend has no device: `command` would otherwise measure nothing and print an empty
+/// table. The reason is the one memarea's public API gives for device 0.
+void require_a_device(const char* command) {
+  if (memarea::device_count() > 0) return;
+  std::string why = "the active backend has none";
+  try {
+    (void)memarea::get_device_properties(0);
+  } catch (const memarea::error& e) {
+    why = e.message();
+    // "get_device_properties: no devices (...)": the call's name says nothing here.
+    if (const auto colon = why.find(": "); colon != std::string::npos) why.erase(0, colon + 2);
+  }
+  throw memarea::error(
+      memarea::errc::no_device,
+      fmt::format("{}: no device to measure: {}. To measure simulated devices: "
+                  "MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 memarea {}",
+                  command, why, command));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (const int rc = memarea::cli::bench::run_child_role(); rc >= 0) return rc;
   CLI::App app{"memarea: places, shares and moves memory across GPUs, the host and processes"};
   app.require_subcommand(1);
+  // The project's version (CMake's project(VERSION)), as MEMAREA_VERSION_STRING is built in.
+  app.set_version_flag("--version", std::string("memarea ") + MEMAREA_VERSION_STRING,
+                       "print memarea's version and exit");
   bool json = false;
   auto* info = app.add_subcommand("info", "backends, devices and host NUMA nodes");
   info->add_flag("--json", json, "print JSON for scripts");
@@ -49,6 +125,7 @@ int main(int argc, char** argv) {
   bool dry_run = false;
   gc->add_flag("--dry-run", dry_run, "list what would be removed, remove nothing");
   gc->add_flag("--json", json, "print JSON for scripts");
+  if (const int rc = refuse_unknown_command(app, argc, argv); rc >= 0) return rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -57,9 +134,14 @@ int main(int argc, char** argv) {
   try {
     if (*info) return memarea::cli::run_info(json);
     if (*gc) return memarea::cli::run_ipc_gc(dry_run, json);
-    if (*topo) return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps,
-                                                   topo_baseline);
-    if (*bench) return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
+    if (*topo) {
+      require_a_device("topo");
+      return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps, topo_baseline);
+    }
+    if (*bench) {
+      require_a_device("bench");
+      return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
+    }
   } catch (const memarea::error& e) {
     // message() names the driver's error already (what() would add the status a second time).
     std::cerr << "memarea: " << e.message() << " [" << memarea::to_string(e.status()) << "]\n";

@@ -60,7 +60,7 @@ struct handle {
 handle export_handle(const void* ptr);
 
 /// Maps the memory of h in this process and returns the pointer h was exported from, offset
-/// included. device < 0: the calling thread's current device. flags: 0 or
+/// included. device -1: the calling thread's current device. flags: 0 or
 /// lazy_enable_peer_access (anything else: invalid_value). In the exporting process it returns
 /// the original pointer. Opening one handle twice returns the same pointer (reference counted).
 /// Throws invalid_handle for garbage, stale (freed) handles and handles of exited processes.
@@ -147,12 +147,12 @@ struct shareable {
   std::size_t size = 0;   ///< its size (rounded up to the driver's granularity)
   int device = 0;         ///< the device it is mapped and accessible on
 };
-/// Allocates at least size bytes of shareable memory on device (< 0: current). not_supported
+/// Allocates at least size bytes of shareable memory on device (-1: current). not_supported
 /// where the device cannot (no VMM or POSIX-fd handles).
 shareable create_shareable(std::size_t size, int device = -1);
 /// A new file descriptor naming the shareable memory at ptr (its base); the caller closes it.
 int export_fd(const void* ptr);
-/// Maps the memory fd names (size as exported) on device (< 0: current); fd stays the caller's.
+/// Maps the memory fd names (size as exported) on device (-1: current); fd stays the caller's.
 shareable import_fd(int fd, std::size_t size, int device = -1);
 /// Unmaps and releases shareable memory (created or imported) at ptr.
 void release_shareable(void* ptr);

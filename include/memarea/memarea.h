@@ -111,12 +111,13 @@ enum {
 };
 /** Per-call options of memarea_area_mmap. */
 typedef struct memarea_mmap_options {
-  int device; /**< < 0: the area's device; any valid ordinal, 0 included, overrides it */
+  int device; /**< -1: the area's device; any valid ordinal, 0 included, overrides it */
   void *ptr;  /**< MAPPED without HOST: the existing host range to register */
 } memarea_mmap_options;
 #define MEMAREA_MMAP_OPTIONS_INIT {-1, NULL}
 
-/** Creates an area on device (< 0: the calling thread's current device at each mmap). */
+/** Creates an area on device (-1: the calling thread's current device at each mmap). Another
+ *  id that is not a device: MEMAREA_ERROR_INVALID_DEVICE. */
 MEMAREA_API memarea_status memarea_area_create(memarea_area_t *area, int device, unsigned flags);
 /** Destroys an area; its live allocations stay valid and are freed by munmap or memarea_free. */
 MEMAREA_API memarea_status memarea_area_destroy(memarea_area_t area);
@@ -324,13 +325,13 @@ MEMAREA_API memarea_status memarea_ipc_remove_stale_objects(size_t *removed);
 /* Shareable memory and file descriptors (seed 001: what legacy IPC cannot share)           */
 
 /** Allocates at least size bytes that can be exported as a POSIX file descriptor (CUDA VMM;
- *  memfd on sim) on device (< 0: the current device); *allocated (may be NULL) gets the rounded
+ *  memfd on sim) on device (-1: the current device); *allocated (may be NULL) gets the rounded
  *  size. MEMAREA_ERROR_NOT_SUPPORTED where the device cannot. */
 MEMAREA_API memarea_status memarea_shareable_create(void **ptr, size_t *allocated, size_t size,
                                                     int device);
 /** A new file descriptor naming the shareable memory at ptr (its start); the caller closes it. */
 MEMAREA_API memarea_status memarea_shareable_export_fd(int *fd, void *ptr);
-/** Maps the memory fd names (size as exported) on device (< 0: current); fd stays the caller's. */
+/** Maps the memory fd names (size as exported) on device (-1: current); fd stays the caller's. */
 MEMAREA_API memarea_status memarea_shareable_import_fd(void **ptr, int fd, size_t size,
                                                        int device);
 /** Unmaps and releases shareable memory, created or imported. */

@@ -9,7 +9,7 @@ namespace memarea {
 /// An owning, move-only stream on one device (the C type memarea_stream_t underneath).
 class stream {
  public:
-  /// Creates a stream on `device` (< 0: the calling thread's current device).
+  /// Creates a stream on `device` (-1: the calling thread's current device).
   explicit stream(int device = -1);
   ~stream();
   stream(stream&& other) noexcept;

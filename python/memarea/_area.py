@@ -20,8 +20,8 @@ class Area:
 
     kind: "device" (device memory), "host" (pinned host memory), "mapped" (pinned host memory
     mapped on the device), "managed" (managed / unified memory), "host_numa" (pageable host
-    memory bound to `numa_node`, -1 for none; no GPU needed). device: an ordinal, or None for
-    the calling thread's current device at each alloc. all_devices: make the memory visible to
+    memory bound to `numa_node`, -1 for none; no GPU needed). device: an ordinal, or None (or
+    -1) for the calling thread's current device at each alloc; any other id is INVALID_DEVICE. all_devices: make the memory visible to
     every device (portable pinned memory, managed memory attached globally).
 
     close() (or a with-block) destroys the area; its live Buffers stay valid."""
@@ -45,9 +45,11 @@ class Area:
         if numa_node != -1:
             raise ValueError("numa_node applies to kind='host_numa' only")
         self._device = None if device is None else _int(device, "device")
+        if self._device == -1:  # -1 is the current device, as in the C API
+            self._device = None
         self.flags = _AREA_FLAGS[kind] | (_GLOBAL if all_devices else 0)
         h = ctypes.c_void_p()
-        check(fn.area_create(ctypes.byref(h), -1 if device is None else self._device, self.flags))
+        check(fn.area_create(ctypes.byref(h), -1 if self._device is None else self._device, self.flags))
         self._handle = h.value
 
     @property

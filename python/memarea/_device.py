@@ -59,6 +59,10 @@ class _OnDevice:
         self.device = device
 
     def __enter__(self):
+        if self.device < -1:
+            # Never a device: the library refuses it (INVALID_DEVICE, naming the id and the
+            # count) before the current device is read, which fails where there is none.
+            set_device(self.device)
         self.previous = get_device()
         if self.device != self.previous:
             set_device(self.device)
@@ -86,8 +90,8 @@ def device_properties(device: int = 0) -> dict:
 
 
 def synchronize(device: int | None = None) -> None:
-    """Waits for all work on `device` (None: the calling thread's current device)."""
-    if device is None:
+    """Waits for all work on `device` (None or -1: the calling thread's current device)."""
+    if device is None or device == -1:
         check(fn.device_synchronize())
         return
     with _OnDevice(_int(device, "device")):
@@ -140,7 +144,8 @@ def _size(v, what: str, allow_zero: bool = False) -> int:
 class Stream:
     """An in-order queue of work on one device (memarea_stream_t).
 
-    Stream(device=None) creates one on `device` (None: the calling thread's current device).
+    Stream(device=None) creates one on `device` (None or -1: the calling thread's current
+    device).
     Objects handed to copy_async stay referenced by the stream until synchronize() or close(),
     so their memory outlives the queued copy. Use it as a context manager, or close() it; the
     garbage collector closes it otherwise."""
@@ -150,7 +155,7 @@ class Stream:
         self._handle = None
         self._keep = []
         h = ctypes.c_void_p()
-        if device is None:
+        if device is None or device == -1:  # -1 is the current device, as in the C API
             self.device = get_device()
             check(fn.stream_create(ctypes.byref(h)))
         else:

@@ -35,6 +35,39 @@ def test_current_device(need_two):
     assert memarea.get_device() == prev
 
 
+@pytest.mark.parametrize("bad", [-2, -5, -(1 << 31)])
+def test_device_ids_below_minus_one_are_invalid(bad, ndev):
+    """-1 is the current device, 0..count-1 a device; anything else is INVALID_DEVICE (with or
+    without devices), never taken for the current device."""
+    for make in (lambda: memarea.Area(device=bad), lambda: memarea.Area(bad, "host"),
+                 lambda: memarea.Stream(bad), lambda: memarea.synchronize(bad)):
+        with pytest.raises(memarea.Error) as e:
+            make()
+        assert e.value.status == memarea.Status.INVALID_DEVICE
+        assert f"device {bad}" in e.value.message
+        assert f"has {ndev} device" in e.value.message
+
+
+def test_device_past_the_last_is_invalid(need_device, ndev):
+    with pytest.raises(memarea.Error) as e:
+        memarea.Area(device=ndev)
+    assert e.value.status == memarea.Status.INVALID_DEVICE
+    assert f"device {ndev}" in e.value.message and f"has {ndev} device" in e.value.message
+
+
+def test_device_minus_one_is_the_current_device(need_device):
+    a = memarea.Area(device=-1)
+    assert a.device is None
+    b = a.alloc(4096)
+    assert b.device == memarea.get_device() == memarea.lookup(b).device
+    b.free()
+    a.close()
+    s = memarea.Stream(-1)
+    assert s.device == memarea.get_device()
+    s.close()
+    memarea.synchronize(-1)
+
+
 def test_device_properties(need_device, backend):
     p = memarea.device_properties(0)
     assert p["backend"] == backend

@@ -6,11 +6,29 @@
 #include <aml.h>
 
 #include <cstdio>
+#include <string>
 
 namespace memarea::aml {
 
 namespace {
 thread_local int t_errno = AML_SUCCESS;
+// memarea's message for the failure that last set aml_errno on this thread, and the code it
+// set: the reason applies only while aml_errno still holds that code (a program may reset
+// aml_errno itself, and AML's own failures drop it).
+thread_local std::string t_reason;
+thread_local int t_reason_code = AML_SUCCESS;
+// What aml_strerror returned last on this thread, when it carried a reason.
+thread_local std::string t_text;
+
+void set_reason(int code, const char* reason) {
+  try {
+    t_reason = reason ? reason : "";
+    t_reason_code = code;
+  } catch (...) {  // out of memory: the bare text then
+    t_reason.clear();
+    t_reason_code = AML_SUCCESS;
+  }
+}
 }  // namespace
 
 int& thread_errno() noexcept { return t_errno; }
@@ -32,11 +50,29 @@ int code_of(memarea_status s) noexcept {
   }
 }
 
-void* fail_null(memarea_status s) noexcept { return fail_null_code(code_of(s)); }
+void* fail_null(memarea_status s) noexcept {
+  fail_status(s);
+  return nullptr;
+}
+
+int fail_status(memarea_status s) noexcept {
+  const int code = code_of(s);
+  t_errno = code;
+  // The public C API's message: libmemarea-aml reads memarea only through it.
+  set_reason(code, memarea_last_error_message());
+  return -code;
+}
 
 void* fail_null_code(int code) noexcept {
-  t_errno = code;
+  fail_code(code);
   return nullptr;
+}
+
+int fail_code(int code) noexcept {
+  t_errno = code;
+  t_reason.clear();
+  t_reason_code = AML_SUCCESS;
+  return -code;
 }
 
 }  // namespace memarea::aml
@@ -58,7 +94,17 @@ const char* aml_strerror(const int err) {
       "Underlying resource is not available for operation", "Insufficient permissions"};
   // Range first: negating INT_MIN would overflow.
   if (err <= -AML_ERROR_MAX || err >= AML_ERROR_MAX) return "Unknown error";
-  return messages[err < 0 ? -err : err];
+  const int code = err < 0 ? -err : err;
+  // The code of this thread's last failure: memarea's reason for it too, where it gave one.
+  if (code != AML_SUCCESS && code == memarea::aml::t_errno &&
+      code == memarea::aml::t_reason_code && !memarea::aml::t_reason.empty()) {
+    try {
+      memarea::aml::t_text = std::string(messages[code]) + ": " + memarea::aml::t_reason;
+      return memarea::aml::t_text.c_str();
+    } catch (...) {  // out of memory: the bare text
+    }
+  }
+  return messages[code];
 }
 
 void aml_perror(const char* msg) {

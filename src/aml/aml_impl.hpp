@@ -17,9 +17,16 @@ int& thread_errno() noexcept;
 int code_of(memarea_status s) noexcept;
 
 /// Sets aml_errno to code_of(s) and returns NULL: the failure path of a pointer-returning call.
+/// memarea's message for the failure (memarea_last_error_message) becomes the reason that
+/// aml_strerror and aml_perror add to the code's text.
 void* fail_null(memarea_status s) noexcept;
-/// Sets aml_errno to code (positive) and returns NULL.
+/// As fail_null, for an int call: returns -code_of(s).
+int fail_status(memarea_status s) noexcept;
+/// Sets aml_errno to code (positive) and returns NULL: a failure AML judged itself, so no
+/// reason of memarea's goes with it (an earlier one is dropped).
 void* fail_null_code(int code) noexcept;
+/// As fail_null_code, for an int call: returns -code.
+int fail_code(int code) noexcept;
 
 /// Whether a pool of pageable host memory places pages as AML's linux area with this data
 /// does (src/aml/linux_area.cpp reads it): the DEFAULT policy (*node -1), or BIND to exactly one

@@ -47,12 +47,13 @@ int create(aml_area** out, int device, int flags, aml_area_ops* ops) {
   } catch (...) {
     return -AML_FAILURE;  // the backend could not tell how many devices there are
   }
-  if (device >= count) return -AML_EINVAL;
+  // -1 is the current device at each mmap; any other id must be a device (docs/aml.md).
+  if (device < -1 || device >= count) return -AML_EINVAL;
   if (static_cast<unsigned>(flags) & ~kAllFlags) return -AML_EINVAL;
   auto* b = static_cast<area_block*>(std::malloc(sizeof(area_block)));
   if (!b) return -AML_ENOMEM;
   b->data.flags = flags;
-  b->data.device = device < 0 ? -1 : device;
+  b->data.device = device;
   b->area.ops = ops;
   b->area.data = reinterpret_cast<aml_area_data*>(&b->data);
   *out = &b->area;
@@ -69,15 +70,15 @@ void* mmap_impl(const aml_area_data* data, size_t size, aml_area_mmap_options* o
   if (!data) return memarea::aml::fail_null_code(AML_EINVAL);
   const auto* a = reinterpret_cast<const aml_area_cuda_data*>(data);
   const auto* o = reinterpret_cast<const aml_area_cuda_mmap_options*>(opts);
-  // AML documents "device < 0: the area's device", so 0 selects device 0 (AML itself ignores
-  // 0, a bug docs/aml.md describes).
-  const int option_device = (o && o->device >= 0) ? o->device : -1;
+  // -1 keeps the area's device and 0 selects device 0 (AML itself ignores 0, a bug docs/aml.md
+  // describes); an id below -1 is no device, refused as memarea refuses it.
+  const int option_device = o ? o->device : -1;
   void* option_ptr = o ? o->ptr : nullptr;
   void* result = nullptr;
   memarea_status s = memarea::detail::c_call("aml_area_mmap", [&] {
     if (static_cast<unsigned>(a->flags) & ~kAllFlags)
       throw memarea::error(memarea::errc::invalid_value, "unknown flag bits");
-    result = memarea::detail::area_mmap(a->device < 0 ? -1 : a->device,
+    result = memarea::detail::area_mmap(a->device,
                                         static_cast<unsigned>(a->flags), size, option_device,
                                         option_ptr);
   });
@@ -98,9 +99,7 @@ int munmap_impl(const aml_area_data*, void* ptr, size_t size) {
         "aml_area_munmap");
   });
   if (s == MEMAREA_SUCCESS) return AML_SUCCESS;
-  const int code = memarea::aml::code_of(s);
-  memarea::aml::thread_errno() = code;
-  return -code;
+  return memarea::aml::fail_status(s);
 }
 
 int fprintf_impl(const char* kind, const aml_area_data* data, FILE* stream, const char* prefix) {

@@ -43,11 +43,7 @@ constexpr int kPreferredMany = 5;
 const char g_maker_tag = 0;
 const void* maker() noexcept { return &g_maker_tag; }
 
-/// Sets aml_errno to code (positive) and returns -code: an int call's failure path.
-int fail_code(int code) noexcept {
-  memarea::aml::thread_errno() = code;
-  return -code;
-}
+using memarea::aml::fail_code;
 
 // --- Placement ------------------------------------------------------------------------------
 
@@ -480,7 +476,7 @@ int aml_area_linux_munmap(const aml_area_data* area_data, void* ptr, const size_
           },
           "aml_area_munmap");
     });
-    return s == MEMAREA_SUCCESS ? AML_SUCCESS : fail_code(memarea::aml::code_of(s));
+    return s == MEMAREA_SUCCESS ? AML_SUCCESS : memarea::aml::fail_status(s);
   }
   auto& t = mappings();
   std::lock_guard lock(t.m);

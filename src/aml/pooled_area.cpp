@@ -31,11 +31,11 @@ void* pooled_mmap(const aml_area_data* data, size_t size, aml_area_mmap_options*
 
 int pooled_munmap(const aml_area_data* data, void* ptr, size_t size) {
   memarea_pool_t pool = pool_of(data);
-  if (!pool) return -(memarea::aml::thread_errno() = AML_EINVAL);
+  if (!pool) return memarea::aml::fail_code(AML_EINVAL);
   const memarea_status s = memarea::detail::c_call(
       "aml_area_munmap", [&] { memarea::detail::pool_free_sized_c(pool, ptr, size); });
   if (s == MEMAREA_SUCCESS) return AML_SUCCESS;
-  return -(memarea::aml::thread_errno() = memarea::aml::code_of(s));
+  return memarea::aml::fail_status(s);
 }
 
 int pooled_fprintf(const aml_area_data* data, FILE* stream, const char* prefix) {

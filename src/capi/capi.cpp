@@ -102,8 +102,8 @@ memarea_status memarea_device_synchronize(void) {
 memarea_status memarea_area_create(memarea_area_t* area, int device, unsigned flags) {
   return c_call(__func__, [&] {
     require(area, "area");
-    memarea::detail::validate_area(device < 0 ? -1 : device, flags, "area_create");
-    *area = new memarea_area{device < 0 ? -1 : device, flags};
+    memarea::detail::validate_area(device, flags, "area_create");
+    *area = new memarea_area{device, flags};
   });
 }
 
@@ -120,6 +120,8 @@ memarea_status memarea_area_mmap(memarea_area_t area, void** ptr, size_t size,
     require(area, "area");
     require(ptr, "ptr");
     if (area->pool) {
+      if (options && options->device < -1)
+        memarea::detail::system::get().check_device(options->device, "area mmap");
       if (options && (options->device >= 0 || options->ptr))
         throw memarea::error(memarea::errc::invalid_value,
                              "area mmap: a pooled area takes no per-call device or pointer");

@@ -37,13 +37,8 @@ void validate_area(int device, unsigned flags, const char* what) {
                             "0x4, GLOBAL 0x8)",
                             what, flags & ~area_flags::all));
   }
-  auto& sys = system::get();
-  if (device >= 0) sys.check_device(device, what);
-  if (device < -1) {
-    throw error(errc::invalid_device,
-                fmt::format("{}: device {} is neither an ordinal nor -1 (the current device)",
-                            what, device));
-  }
+  // -1 is the current device (judged at each mmap); any other id must name a device.
+  if (device != -1) system::get().check_device(device, what);
 }
 
 void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_device,
@@ -51,9 +46,9 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
   validate_area(area_device, flags, "area mmap");
   auto& sys = system::get();
   if (size == 0) throw error(errc::invalid_value, "area mmap: size is 0");
-  int device = option_device >= 0 ? option_device : area_device;
-  if (option_device >= 0) sys.check_device(option_device, "area mmap (options.device)");
-  if (device < 0) device = current_device();
+  int device = option_device != -1 ? option_device : area_device;
+  if (option_device != -1) sys.check_device(option_device, "area mmap (options.device)");
+  if (device == -1) device = current_device();
   sys.check_device(device, "area mmap");
 
   const memarea_memory_kind kind = kind_of_flags(flags);
@@ -235,6 +230,7 @@ memory_kind area::kind() const noexcept {
 
 void* area::mmap(std::size_t size, const mmap_options& options) const {
   if (pool_) {
+    if (options.device < -1) system::get().check_device(options.device, "area mmap");
     if (options.device >= 0 || options.ptr)
       throw error(errc::invalid_value,
                   "area mmap: a pooled area takes no per-call device or pointer");

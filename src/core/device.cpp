@@ -105,7 +105,7 @@ void destroy_stream(memarea_stream* s) {
 }  // namespace detail
 
 stream::stream(int device)
-    : handle_(detail::create_stream(device < 0 ? get_device() : device)) {}
+    : handle_(detail::create_stream(device == -1 ? get_device() : device)) {}
 
 stream::~stream() {
   // Destroying a valid stream fails only where the backend broke. Then the handle stays

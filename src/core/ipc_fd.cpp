@@ -46,7 +46,7 @@ table& shareables() {
 
 int resolve_device(int device, const char* what) {
   auto& sys = system::get();
-  if (device < 0) device = current_device();
+  if (device == -1) device = current_device();
   sys.check_device(device, what);
   return device;
 }

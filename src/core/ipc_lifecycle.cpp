@@ -155,7 +155,7 @@ class state {
                               "MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS (0x1) are allowed",
                               flags));
     auto& sys = system::get();
-    if (device < 0) device = current_device();
+    if (device == -1) device = current_device();
     sys.check_device(device, "ipc open");
     if (out.made_here(w)) return out.open_own(w);
     void* p = in.open(w, device, self());

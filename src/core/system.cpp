@@ -138,6 +138,13 @@ system::system() : creator_pid_(static_cast<int>(getpid())) {
 system::~system() = default;
 
 void system::check_device(int device, const char* what) const {
+  // An id below -1 is never a device, with or without a backend: invalid, not "no device".
+  if (device < -1) {
+    throw error(errc::invalid_device,
+                fmt::format("{}: device {} is neither -1 (the current device) nor an ordinal "
+                            "(the {} backend has {} device{})",
+                            what, device, gpu_->name(), count_, count_ == 1 ? "" : "s"));
+  }
   if (count_ == 0) {
     throw error(errc::no_device,
                 fmt::format("{}: no devices ({})", what, gpu_->unavailable_reason()));

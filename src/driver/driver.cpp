@@ -9,8 +9,11 @@ namespace memarea::detail {
 // So the driver depends on base and the public headers alone, never on core.
 void throw_status(const dstatus& s, const std::string& what) {
   std::string msg = what;
+  // The vendor's number only where it has one: sim's errors (and any status made without a
+  // vendor code) carry 0, which would read as an error numbered 0.
   if (s.native_name && *s.native_name) {
-    msg += fmt::format(": {} ({})", s.native_name, s.native);
+    msg += s.native != 0 ? fmt::format(": {} ({})", s.native_name, s.native)
+                         : fmt::format(": {}", s.native_name);
   }
   if (!s.detail.empty()) {
     msg += ": ";

@@ -203,6 +203,49 @@ TEST(Cli, NoOrUnknownSubcommandIsAUsageError) {
   }
 }
 
+// A mistyped command is named as such, with the commands there are, not "A subcommand is
+// required"; the same one level down (`memarea ipc`).
+TEST(Cli, UnknownCommandIsNamedWithTheCommandsThereAre) {
+  const auto r = run_cli({"xyz"}, {"MEMAREA_BACKEND=sim"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown command 'xyz'"), std::string::npos) << r.err;
+  for (const char* command : {"info", "bench", "topo", "ipc"})
+    EXPECT_NE(r.err.find(command), std::string::npos) << command << " in " << r.err;
+  EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
+  const auto nested = run_cli({"ipc", "collect"}, {"MEMAREA_BACKEND=sim"});
+  EXPECT_NE(nested.exit_code, 0);
+  EXPECT_NE(nested.err.find("unknown command 'ipc collect'"), std::string::npos) << nested.err;
+  EXPECT_NE(nested.err.find("gc"), std::string::npos) << nested.err;
+}
+
+// --version prints the project's version (CMake's project(VERSION)), with or without devices.
+TEST(Cli, VersionPrintsTheProjectVersion) {
+  for (const char* backend : {"MEMAREA_BACKEND=none", "MEMAREA_BACKEND=sim"}) {
+    const auto r = run_cli({"--version"}, {backend});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, std::string("memarea ") + MEMAREA_VERSION_STRING + "\n");
+  }
+}
+
+// bench and topo with nothing to measure fail, saying so and how to get simulated devices,
+// rather than printing an empty table and succeeding.
+TEST(Cli, BenchAndTopoWithoutDevicesSayThereIsNoDeviceToMeasure) {
+  for (const auto& env : {std::vector<std::string>{"MEMAREA_BACKEND=none"},
+                          std::vector<std::string>{"MEMAREA_BACKEND=sim",
+                                                   "MEMAREA_SIM_DEVICES=0"}}) {
+    for (const auto& args :
+         {std::vector<std::string>{"bench", "--quick", "--reps", "1"},
+          std::vector<std::string>{"topo", "--size", "64K", "--reps", "1"},
+          std::vector<std::string>{"topo", "--json", "--size", "64K", "--reps", "1"}}) {
+      const auto r = run_cli(args, env);
+      EXPECT_NE(r.exit_code, 0) << args[0] << " " << env[0] << "\n" << r.out;
+      EXPECT_NE(r.err.find("no device to measure"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("MEMAREA_SIM_DEVICES="), std::string::npos) << r.err;
+      EXPECT_EQ(r.out, "") << args[0] << " " << env[0];
+    }
+  }
+}
+
 // --- topo --------------------------------------------------------------------------------------
 
 /// Off the diagonal: a positive number. On it: null (a device is not its own peer).
@@ -600,15 +643,14 @@ TEST(CliBench, RepetitionsOutOfRangeAreAUsageError) {
   }
 }
 
-TEST(CliBench, NoDevicesGivesNoRowsAndNoFailure) {
+TEST(CliBench, NoDevicesWritesNoResultFile) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
   const auto r = run_cli({"bench", "--quick", "--reps", "1", "--json", json.string()},
                          {"MEMAREA_BACKEND=none"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(slurp(json));
-  EXPECT_EQ(j.at("devices"), 0);
-  EXPECT_TRUE(j.at("failed").empty()) << j.at("failed").dump();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no device to measure"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(json));
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ extern "C" {
 /** Options of one aml_area_hip_mmap call (pass as struct aml_area_mmap_options *). */
 struct aml_area_hip_mmap_options {
   int device; /**< >= 0: allocate on this device instead of the area's (0 included; AML
-                   ignores 0, see docs/aml.md); < 0: the area's device */
+                   ignores 0, see docs/aml.md); -1: the area's device */
   void *ptr;  /**< ALLOC_MAPPED without ALLOC_HOST: the host range to register */
 };
 
@@ -39,12 +39,12 @@ extern struct aml_area aml_area_hip_unified;
 /** A HIP area's data (the same fields in the same order as AML's). */
 struct aml_area_hip_data {
   int flags;  /**< AML_AREA_HIP_FLAG_* */
-  int device; /**< a device ordinal; < 0: the calling thread's current device at each mmap */
+  int device; /**< a device ordinal; -1: the calling thread's current device at each mmap */
 };
 
-/** Creates an area on device (< 0: the current device at each mmap) with flags.
+/** Creates an area on device (-1: the current device at each mmap) with flags.
  *  AML_SUCCESS; -AML_FAILURE when the backend cannot count its devices; -AML_EINVAL for area
- *  NULL, device >= the device count or unknown flag bits; -AML_ENOMEM. */
+ *  NULL, device < -1 or >= the device count, or unknown flag bits; -AML_ENOMEM. */
 int aml_area_hip_create(struct aml_area **area, const int device, const int flags);
 /** Destroys an area made by aml_area_hip_create; *area is NULL afterwards. Its mappings stay
  *  valid. */

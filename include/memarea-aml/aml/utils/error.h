@@ -14,9 +14,12 @@ int *memarea_aml_errno_location(void);
  *  one per thread, as errno, so that threads cannot overwrite each other's error. */
 #define aml_errno (*memarea_aml_errno_location())
 
-/** A description of an AML error code; either sign is accepted. "Unknown error" otherwise. */
+/** A description of an AML error code; either sign is accepted. "Unknown error" otherwise. For
+ *  the code aml_errno holds after a failure memarea refused, memarea's reason follows
+ *  ("Operation not supported: <reason>"), valid until the thread's next aml_strerror call. */
 const char *aml_strerror(const int err);
-/** Prints "msg:description of aml_errno" and a newline to stderr (as AML does). */
+/** Prints "msg:description of aml_errno" and a newline to stderr (as AML does), with memarea's
+ *  reason as aml_strerror gives it. */
 void aml_perror(const char *msg);
 
 #define AML_SUCCESS 0 /**< success */
