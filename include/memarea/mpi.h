@@ -23,7 +23,7 @@ extern "C" {
 /** Options of the collective calls; start from MEMAREA_MPI_OPTIONS_INIT. */
 typedef struct memarea_mpi_options {
   double timeout_seconds; /**< the longest one step waits for the other ranks, in (0, 1e7]; 60 */
-  int device;             /**< window without an area: its device; < 0: node rank % count */
+  int device;             /**< no area: its device; -1: node rank % count; < -1: INVALID_DEVICE */
   unsigned flags;         /**< reserved: must be 0 */
 } memarea_mpi_options;
 #define MEMAREA_MPI_OPTIONS_INIT {60.0, -1, 0u}

@@ -41,8 +41,9 @@ struct options {
   /// (0, max_timeout] (else invalid_value at once). A rank that died or never calls fails every
   /// other rank's call after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
-  /// shared_window without an area: the device of this rank's segment; < 0 picks
-  /// (rank within the node) % (number of devices). Ignored where an area or pool is given.
+  /// shared_window without an area: the device of this rank's segment; -1 picks
+  /// (rank within the node) % (number of devices); below -1 is INVALID_DEVICE. Ignored where an
+  /// area or pool is given.
   int device = -1;
 };
 

@@ -34,6 +34,8 @@ constinit std::atomic<std::size_t> g_watched{0};
 /// 0: handler not installed; 1: a thread is installing it; 2: installed; 3: could not be.
 constinit std::atomic<int> g_installed{0};
 struct sigaction g_previous {};
+/// Read once at install: sysconf is not async-signal-safe.
+std::uintptr_t g_page = 4096;
 
 entry* at_index(std::size_t i) noexcept {
   chunk* c = g_chunks[i / kChunk].load(std::memory_order_acquire);
@@ -73,8 +75,7 @@ void on_sigbus(int sig, siginfo_t* info, void* context) noexcept {
         if (addr >= end) continue;
         // The file no longer backs this page: zero pages in its place from here to the range's
         // end (what lies beyond the fault is beyond the file's new end too).
-        const std::uintptr_t page =
-            addr & ~(static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE)) - 1);
+        const std::uintptr_t page = addr & ~(g_page - 1);
         void* p = mmap(reinterpret_cast<void*>(page), end - page, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
         if (p == MAP_FAILED) break;
@@ -94,6 +95,7 @@ bool install() noexcept {
     if (state == 0 && g_installed.compare_exchange_strong(state, 1)) break;
     sched_yield();
   }
+  if (const long page = sysconf(_SC_PAGESIZE); page > 0) g_page = static_cast<std::uintptr_t>(page);
   struct sigaction sa {};
   sa.sa_sigaction = on_sigbus;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;

@@ -77,7 +77,8 @@ wire exporter::export_pooled(const void* ptr, const record& r, const pool_piece&
     e.driver_size = r.size;
     e.begin = static_cast<std::uint64_t>(static_cast<const char*>(piece.base) -
                                          static_cast<const char*>(r.base));
-    e.end = e.begin + piece.size;
+    // What the allocation asked for: the rest of the piece is no one's to share.
+    e.end = e.begin + (piece.requested ? piece.requested : piece.size);
     e.device = r.device;
     // One driver call per block: its sub-allocations share the handle (and importers open
     // the block once for all of them).
@@ -95,6 +96,12 @@ wire exporter::export_pooled(const void* ptr, const record& r, const pool_piece&
     it = exports_.emplace(piece.export_id, e).first;
     forget_if_cut_short_locked(it);
   }
+  const auto offset = static_cast<std::uint64_t>(static_cast<const char*>(ptr) -
+                                                 static_cast<const char*>(it->second.driver_base));
+  if (offset >= it->second.end)
+    throw error(errc::invalid_value,
+                fmt::format("ipc export: {} lies past the {} bytes its pool allocation asked for",
+                            ptr, it->second.end - it->second.begin));
   return make_wire_locked(ptr, piece.export_id, it->second);
 }
 

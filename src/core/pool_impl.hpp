@@ -22,6 +22,8 @@ struct pool_piece {
   std::uint64_t export_id = 0;    ///< IPC's id of this sub-allocation (a buffer id)
   void* base = nullptr;
   std::size_t size = 0;
+  /// The bytes its allocation asked for (what IPC exports; size is the piece's capacity).
+  std::size_t requested = 0;
 };
 
 /// The live sub-allocation of pool block r that holds p, marked as shared through IPC (once:

@@ -110,6 +110,8 @@ pool_piece pool_mark_exported(const record& r, const void* p) {
       }
     }
     piece = pool.piece_locked(i);
+    const std::size_t asked = pool.spans[i].requested.load(std::memory_order_relaxed);
+    piece.requested = asked != 0 && asked <= piece.size ? asked : piece.size;
   });
   if (!alive)
     throw error(errc::invalid_value, fmt::format("ipc export: {} is memory of a destroyed pool", p));

@@ -365,6 +365,12 @@ shared_window::shared_window(MPI_Comm comm, std::size_t bytes, const options& o)
     : shared_window(
           comm, bytes,
           [bytes, o](int node_rank) {
+            if (o.device < -1) {
+              throw error(errc::invalid_device,
+                          fmt::format("options.device {} is neither -1 (node rank % device "
+                                      "count) nor a device ordinal",
+                                      o.device));
+            }
             int n = device_count();
             if (n == 0) {
               throw error(errc::no_device, fmt::format("the {} backend has no device for a "

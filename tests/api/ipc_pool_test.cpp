@@ -163,7 +163,9 @@ TEST(IpcPool, AHandleNamesOnlyItsSubAllocation) {
 }
 
 // lookup of imported memory, in a real other process whose current device is 0: the buffer
-// the exporter shared (a 1 KiB piece, not its 2 MiB+ block) on the device it lives on (1).
+// the exporter shared (a 1 KiB piece, not its 2 MiB+ block) on the device it lives on (1). A
+// piece of 1000 bytes is shared as 1000 bytes, not its rounded capacity: the importer can reach
+// no byte the allocation did not ask for.
 TEST(IpcPool, LookupOfImportedMemoryGivesTheExportedBufferAndTheExportersDevice) {
   MEMAREA_REQUIRE_DEVICES(2);
   REQUIRE_HELPER();
@@ -181,6 +183,10 @@ TEST(IpcPool, LookupOfImportedMemoryGivesTheExportedBufferAndTheExportersDevice)
   EXPECT_EQ(imp.ask("lookup 0"), "at=0 size=1024 capacity=1024 device=1 kind=ipc_imported");
   EXPECT_EQ(imp.ask("lookup 1023"),
             "at=1023 size=1024 capacity=1024 device=1 kind=ipc_imported");
+  void* odd = p.allocate(1000);
+  EXPECT_EQ(imp.ask("open " + hex(ipc::export_handle(odd))), "ok opens=1");
+  EXPECT_EQ(imp.ask("lookup 0"), "at=0 size=1000 capacity=1000 device=1 kind=ipc_imported");
+  EXPECT_MEMAREA_ERROR((void)ipc::export_handle(static_cast<char*>(odd) + 1000), errc::invalid_value);
   EXPECT_EQ(imp.ask("open " + hex(ipc::export_handle(plain))), "ok opens=2");
   const std::string r = imp.ask("lookup 0");
   EXPECT_EQ(r.rfind("at=0 size=", 0), 0u) << r;
@@ -189,7 +195,7 @@ TEST(IpcPool, LookupOfImportedMemoryGivesTheExportedBufferAndTheExportersDevice)
   imp.close_stdin();
   EXPECT_EQ(imp.wait(), 0);
   a.munmap(plain, n);
-  for (void* q : {before, x, after}) p.deallocate(q);
+  for (void* q : {before, x, after, odd}) p.deallocate(q);
 }
 
 TEST(IpcPool, WhatLegacyIpcCannotShareIsRefused) {

@@ -279,6 +279,16 @@ int scenario_window(int size) {
         "a window of host memory");
     CHECK(host.status() == memarea::errc::not_supported);
     CHECK(host.message().find("needs device memory") != std::string::npos);
+    // Device ids follow memarea's one rule: -1 (here: node rank % count) or an ordinal.
+    auto bad_device = expect_collective_error(
+        [&] {
+          mm::options o;
+          o.device = -5;
+          mm::shared_window w(MPI_COMM_WORLD, 4096, o);
+        },
+        "options.device -5");
+    CHECK(bad_device.status() == memarea::errc::invalid_device);
+    CHECK(bad_device.message().find("options.device -5") != std::string::npos);
     // Arguments every rank can judge alone are refused at once, before any message, with a
     // plain memarea::error (every rank passes the same options).
     try {
