@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the layering and size rules of issue 18 (docs/design.md); fails naming each offender.
+# Checks the layering and size rules (docs/design.md); fails naming each offender.
 #
 #   (a) src/driver/ includes nothing of src/core/ ("core/..."): the driver layer has no
 #       dependency on core.
@@ -77,7 +77,7 @@ if ((${#sized[@]})); then
 fi
 
 if ((failed)); then
-  echo "check-structure: FAILED (rules: scripts/check-structure.sh's header, issue 18)" >&2
+  echo "check-structure: FAILED (rules: scripts/check-structure.sh's header)" >&2
   exit 1
 fi
 echo "check-structure: ok (${#files[@]} files; ${#sized[@]} sources at most $max_lines lines)"

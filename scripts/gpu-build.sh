@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the binaries the GPU suite runs (on this Debian machine, against the CUDA headers) into
 # out/gpu-bin, with the commit they were built from. Then: device run with carry ["out/gpu-bin"]
-# and the command `bash scripts/gpu-suite.sh out/gpu-bin $OUT`.
+# and the command `bash scripts/gpu-suite.sh --kind KIND out/gpu-bin $OUT`, KIND being the kind
+# the call asks for (e.g. nvidia-h200-x2); its suite.log and bench.json come back under KIND/ and
+# replace bench/results/KIND/'s (scripts/gpu-suite.sh's header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMAREA_BUILD_EXAMPLES=ON >/dev/null

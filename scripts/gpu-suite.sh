@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Runs every GPU test and benchmark in one call on the lent GPU machine and writes one results
-# file. Usage (on the GPU machine, from the repository root):
-#   scripts/gpu-suite.sh [BIN_DIR] [RESULTS_DIR]
+# Runs every GPU test and benchmark in one call on the lent GPU machine. Usage (on the GPU
+# machine, from the repository root):
+#   scripts/gpu-suite.sh --kind KIND [BIN_DIR] [RESULTS_ROOT]
+# KIND names the machine kind the call asked for (the device tool's kind, e.g. nvidia-h200 or
+# nvidia-h200-x2; MEMAREA_SUITE_KIND=KIND does the same): the results go to RESULTS_ROOT/KIND/,
+# which holds only the whole log (suite.log) and every bench's rows (bench.json), replaced on
+# each run. RESULTS_ROOT is $OUT where that is set (the device machine), else bench/results.
+# Back on the developer machine the two files replace bench/results/KIND/'s, and git keeps the
+# earlier runs:
+#   cp FILES_AT/KIND/suite.log FILES_AT/KIND/bench.json bench/results/KIND/
+# The other files a run writes (the repeat runs' JSON, the MPI, Python and HIP benches' JSON,
+# topo.svg, the IPC producer's log, ipc-timing.txt) go to MEMAREA_SUITE_EXTRA, by default
+# $OUT/gpu-suite-extra/KIND or out/gpu-suite-extra/KIND: their rows are in suite.log too.
 # BIN_DIR holds binaries built on the developer machine (scripts/gpu-build.sh puts them in
 # out/gpu-bin, which the device tool carries); when it has none, the suite builds here with
 # cmake (needs fmt, gtest, CLI11 and nlohmann-json headers, which the GPU image lacks).
@@ -10,16 +20,31 @@
 # a call cut short by the device budget keeps the rows that need the machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+usage() {
+  echo "usage: scripts/gpu-suite.sh --kind KIND [BIN_DIR] [RESULTS_ROOT]" \
+       "(KIND: the machine kind, e.g. nvidia-h200-x2; or MEMAREA_SUITE_KIND=KIND)" >&2
+  exit 2
+}
+KIND=${MEMAREA_SUITE_KIND:-}
+case "${1:-}" in
+  --kind) [ $# -ge 2 ] || usage; KIND=$2; shift 2 ;;
+  --kind=*) KIND=${1#--kind=}; shift ;;
+  -h|--help) usage ;;
+esac
+# A kind is one path component: letters, digits, dots, dashes and underscores.
+[[ $KIND =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || usage
 BIN=${1:-out/gpu-bin}
-RES=${2:-${OUT:-out/gpu-results}}
-mkdir -p "$RES"
+RES="${2:-${OUT:-bench/results}}/$KIND"
+EXTRA=${MEMAREA_SUITE_EXTRA:-${OUT:-out}/gpu-suite-extra/$KIND}
+mkdir -p "$RES" "$EXTRA"
+rm -f "$RES/bench.json"  # a bench that fails to write leaves no earlier run's rows behind
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these shared hosts
 # The API tests were built elsewhere and know the helper by its build path: put it there.
 if [ -f "$BIN/HELPER_PATH" ] && [ -f "$BIN/memarea_test_helper" ]; then
   mkdir -p "$(dirname "$(cat "$BIN/HELPER_PATH")")"
   cp "$BIN/memarea_test_helper" "$(cat "$BIN/HELPER_PATH")"
 fi
-LOG="$RES/gpu-results.txt"
+LOG="$RES/suite.log"
 : >"$LOG"
 status=0
 section() { printf '\n## %s\n\n' "$*" | tee -a "$LOG"; }
@@ -54,7 +79,7 @@ run "$BIN/memarea_api_tests"
 if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   section "memarea topo"
   # --baseline: the bare driver calls timed the same way in the same run (docs/topo.md).
-  run "$BIN/memarea" topo --baseline --json --svg "$RES/topo.svg"
+  run "$BIN/memarea" topo --baseline --json --svg "$EXTRA/topo.svg"
 fi
 
 section "benchmarks (memarea vs raw driver, same run)"
@@ -70,7 +95,7 @@ if [ -f "$BIN/cuda-entry-clock/libcuda.so.1" ]; then
             "run $n of 3"
     run env LD_LIBRARY_PATH="$clock_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         ${real_libcuda:+MEMAREA_ENTRY_CLOCK_LIBCUDA="$real_libcuda"} \
-        "$BIN/memarea" bench --filter copy --reps 30 --json "$RES/bench-copy-entry-$n.json"
+        "$BIN/memarea" bench --filter copy --reps 30 --json "$EXTRA/bench-copy-entry-$n.json"
   done
 fi
 # What one memory access costs on this host after a thread slept 70 ms: the floor under the IPC
@@ -117,10 +142,10 @@ if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
   [ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
   section "MPI bench on CUDA (memarea-bench-mpi, 2 ranks)"
   run "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -np 2 "$BIN/memarea-bench-mpi" --reps 30 \
-      --json "$RES/bench-mpi.json"
+      --json "$EXTRA/bench-mpi.json"
   # Opt-in (MEMAREA_SUITE_MPS=1): the bench again with both ranks as clients of a CUDA MPS
   # server, which runs the processes' work in one GPU context instead of switching between
-  # their contexts. The daemon is this run's own (pipe and log directories under $RES), and
+  # their contexts. The daemon is this run's own (pipe and log directories under /tmp), and
   # is told to quit afterwards; the card's settings are not touched.
   if [ "${MEMAREA_SUITE_MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
     section "MPI bench on CUDA under MPS (opt-in experiment)"
@@ -130,9 +155,9 @@ if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
     if timeout 20 nvidia-cuda-mps-control -d; then
       run timeout 240 "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -x CUDA_MPS_PIPE_DIRECTORY \
           -x CUDA_MPS_LOG_DIRECTORY -np 2 "$BIN/memarea-bench-mpi" --quick \
-          --json "$RES/bench-mpi-mps.json"
+          --json "$EXTRA/bench-mpi-mps.json"
       echo quit | timeout 20 nvidia-cuda-mps-control || echo "MPS: quit failed" | tee -a "$LOG"
-      cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$RES/mps-control.log" 2>/dev/null || true
+      cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$EXTRA/mps-control.log" 2>/dev/null || true
     else
       echo "MPS: the control daemon did not start" | tee -a "$LOG"
     fi
@@ -148,11 +173,11 @@ if [ -x "$BIN/example_ipc_producer" ]; then
   section "examples on CUDA (IPC producer and consumer as two processes)"
   export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   handle=$(mktemp -u /tmp/memarea-handle.XXXXXX)
-  "$BIN/example_ipc_producer" "$handle" >"$RES/producer.log" 2>&1 &
+  "$BIN/example_ipc_producer" "$handle" >"$EXTRA/producer.log" 2>&1 &
   producer=$!
   run timeout 60 "$BIN/example_ipc_consumer" "$handle"
   wait "$producer"; rc=$?
-  cat "$RES/producer.log" | tee -a "$LOG"
+  cat "$EXTRA/producer.log" | tee -a "$LOG"
   printf '[producer exit %d]\n' "$rc" | tee -a "$LOG"
   [ "$rc" -eq 0 ] || status=1
   for e in area area_c area_aml aml_allocator managed host_numa pool; do
@@ -177,7 +202,7 @@ if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
   section "Python example: a torch tensor's memory shared with another process"
   run "${py[@]}" timeout 300 python3 "$BIN/python/examples/share_tensor.py"
   section "Python bench (per call; torch.empty and cupy.empty in the same run)"
-  run "${py[@]}" timeout 600 python3 "$BIN/python/bench/bench_python.py" --json "$RES/bench-python.json"
+  run "${py[@]}" timeout 600 python3 "$BIN/python/bench/bench_python.py" --json "$EXTRA/bench-python.json"
 else
   section "Python package"
   echo "NOT RUN: no $BIN/python/memarea (scripts/gpu-build.sh copies it) or no python3" | tee -a "$LOG"
@@ -197,7 +222,7 @@ if [ -f "$HIP_SHIM/libamdhip64.so.5" ]; then
   section "API tests on HIP over HIP's NVIDIA platform"
   run "${hip[@]}" "$BIN/memarea_api_tests"
   section "benchmark on HIP over HIP's NVIDIA platform (area; raw = the HIP driver layer)"
-  run "${hip[@]}" "$BIN/memarea" bench --filter area --reps 10 --json "$RES/bench-hip-area.json"
+  run "${hip[@]}" "$BIN/memarea" bench --filter area --reps 10 --json "$EXTRA/bench-hip-area.json"
 else
   section "HIP over HIP's NVIDIA platform"
   echo "NOT RUN: no $BIN/hip-nvidia/libamdhip64.so.5 (scripts/gpu-build.sh builds it)" | tee -a "$LOG"
@@ -214,19 +239,19 @@ MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=8 MEMAREA_SIM_DEVICE_MEMORY=64M \
 
 # Pools: a second run of their case alone (docs/pools.md quotes both).
 section "pool benchmark, run 2 of 2"
-run "$BIN/memarea" bench --filter pool --reps 30 --json "$RES/bench-pool-2.json"
-# IPC's targets (issue 14) are judged over at least three runs: two more of its case alone
+run "$BIN/memarea" bench --filter pool --reps 30 --json "$EXTRA/bench-pool-2.json"
+# IPC's targets are judged over at least three runs: two more of its case alone
 # (MEMAREA_SUITE_IPC_RUNS=1 skips them where device time is short).
 for n in $(seq 2 "${MEMAREA_SUITE_IPC_RUNS:-3}"); do
   section "IPC benchmark, run $n of 3"
-  run "$BIN/memarea" bench --filter ipc --json "$RES/bench-ipc-$n.json"
+  run "$BIN/memarea" bench --filter ipc --json "$EXTRA/bench-ipc-$n.json"
 done
 # Where a first import's time goes (docs/ipc.md): the IPC bench once more, quick, with every
 # first open printing its phases (printing slows the opens that print: its rows are not
 # quoted). The phase lines go to ipc-timing.txt too.
 section "IPC first-open phases (MEMAREA_IPC_TIMING=1, quick IPC bench; rows not quoted)"
 run env MEMAREA_IPC_TIMING=1 "$BIN/memarea" bench --filter ipc --quick
-grep "memarea ipc timing:" "$LOG" > "$RES/ipc-timing.txt" || true
+grep "memarea ipc timing:" "$LOG" > "$EXTRA/ipc-timing.txt" || true
 
 section "memarea ipc gc (what dead processes left in /dev/shm)"
 run "$BIN/memarea" ipc gc

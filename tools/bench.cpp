@@ -190,7 +190,7 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
     }
   }
   // Which way a row leans is said in words ("N.NNx faster"), never as a bare ratio: time is
-  // better lower and bandwidth higher, so one ratio column would read both ways (issue 20).
+  // better lower and bandwidth higher, so one ratio column would read both ways.
   // The factor is always >= 1 and compares the two medians (docs/bench.md).
   std::cout << fmt::format("{:<28} {:<34} {:>34} {:>34} {:<16} {:<26} {}\n", "benchmark",
                            "variant", "memarea (min-median-max)", "raw (min-median-max)",

@@ -78,10 +78,10 @@ struct paired_times {
 };
 
 /// Times a and b `reps` times each after one untimed call of each, in turns (a b, b a, ...), so that a driver whose speed
-/// drifts during the run (an H200's allocation took 55 us in one run, 75-83 us in others)
-/// slows both alike. Its times can also be bimodal (64 MiB: 84 or 132 us), which makes a median
-/// of per-turn differences jump; the ratio of medians within short blocks, then the median
-/// over the blocks, stays put under both.
+/// drifts during the run (one allocation's time can move by a third from one run to another)
+/// slows both alike. Its times can also be bimodal (a large allocation taking one of two quite
+/// different times), which makes a median of per-turn differences jump; the ratio of medians
+/// within short blocks, then the median over the blocks, stays put under both.
 paired_times paired_times_us(int reps, const std::function<void()>& a,
                               const std::function<void()>& b);
 

@@ -1,4 +1,4 @@
-// Issue 15's benchmark: AML code's allocation loops on device memory through memarea's AML
+// The AML benchmark: AML code's allocation loops on device memory through memarea's AML
 // allocator API (aml_alloc / aml_free on buddy and sized allocators over aml_area_cuda, which
 // draw from memarea pools), against memarea_pool_alloc / memarea_pool_free called directly
 // and against the area itself (aml_area_mmap / aml_area_munmap of aml_area_cuda, one driver
@@ -250,11 +250,10 @@ row make_row(const std::string& variant, const std::vector<double>& ours,
   return r;
 }
 
-/// The rows of one loop kind: for each allocator side (name, AML's H200 figures for it or
-/// empty), cold and warm, allocation and free, each against the raw area.
+/// The rows of one loop kind: for each allocator side, cold and warm, allocation and free,
+/// each against the raw area.
 struct side_result {
   std::string name;
-  std::string aml_reference;  // AML's own figures (real AML, H200), reference text only
   bool has_target;
   samples cold, warm;
 };
@@ -272,11 +271,7 @@ void add_rows(context& ctx, const std::string& loop_name, const std::vector<side
           r.target = "<= 60 ns";
           r.met = r.memarea <= 60.0;
         }
-        std::string note = warm ? "" : "a new allocator each sample: its first blocks come "
-                                       "from the driver";
-        if (!s.aml_reference.empty())
-          note += (note.empty() ? "" : "; ") + s.aml_reference;
-        r.note = note;
+        r.note = warm ? "" : "a new allocator each sample: its first blocks come from the driver";
         ctx.add(r);
       }
     }
@@ -299,9 +294,9 @@ void aml_case(context& ctx) {
   // --- (a) 1,024 x 4 KiB -------------------------------------------------------------------
   {
     const plan pl = fixed_plan(1024, 4096);
-    side_result buddy{"buddy", "AML on an H200: 117 ns alloc, 128 ns free", true, {}, {}};
-    side_result sized{"sized 4 KiB", "AML on an H200: 65 ns alloc, 73 ns free", true, {}, {}};
-    side_result pool{"memarea_pool direct", "", false, {}, {}};
+    side_result buddy{"buddy", true, {}, {}};
+    side_result sized{"sized 4 KiB", true, {}, {}};
+    side_result pool{"memarea_pool direct", false, {}, {}};
     samples raw;
     for (int i = 0; i < cold_samples; ++i) {
       aml_allocator* b = make_buddy();
@@ -349,8 +344,8 @@ void aml_case(context& ctx) {
     const plan pl = random_plan(1024, live, batch);
     const std::string loop_name =
         fmt::format("random 4 KiB-16 MiB, {} live, 1024 allocs", live);
-    side_result buddy{"buddy", "AML on an H200: 226 ns alloc, 218 ns free", false, {}, {}};
-    side_result pool{"memarea_pool direct", "", false, {}, {}};
+    side_result buddy{"buddy", false, {}, {}};
+    side_result pool{"memarea_pool direct", false, {}, {}};
     samples raw;
     for (int i = 0; i < cold_samples; ++i) {
       aml_allocator* b = make_buddy();

@@ -1,4 +1,4 @@
-// Issue 3's benchmark: area mmap+munmap of device memory against the raw allocation a user would
+// The area benchmark: area mmap+munmap of device memory against the raw allocation a user would
 // make instead (cuMemAlloc+cuMemFree on CUDA; the driver layer's own call elsewhere: see
 // raw_driver.hpp), in turns. Each size's allocation is written with random bytes and read back
 // once (untimed) on both sides. Estimator: docs/bench.md.

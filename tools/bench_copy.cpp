@@ -1,4 +1,4 @@
-// Issue 18's copy rows: what memarea::copy_async and memarea::copy cost over the raw call a
+// The copy rows: what memarea::copy_async and memarea::copy cost over the raw call a
 // user would make instead on the same stream (CUDA: cuMemcpyAsync on the stream's native
 // handle; sim: the driver layer's memcpy_async on a driver of its own, see raw_driver.hpp),
 // through the public API, as the difference of the two sides' medians. The copies are 4 KiB,
@@ -39,9 +39,9 @@ constexpr std::size_t kBytes = 4096;
 /// Enqueues per side in one turn; with the other side's, 32 on the streams between two drains:
 /// far below any driver's queue depth.
 constexpr int kCallsPerSide = 16;
-/// Issue 18: memarea's work from a copy's entry to the driver's call (the entry rows).
+/// Target: memarea's work from a copy's entry to the driver's call (the entry rows).
 constexpr double kTargetNs = 50;
-/// Issue 18: the whole call against the raw call, as speed (the rows timed to the return).
+/// Target: the whole call against the raw call, as speed (the rows timed to the return).
 constexpr double kTargetSpeed = 0.98;
 constexpr const char* kEntryNote =
     "; each call from the clock read before it to the driver's entry (tools/cuda-entry-clock)";
@@ -234,7 +234,7 @@ calls alternating(int turns, int per_side, const std::function<void()>& prepare,
 /// The row of one kind of call. Fixed cost = median of all memarea's calls - median of all the
 /// baseline's: two medians of thousands of calls each, taken in the same turns; beside it the
 /// min-median-max over turns of the per-turn difference of medians, to show how far it moves.
-/// Issue 18's two targets: timed to the driver's entry (the entry clock), the fixed cost is
+/// The two targets: timed to the driver's entry (the entry clock), the fixed cost is
 /// under 50 ns; timed to the return, memarea's call is at least 0.98x the raw call's speed.
 row fixed_cost_row(const std::string& variant, const calls& c, const std::string& raw_name,
                    bool to_entry) {
@@ -323,8 +323,8 @@ void copy_fixed_cost(context& ctx) {
   }
   // memarea::copy: the whole blocking copy, kCallsPerSide calls of each side a turn, as the
   // enqueues (each waits for its own copy, so the queues are empty at every call without a
-  // drain). Where a buffer lies changes how long the driver's copy takes (on two H200s the same
-  // raw call took 43-61 ns more on the buffers allocated first, whichever side owned them:
+  // drain). Where a buffer lies changes how long the driver's copy takes (the same raw call
+  // took tens of nanoseconds more on the buffers allocated first, whichever side owned them:
   // docs/bench.md), so the two sides swap two sets of buffers from turn to turn: each side
   // copies its own set within a turn, and each set serves both sides equally often. Both sets
   // are memarea's (the raw call takes any pointer; memarea's copy knows its own memory), made

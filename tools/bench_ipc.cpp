@@ -1,4 +1,4 @@
-// `memarea bench --filter ipc` (issue 14): what users feel, side by side with what they would
+// `memarea bench --filter ipc`: what users feel, side by side with what they would
 // do instead, in one run.
 //
 // - cold: the first export, and the first import, in a fresh process (both libraries made
@@ -13,7 +13,7 @@
 //   reference count), and a user-side cache (a hash map of opened pointers).
 // - the C API's hot paths against the C++ calls (export, import hit, lookup).
 // - pooled: importing 100 sub-allocations of one pool block (one driver open) against importing
-//   100 separate allocations of the same size with the raw open (issue 13).
+//   100 separate allocations of the same size with the raw open.
 //
 // Exporting needs another process: the bench re-executes this binary with MEMAREA_BENCH_IPC_ROLE
 // set, and main() runs that role (run_child_role) instead of the command line. The exporter
@@ -58,9 +58,9 @@ namespace {
 constexpr const char* kRoleEnv = "MEMAREA_BENCH_IPC_ROLE";
 constexpr const char* kArgEnv = "MEMAREA_BENCH_IPC_ARG";
 /// Each exported buffer is a whole 2 MiB page of the driver's. With 1 MiB buffers two of them
-/// could share one, and the second import of such a pair costs the driver little (on an H200,
-/// 2026-11-24: 3-5 us against 45-67 us for a buffer on a page not yet mapped), so a cold row's
-/// two sides were not importing alike.
+/// could share one, and the second import of such a pair costs the driver little (a tenth of
+/// what a buffer on a page not yet mapped costs), so a cold row's two sides were not importing
+/// alike.
 constexpr std::size_t kBytes = std::size_t{2} << 20;
 constexpr std::size_t kChecked = 4096;  ///< bytes of each mapping compared with the pattern
 /// The baseline's buffer i holds pattern(kRawBase + i): no two buffers of either side alike.

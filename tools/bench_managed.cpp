@@ -1,4 +1,4 @@
-// Issue 6's benchmark: managed prefetch host->device and device->host through memarea against
+// The managed benchmark: managed prefetch host->device and device->host through memarea against
 // the raw prefetch a user would make instead (CUDA: cuMemPrefetchAsync with a CUmemLocation,
 // the CUDA 12.2+/13 signature, on the same stream; elsewhere the driver layer's own call on a
 // driver of its own, see raw_driver.hpp), with pinned copies of the same size for reference.
@@ -192,7 +192,7 @@ void managed_prefetch(context& ctx) {
     if (raw.available()) fill_random(raw.managed, n, s_raw, host_memcpy());
     for (bool to_device : {true, false}) {
       // Alternate memarea and raw one repetition at a time, so drift in the driver's state
-      // (device->host prefetch varies by 10% from block to block on H200) hits both alike;
+      // (device->host prefetch can vary by a tenth from block to block) hits both alike;
       // the untimed set-up puts every page on the other side first.
       std::vector<double> mems, raws;
       for (int i = 0; i < 3 * reps; ++i) {

@@ -1,4 +1,4 @@
-// memarea-bench-mpi: the MPI window's bench (issue 16), a program of its own so that the
+// memarea-bench-mpi: the MPI window's bench, a program of its own so that the
 // `memarea` CLI never depends on MPI. Run it under mpirun:
 //   mpirun -np 2 memarea-bench-mpi [--quick] [--reps N] [--json FILE]
 // Rows, side by side in one run, with min-median-max of every figure:

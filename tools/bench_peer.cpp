@@ -1,4 +1,4 @@
-// Issue 4's benchmark: memarea's peer copy against the raw peer copy a user would make instead
+// The peer benchmark: memarea's peer copy against the raw peer copy a user would make instead
 // (cuMemcpyPeerAsync on CUDA; elsewhere the driver layer's own call on a driver of its own, see
 // raw_driver.hpp), in one run, peer access on and off, one direction and both at once. The two
 // sides copy two sets of buffers filled with random bytes, each side its own set at a time; on
@@ -344,7 +344,7 @@ void peer_copies(context& ctx) {
       row r = measured_row("peer copy " + on, "0->1 " + size_name(n), "GB/s", gbps_of(n, t1.t.a),
                            has_raw ? gbps_of(n, t1.t.b) : std::vector<double>{},
                            raw_ab.name() + (access || !has_raw ? "" : " (driver stages)"));
-      // With access on, issue 18's target holds at every size (memarea's fixed cost against a
+      // With access on, the copy's speed target holds at every size (memarea's fixed cost against a
       // copy of a few microseconds); without, the staging pipeline's from 64 MiB.
       const bool judged = has_raw && (access || big);
       if (judged) {

@@ -1,4 +1,4 @@
-// Issue 13's benchmarks: memarea's pools against the fastest thing a user could do instead, in
+// The pool benchmarks: memarea's pools against the fastest thing a user could do instead, in
 // one run. On CUDA that is the runtime's stream-ordered allocator (cudaMallocAsync and
 // cudaFreeAsync on the device's default memory pool, its release threshold at the maximum, so
 // it keeps what it has) and cudaMallocHost for pinned memory; on another backend, the driver

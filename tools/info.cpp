@@ -47,9 +47,6 @@ int run_info(bool json) {
                              b["reason"].get<std::string>().empty()
                                  ? ""
                                  : "\n        why: " + b["reason"].get<std::string>());
-    // Where the backend has run at all (the HIP backend: never on AMD hardware).
-    if (const auto ran_on = b.value("ran_on", std::string()); !ran_on.empty())
-      std::cout << "        has run on: " << ran_on << "\n";
   }
   std::cout << fmt::format("\nDevices ({} backend): {}\n", j["backend"].get<std::string>(),
                            j["devices"].size());

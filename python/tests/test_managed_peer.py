@@ -78,8 +78,8 @@ def test_peer_access(need_two, no_leak):
     assert memarea.can_access_peer(0, 0) is False
     if not memarea.can_access_peer(0, 1):
         pytest.skip("device 0 cannot reach device 1")
-    # Start from access off: an earlier test may have left it on (on 2×H200 one did: the first
-    # enable below answered PEER_ACCESS_ALREADY_ENABLED).
+    # Start from access off: an earlier test may have left it on (then the first
+    # enable below would answer PEER_ACCESS_ALREADY_ENABLED).
     try:
         memarea.disable_peer_access(0, 1)
     except memarea.Error as e:

@@ -1,7 +1,7 @@
 // Maps memarea's own machine code into the page tables ahead of use. A process's first call of
 // a path (the first export, the first import) otherwise takes a page fault for each part of the
 // library it has not run yet: measured on sim, those faults were most of what the first export
-// cost above the driver's own call (2026-11-23). The background thread calls this once, so no
+// cost above the driver's own call. The background thread calls this once, so no
 // user's call pays for it.
 #pragma once
 

@@ -175,8 +175,8 @@ struct stager {
     const auto nb = static_cast<std::size_t>(s.buffers);
     st->entry.assign(static_cast<std::size_t>(sys.device_count()), nullptr);
     const char* what = "staged copy (set-up)";
-    // One pinned block for all buffers: one driver call, and on two H200s steadier than four
-    // separate allocations (1 GiB: 52.0-52.3 GB/s over 12 fresh stagers, against 50.5-52.2).
+    // One pinned block for all buffers: one driver call, and a steadier bandwidth from one
+    // fresh stager to the next than separate allocations give.
     if (s.chunk > SIZE_MAX / nb)
       throw error(errc::invalid_value, fmt::format("{}: {} buffers of {} bytes overflow", what,
                                                    nb, s.chunk));
@@ -185,7 +185,7 @@ struct stager {
     check(gpu.stream_create(src, &st->to_host), what);
     check(gpu.stream_create(dst, &st->to_device), what);
     // Events only order the two streams: made without timing, which costs every record a
-    // timestamp (on two H200s 4% of a 64 MiB copy; bench/results/2026-11-23-nvidia-h200-x2).
+    // timestamp (a few percent of a large staged copy).
     const std::size_t slots = st->slots_for(std::min(s.min_chunk, s.chunk));
     st->staged.assign(slots, nullptr);
     st->drained.assign(slots, nullptr);
@@ -414,8 +414,8 @@ dispatched dispatch(system& sys, void* dst, const endpoint& d, const void* src,
     }
     if (!named) on = {s.device, nullptr};
     if (pool().surely_driver(n) || staging().use_driver(n)) {
-      // Too little to overlap: the driver's own staging has less to set up (measured on two
-      // H200s: the pipeline is 0.4x at 4 KiB and 0.7x at 1 MiB).
+      // Too little to overlap: the driver's own staging has less to set up (measured: the
+      // pipeline is well below the driver's speed from 4 KiB to 1 MiB).
       queue_across(gpu, dst, d, src, s, n, on, "peer copy (driver staging)");
       return {on, copy_path::driver_staged};
     }
@@ -429,7 +429,7 @@ dispatched dispatch(system& sys, void* dst, const endpoint& d, const void* src,
 
 /// dispatch()'s peer branch on a stream the caller named, inline: device memory of two devices
 /// with peer access on in either direction goes to the driver with the same calls and messages,
-/// without marshalling eight arguments and a returned struct (on issue 18's fixed cost that is
+/// without marshalling eight arguments and a returned struct (on a copy's fixed cost that is
 /// worth skipping). copy_path::none when access is off: dispatch() chooses how to stage.
 [[gnu::always_inline]] inline copy_path queue_peer_named(driver_front& gpu, void* dst,
                                                          const endpoint& d, const void* src,
@@ -541,8 +541,7 @@ void copy_async(void* dst, const void* src, std::size_t n, memarea_stream_t s) {
   if (s) [[likely]] {
     // The common case, inline: a named stream and no two devices to choose a path between.
     // dispatch() would end in the same call (its last branch), after marshalling eight
-    // arguments and a returned struct; on the copy's fixed cost (issue 18) that is worth
-    // skipping.
+    // arguments and a returned struct; on the copy's fixed cost that is worth skipping.
     if (!detail::between_devices(d, r)) [[likely]] {
       detail::check(sys.gpu().memcpy_async(dst, src, n, s->device, s->native), "copy");
       ts.last = detail::copy_path::driver;

@@ -42,25 +42,26 @@ const char* to_string(copy_path p) noexcept;
 
 /// Settings of the staged path. The pipeline's time for n bytes in chunks of c is about
 /// (n + c) / bandwidth + (n / c) * t0: one chunk to fill it (whatever the order of chunk
-/// sizes, the largest is paid twice), plus a fixed cost t0 per copy-engine copy (about 3 us on
-/// two H200s, whose PCIe links move 55 GB/s each way). The best chunk is
+/// sizes, the largest is paid twice), plus a fixed cost t0 per copy-engine copy (a few
+/// microseconds over a PCIe link). The best chunk is
 /// sqrt(n * t0 * bandwidth) = sqrt(n * chunk_cost): chunk_for(n) takes the power of two at or
 /// below it, clamped to [min_chunk, chunk]. One pinned block of `buffers` chunks of the largest
 /// size per ordered pair holds the chunks in flight; a copy in smaller chunks carves it into
 /// more slots, so the source side never waits for the other GPU while a slot is free. (A
-/// second pipeline on streams of its own did not hide t0 on two H200s; neither did SM-driven
+/// second pipeline on streams of its own did not hide t0; neither did SM-driven
 /// copies through mapped host memory, nor stream memory operations in place of events:
 /// bench/experiments/staging_paths.cu.) Copies of at most driver_up_to bytes, or of at most
 /// two chunks, go to the driver's own staging (too little to overlap). Defaults can be
 /// changed with MEMAREA_STAGING_CHUNK, _MIN_CHUNK, _CHUNK_COST, _BUFFERS and _DRIVER_UP_TO.
 struct staging_settings {
-  /// Largest chunk. 4 MiB: on two H200s 8 MiB chunks moved 1-2% more one way from 256 MiB,
-  /// but 10% less with both directions at once.
+  /// Largest chunk. 4 MiB: 8 MiB chunks moved slightly more one way from a large copy, but
+  /// clearly less with both directions at once.
   std::size_t chunk = std::size_t{4} << 20;
   int buffers = 8;                                  ///< largest chunks the pinned block holds, 2..16
   std::size_t min_chunk = std::size_t{1} << 20;     ///< smallest chunk chunk_for picks
-  /// Bytes the link moves in t0: about 160 KiB on two H200s; 256 KiB makes the power of two
-  /// below the square root the measured best there (16 MiB -> 2 MiB chunks, 64 MiB -> 4 MiB).
+  /// Bytes the link moves in t0 (t0 times a PCIe link's bandwidth is a little under this);
+  /// 256 KiB makes the power of two below the square root the measured best (16 MiB -> 2 MiB
+  /// chunks, 64 MiB -> 4 MiB).
   std::size_t chunk_cost = std::size_t{256} << 10;
   std::size_t driver_up_to = std::size_t{4} << 20;  ///< copies this short use the driver
 

@@ -203,7 +203,7 @@ void* importer::open_new_locked(const key& k, const wire& w, int device, std::ui
     if (overlap) job_.state.store(segment_job::posted, std::memory_order_release);
     std::int64_t grace_until = 0;
     // Only to an idle keeper: one busy in a round (a fresh process's set-up, a sweep) would
-    // begin late, and its own system calls slow this thread's (seen on 2x H200).
+    // begin late, and its own system calls slow this thread's.
     if (overlap && housekeeper::post(&segment_job::on_keeper, &job_, true)) {
       grace_until = steady_ns() + std::chrono::nanoseconds(kKeeperGrace).count();
       early.tried = true;
@@ -326,8 +326,8 @@ importer::early_open::~early_open() noexcept {
 dstatus importer::driver_open(const wire& w, int device, void** base) {
   ipc_native_handle native;
   std::memcpy(native.bytes, w.native, sizeof native.bytes);
-  // CUDA and HIP refuse 0 ("must be specified as ..._LAZY_ENABLE_PEER_ACCESS", seen as
-  // CUDA_ERROR_INVALID_VALUE on an H200): lazy enabling costs nothing on the memory's own
+  // CUDA and HIP refuse 0 ("must be specified as ..._LAZY_ENABLE_PEER_ACCESS"; CUDA answers
+  // CUDA_ERROR_INVALID_VALUE): lazy enabling costs nothing on the memory's own
   // device, so memarea's 0 and LAZY both reach the driver as LAZY.
   *base = nullptr;
   dstatus s = system::get().gpu().ipc_open_handle(device, native,
@@ -557,8 +557,8 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
   m.from = &src;
   m.device = w.device;
   std::memcpy(m.native, w.native, sizeof m.native);
-  // The driver's own range of the new mapping (its address-range query: on an H200 the first
-  // one costs 1.3-2.0 us, a first pointer-attribute query 11-23 us).
+  // The driver's own range of the new mapping (its address-range query: a first one costs
+  // about a tenth of a first pointer-attribute query, which takes tens of microseconds).
   void* range_base = nullptr;
   std::size_t range_size = 0;
   m.size = sys.gpu().address_range(base, &range_base, &range_size).ok() && range_base == base &&

@@ -64,8 +64,8 @@ class importer {
     check_first_until_ = 0;
   }
   /// How long after the post a first import whose driver open is done waits for the keeper to
-  /// begin mapping the segment, before it maps the segment itself. On 2x H200 (2026-11-27) the
-  /// keeper began 37-82 us after the post (an idle CPU's wake-up). An idle keeper runs a
+  /// begin mapping the segment, before it maps the segment itself. A sleeping keeper begins
+  /// tens of microseconds after the post (an idle CPU's wake-up). An idle keeper runs a
   /// posted job before any round, so only a slower wake-up or preemption (a loaded machine)
   /// lets the grace run out.
   static constexpr std::chrono::microseconds kKeeperGrace{120};
@@ -187,9 +187,9 @@ class importer {
     void stamp(phase p) noexcept;
   };
 
-  /// A first import from an exporter maps that exporter's segment (about 30-60 us of system
-  /// calls and a page fault on an H200's host, cold) on the keeper's thread while the
-  /// importing thread opens the driver handle (60-250 us there), instead of before it; the
+  /// A first import from an exporter maps that exporter's segment (tens of microseconds of
+  /// system calls and a page fault, cold) on the keeper's thread while the importing thread
+  /// opens the driver handle (which takes longer still), instead of before it; the
   /// handle is checked against the segment once both are done, and its mapping closed if the
   /// segment refuses it. One job at a time (the importer's lock is held throughout). The job
   /// is posted only to an idle keeper, which runs posted jobs before any round; it may still
@@ -309,7 +309,7 @@ class importer {
   std::list<key> lru_;  // cached (closed) mappings, most recent first
   // Nodes of lru_ and opened_ kept for reuse: a close and a re-open move a node between the
   // live and the spare container instead of freeing and allocating it, since after a pause
-  // malloc's cold state cost more than the rest of a re-open (measured on sim, 2026-11-23).
+  // malloc's cold state cost more than the rest of a re-open (measured on sim).
   static constexpr std::size_t kSpareNodes = 16;
   std::list<key> spare_lru_;
   std::vector<std::unordered_map<void*, opened_ptr>::node_type> spare_opened_;

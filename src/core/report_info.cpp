@@ -13,21 +13,6 @@
 
 namespace memarea::report {
 
-namespace {
-
-/// Where each backend's code has run, so that nobody reads "compiles" as "works": the HIP
-/// backend has run only over HIP's NVIDIA platform (tools/hip-nvidia-shim), never on AMD.
-const char* ran_on(const std::string& backend) {
-  if (backend == "cuda") return "NVIDIA GPUs (H200s, scripts/gpu-suite.sh)";
-  if (backend == "hip")
-    return "only over HIP's NVIDIA platform on NVIDIA GPUs (tools/hip-nvidia-shim); "
-           "never on AMD hardware";
-  if (backend == "sim") return "any machine (devices emulated in host memory)";
-  return "";
-}
-
-}  // namespace
-
 nlohmann::json info_json() {
   nlohmann::json j;
   j["memarea_version"] = MEMAREA_VERSION_STRING;
@@ -38,8 +23,7 @@ nlohmann::json info_json() {
                   {"active", b.active},
                   {"devices", b.devices},
                   {"reason", b.reason},
-                  {"version", b.version},
-                  {"ran_on", ran_on(b.name)}});
+                  {"version", b.version}});
   }
   auto& ds = j["devices"] = nlohmann::json::array();
   const int n = device_count();

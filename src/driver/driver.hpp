@@ -19,7 +19,7 @@ namespace memarea::detail {
 /// dstatus's extra words. Nothing at all until a failure sets them: a successful status is
 /// made with one store and dropped with one test, where a std::string costs three stores and,
 /// wherever the compiler does not inline its destructor, a call (every driver call returns a
-/// status, and a copy's fixed cost counts each: issue 18). Read as a std::string would be.
+/// status, and a copy's fixed cost counts each). Read as a std::string would be.
 class status_text {
  public:
   status_text() noexcept = default;
@@ -202,9 +202,9 @@ class driver {
   virtual dstatus pointer_query(const void* ptr, pointer_info* info) = 0;
   /// Base and size of the allocation (or IPC mapping) containing ptr, from the driver's
   /// address-range bookkeeping alone; not_found when it holds none. Where only the range is
-  /// needed it is much cheaper than pointer_query on a fresh IPC mapping: the first
-  /// cuPointerGetAttributes of one took 11-23 us on an H200, its first cuMemGetAddressRange
-  /// 1.3-2.0 us (bench/experiments/ipc_first_query.cpp, 2026-11-25).
+  /// needed it is much cheaper than pointer_query on a fresh IPC mapping: a first
+  /// cuPointerGetAttributes of one costs tens of microseconds, a first cuMemGetAddressRange
+  /// about a tenth of that (bench/experiments/ipc_first_query.cpp).
   virtual dstatus address_range(const void* ptr, void** base, size_t* size) = 0;
 
   // --- peer access ---------------------------------------------------------------------------
@@ -220,7 +220,7 @@ class driver {
   virtual dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                                native_stream s) = 0;
   /// memcpy_async, then a wait for stream s: one call into the backend (one context check on
-  /// CUDA) for a synchronous copy, which is on its fixed cost (issue 18).
+  /// CUDA) for a synchronous copy, which is on its fixed cost.
   virtual dstatus memcpy_sync(void* dst, const void* src, size_t size, int device,
                               native_stream s) = 0;
   /// Device memory of one device to another's; the driver stages when peer access is off.
@@ -238,8 +238,8 @@ class driver {
   virtual dstatus stream_query(int device, native_stream s) = 0;
   /// Creates an event on `device`. Only events with timing::on can be given to
   /// event_elapsed_ms; events that only order work should be made without it, since a timed
-  /// event costs the device a timestamp on every record (on two H200s the staged peer copy's
-  /// per-chunk events with timing made the whole copy 4% slower).
+  /// event costs the device a timestamp on every record (the staged peer copy's per-chunk
+  /// events with timing made the whole copy measurably slower).
   virtual dstatus event_create(int device, native_event* e, event_timing timing) = 0;
   virtual dstatus event_destroy(int device, native_event e) = 0;
   virtual dstatus event_record(native_event e, int device, native_stream s) = 0;

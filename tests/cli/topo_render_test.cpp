@@ -2,8 +2,8 @@
 // (Debian's rsvg-convert, package librsvg2-bin): no two texts of the written SVG overlap, the
 // renderer accepts it and draws a PNG of the SVG's size, and (with zlib) every pixel the
 // renderer inks for the texts lies inside the boxes the overlap check used, so the boxes are
-// honest. The PNGs are kept under bench/results/ci-topo/ (CI's artefacts). Skipped, saying so,
-// where rsvg-convert is missing.
+// honest. The PNGs are written to the build tree (tests/topo-render/ there), for a look by eye.
+// Skipped, saying so, where rsvg-convert is missing.
 #include "tools/topo_svg.hpp"
 
 #include <gtest/gtest.h>

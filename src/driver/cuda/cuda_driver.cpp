@@ -357,7 +357,7 @@ class cuda_driver final : public driver {
 
   // --- copies ------------------------------------------------------------------------------
 
-  // A copy's calls (copy_async, the staged pipeline) take on_stream: issue 18's fixed cost.
+  // A copy's calls (copy_async, the staged pipeline) take on_stream: they are a copy's fixed cost.
 
   dstatus memcpy_async(void* dst, const void* src, size_t size, int device,
                        native_stream s) override {
@@ -522,8 +522,8 @@ class cuda_driver final : public driver {
     std::memset(&h, 0, sizeof h);
     // In the thread's current context first, as cudaIpcGetMemHandle does: the driver finds the
     // allocation by its unified address. Asking for the allocation's own context first (a
-    // pointer query, and perhaps a context switch) cost a first export about 8-15 us more than
-    // the runtime's (H200, 2026-11-24). Where that fails (no context, or one the driver will
+    // pointer query, and perhaps a context switch) made a first export several microseconds
+    // slower than the runtime's. Where that fails (no context, or one the driver will
     // not use for this pointer), the allocation's own context is entered and the call retried.
     CUcontext current = nullptr;
     if (cu_.CtxGetCurrent(&current) == CUDA_SUCCESS && current &&
@@ -904,8 +904,8 @@ class cuda_driver final : public driver {
       return d.call(d.cu_.MemCreate(h, size, &prop, 0ull), "cuMemCreate");
     }
     /// The driver reads the descriptor and leaves it open. One that is not CUDA shareable
-    /// memory (a regular file, a pipe, a memfd) is answered with CUDA_ERROR_UNKNOWN (driver 580,
-    /// H200, 2026-11-23): said as invalid_value, what it is.
+    /// memory (a regular file, a pipe, a memfd) is answered with CUDA_ERROR_UNKNOWN (driver
+    /// 580): said as invalid_value, what it is.
     dstatus import(int fd, handle* h) const {
       const CUresult r = d.cu_.MemImportFromShareableHandle(
           h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),

@@ -659,8 +659,8 @@ class hip_driver final : public driver {
 
     /// Makes `device` (an ordinal the front checked) current, remembering the previous one.
     /// The current device is asked every time, never remembered: the user may change it
-    /// between two calls (hipSetDevice behind our back). On a copy's path (issue 18: its fixed
-    /// cost), so its steps test HIP's codes and make a status only on failure.
+    /// between two calls (hipSetDevice behind our back). On a copy's path (its fixed cost counts
+    /// every step), so its steps test HIP's codes and make a status only on failure.
     dstatus enter(int device, const char* what) {
       if (d_.count_ <= 0) [[unlikely]]
         return d_.check_available(what);
