@@ -8,19 +8,27 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # Build tools, test/bench libraries, header-only libraries, libnuma, Debian's HIP headers
 # (the HIP backend compiles against them; libamdhip64 itself is only loaded at run time), and
-# rsvg-convert with zlib for the topo picture's rendered check (ctest topo_render).
+# rsvg-convert with zlib for the topo picture's rendered check (ctest topo_render), and pip,
+# venv, setuptools and wheel for the offline pip installs (scripts/check-pip-install.sh).
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build pkg-config git \
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev \
   libnuma-dev libamdhip64-dev clang libclang-rt-14-dev clang-19 libclang-rt-19-dev \
-  libopenmpi-dev openmpi-bin python3-numpy python3-pytest librsvg2-bin zlib1g-dev >/dev/null
+  libopenmpi-dev openmpi-bin python3-numpy python3-pytest \
+  python3-pip python3-venv python3-setuptools python3-wheel librsvg2-bin zlib1g-dev >/dev/null
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 ./build/default/tools/memarea info
-# The Python package (python/memarea: pure Python over the C API, nothing to build): importable
-# by Debian's python3 from this checkout, as `pip install -e` would make it (no network needed);
-# it finds libmemarea.so in build/default. `cmake --install` installs a copy instead.
+# The Python package (python/memarea: pure Python over the C API, nothing to build) is not
+# installed here: a machine-wide install would point every checkout at whichever ran this last.
+# It runs from this checkout with PYTHONPATH (as ctest does), or installs with pip offline
+# (docs/python.md; scripts/check-pip-install.sh checks those ways).
+PYTHONPATH="$PWD/python" /usr/bin/python3 -c \
+  'import memarea; print("python3: import memarea: backend", memarea.backend())'
+# An earlier setup.sh wrote a machine-wide .pth naming its checkout: this one's goes.
 py_site=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')
-$SUDO mkdir -p "$py_site"
-echo "$PWD/python" | $SUDO tee "$py_site/memarea-checkout.pth" >/dev/null
-/usr/bin/python3 -c 'import memarea; print("python3: import memarea: backend", memarea.backend())'
+if [ "$(cat "$py_site/memarea-checkout.pth" 2>/dev/null)" = "$PWD/python" ]; then
+  $SUDO rm -f "$py_site/memarea-checkout.pth"
+fi
+echo "Python package: PYTHONPATH=$PWD/python, or" \
+     "pip install --no-build-isolation ./python (or -e) in a venv (docs/python.md)"

@@ -8,7 +8,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -16,13 +19,19 @@
 
 namespace memarea::cli::bench {
 namespace {
-std::map<std::string, case_fn>& cases() {
-  static std::map<std::string, case_fn> all;
+struct registered {
+  case_fn fn;
+  std::vector<std::string> rows;
+};
+std::map<std::string, registered>& cases() {
+  static std::map<std::string, registered> all;
   return all;
 }
 }  // namespace
 
-registrar::registrar(const char* name, case_fn fn) { cases()[name] = std::move(fn); }
+registrar::registrar(const char* name, case_fn fn, std::vector<std::string> rows) {
+  cases()[name] = {std::move(fn), std::move(rows)};
+}
 
 double median(std::vector<double> t) {
   std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
@@ -155,17 +164,143 @@ void expect_random(const void* p, std::size_t n, std::uint64_t seed, const host_
   }
 }
 
+// --- text output ------------------------------------------------------------------------------
+
+namespace {
+constexpr std::size_t kVariantWidth = 50, kFigureWidth = 27, kVerdictWidth = 13;
+constexpr std::size_t kLineWidth = 160;  // note lines wrap here
+
+/// x with three significant figures (no exponent: the unit is chosen to keep x small).
+std::string sig3(double x) {
+  if (x == 0 || !std::isfinite(x)) return fmt::format("{}", x);
+  const int digits = static_cast<int>(std::floor(std::log10(std::fabs(x))));
+  return fmt::format("{:.{}f}", x, std::max(0, 2 - digits));
+}
+
+/// median (min-max) in a unit that fits the median: times in ns, µs, ms or s; rates as they are.
+std::string figure(const spread& s, const std::string& unit) {
+  double scale = 1;
+  std::string shown = unit;
+  if (unit == "us" || unit == "ns") {
+    const double ns_per = unit == "us" ? 1e3 : 1;
+    const double ns = s.median * ns_per;
+    const auto pick = [&](double per, const char* name) {
+      scale = ns_per / per;
+      shown = name;
+    };
+    if (ns < 999.5) pick(1, "ns");
+    else if (ns < 999.5e3) pick(1e3, "µs");
+    else if (ns < 999.5e6) pick(1e6, "ms");
+    else pick(1e9, "s");
+  }
+  return fmt::format("{} {} ({}-{})", sig3(s.median * scale), shown, sig3(s.min * scale),
+                     sig3(s.max * scale));
+}
+
+/// The factor and direction of memarea against the baseline (factor 0: no baseline).
+struct comparison {
+  double factor = 0;
+  std::string direction;
+};
+comparison compare(const row& r) {
+  if (!(r.raw > 0 && r.memarea > 0)) return {};
+  // memarea's speed over the baseline's, whichever way the unit leans.
+  const double speedup = higher_is_better(r.unit) ? r.memarea / r.raw : r.raw / r.memarea;
+  return {speedup >= 1 ? speedup : 1 / speedup, speedup >= 1 ? "faster" : "slower"};
+}
+
+/// A row that states a target to meet ("reference" rows only show a figure).
+bool has_target(const row& r) { return !r.target.empty() && r.target != "reference"; }
+
+std::string status_of(const row& r, bool judge, const std::string& backend) {
+  if (!has_target(r)) return "-";
+  if (!judge) return "not judged on " + backend;
+  return r.met ? "met" : "MISSED";
+}
+
+/// text wrapped at kLineWidth on spaces, each line starting with indent.
+std::string wrapped(const std::string& text, const std::string& indent) {
+  std::string out, line = indent;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(at, end - at);
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > kLineWidth) {
+      out += line + "\n";
+      line = indent;
+    }
+    line += (line.size() > indent.size() ? " " : "") + word;
+    at = end + 1;
+  }
+  return out + line + "\n";
+}
+
+std::string last_group;  // the group whose heading was printed last
+std::string run_backend;
+
+void print_row(const row& r, bool judge) {
+  std::string out;
+  if (r.group != last_group) {
+    out += fmt::format("{}{}\n", last_group.empty() ? "" : "\n", r.group);
+    last_group = r.group;
+  }
+  std::string variant = r.variant;
+  if (variant.size() > kVariantWidth) {  // on its own line, so that the columns stay aligned
+    out += "  " + variant + "\n";
+    variant.clear();
+  }
+  const comparison c = compare(r);
+  out += fmt::format("  {:<{}} {:>{}} {:>{}} {:>{}}  {}\n", variant, kVariantWidth,
+                     figure(r.memarea_spread, r.unit), kFigureWidth,
+                     r.raw > 0 ? figure(r.raw_spread, r.unit) : "-", kFigureWidth,
+                     c.factor > 0 ? fmt::format("{}x {}", sig3(c.factor), c.direction) : "-",
+                     kVerdictWidth, status_of(r, judge, run_backend));
+  std::string note;
+  if (has_target(r)) note += "target " + r.target + "; ";
+  if (!r.raw_name.empty()) note += "raw: " + r.raw_name + "; ";
+  note += r.note;
+  while (note.ends_with(' ') || note.ends_with(';')) note.pop_back();
+  if (!note.empty()) out += wrapped(note, "      ");
+  std::cout << out << std::flush;
+}
+
+void print_header() {
+  std::cout << fmt::format("  {:<{}} {:>{}} {:>{}} {:>{}}  {}\n\n", "variant", kVariantWidth,
+                           "memarea (min-max)", kFigureWidth, "raw (min-max)", kFigureWidth,
+                           "memarea is", kVerdictWidth, "target");
+}
+}  // namespace
+
 void context::add(row r) const {
-  const std::chrono::duration<double> into = std::chrono::steady_clock::now() - case_start;
-  std::cerr << fmt::format("bench:   {}, {}: done at {:.1f} s\n", r.group, r.variant,
-                           into.count());
+  if (!isatty(STDOUT_FILENO)) {
+    const std::chrono::duration<double> into = std::chrono::steady_clock::now() - case_start;
+    std::cerr << fmt::format("bench:   {}, {}: done at {:.1f} s\n", r.group, r.variant,
+                             into.count());
+  }
+  print_row(r, judge);
   rows->push_back(std::move(r));
+}
+
+int list(const std::string& filter) {
+  bool any = false;
+  for (auto& [name, c] : cases()) {
+    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    any = true;
+    std::cout << name << "\n";
+    for (auto& line : c.rows) std::cout << wrapped(line, "  ");
+  }
+  if (!any) throw memarea::error(memarea::errc::invalid_value,
+                                 fmt::format("bench: no case matches --filter \"{}\"", filter));
+  return 0;
 }
 
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
         bool strict) {
   std::vector<row> rows;
-  context ctx{repetitions, quick, &rows};
+  run_backend = backend_name();
+  // Targets are set for GPUs: sim's times are those of host memory and a host thread.
+  context ctx{repetitions, quick, &rows, {}, run_backend != "sim"};
   std::vector<std::string> failed;
   // A result file that cannot be written fails now, not after minutes of measuring.
   if (!json_path.empty()) require_writable(json_path, "bench --json");
@@ -178,48 +313,35 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
                          fmt::format("bench: no case matches --filter \"{}\" (cases: {})",
                                      filter, names));
   }
-  for (auto& [name, fn] : cases()) {
+  // Which way a row leans is said in words ("N.NNx faster"), never as a bare ratio: time is
+  // better lower and bandwidth higher, so one ratio column would read both ways.
+  // The factor is always >= 1 and compares the two medians (docs/bench.md).
+  print_header();
+  for (auto& [name, c] : cases()) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
     std::cerr << "bench: " << name << "...\n";
     ctx.case_start = std::chrono::steady_clock::now();
     try {
-      fn(ctx);
+      c.fn(ctx);
     } catch (const memarea::error& e) {
       failed.push_back(name + ": " + e.what());
       std::cerr << "bench: " << name << " failed: " << e.what() << "\n";
     }
   }
-  // Which way a row leans is said in words ("N.NNx faster"), never as a bare ratio: time is
-  // better lower and bandwidth higher, so one ratio column would read both ways.
-  // The factor is always >= 1 and compares the two medians (docs/bench.md).
-  std::cout << fmt::format("{:<28} {:<34} {:>34} {:>34} {:<16} {:<26} {}\n", "benchmark",
-                           "variant", "memarea (min-median-max)", "raw (min-median-max)",
-                           "memarea is", "target", "raw call");
-  auto figure = [](const spread& s, const std::string& unit) {
-    return fmt::format("{:.3f}-{:.3f}-{:.3f} {}", s.min, s.median, s.max, unit);
-  };
   auto spread_json = [](const spread& s) {
     return nlohmann::json{{"min", s.min}, {"median", s.median}, {"max", s.max}};
   };
-  bool all_met = true;
+  std::size_t met = 0, unjudged = 0, untargeted = 0;
+  std::vector<const row*> missed;
   nlohmann::json j = nlohmann::json::array();
   for (auto& r : rows) {
-    const bool has_raw = r.raw > 0 && r.memarea > 0;
-    std::string verdict = "-", direction;
-    double factor = 0;
-    if (has_raw) {
-      // memarea's speed over the baseline's, whichever way the unit leans.
-      const double speedup = higher_is_better(r.unit) ? r.memarea / r.raw : r.raw / r.memarea;
-      direction = speedup >= 1 ? "faster" : "slower";
-      factor = speedup >= 1 ? speedup : 1 / speedup;
-      verdict = fmt::format("{:.2f}x {}", factor, direction);
-    }
-    all_met &= r.met;
-    std::cout << fmt::format("{:<28} {:<34} {:>34} {:>34} {:<16} {:<26} {}{}\n", r.group,
-                             r.variant, figure(r.memarea_spread, r.unit),
-                             r.raw > 0 ? figure(r.raw_spread, r.unit) : "-", verdict,
-                             r.target.empty() ? "-" : r.target + (r.met ? " ok" : " MISSED"),
-                             r.raw_name, r.note.empty() ? "" : "  (" + r.note + ")");
+    const comparison c = compare(r);
+    const bool has_raw = c.factor > 0;
+    const std::string verdict = has_raw ? fmt::format("{:.2f}x {}", c.factor, c.direction) : "-";
+    if (!has_target(r)) ++untargeted;
+    else if (!ctx.judge) ++unjudged;
+    else if (r.met) ++met;
+    else missed.push_back(&r);
     j.push_back({{"group", r.group},
                  {"variant", r.variant},
                  {"unit", r.unit},
@@ -228,14 +350,24 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
                  {"raw", r.raw},
                  {"memarea_spread", spread_json(r.memarea_spread)},
                  {"raw_spread", r.raw > 0 ? spread_json(r.raw_spread) : nlohmann::json(nullptr)},
-                 {"direction", has_raw ? nlohmann::json(direction) : nlohmann::json(nullptr)},
-                 {"factor", has_raw ? nlohmann::json(factor) : nlohmann::json(nullptr)},
+                 {"direction", has_raw ? nlohmann::json(c.direction) : nlohmann::json(nullptr)},
+                 {"factor", has_raw ? nlohmann::json(c.factor) : nlohmann::json(nullptr)},
                  {"verdict", verdict},
                  {"raw_call", r.raw_name},
                  {"target", r.target},
                  {"met", r.met},
+                 {"judged", ctx.judge && has_target(r)},
                  {"note", r.note}});
   }
+  std::cout << fmt::format("\ntargets: {} met, {} missed, {} not judged{} ({} rows, {} without a "
+                           "target)\n",
+                           met, missed.size(), unjudged,
+                           ctx.judge ? "" : " (sim: targets are set for GPUs)", rows.size(),
+                           untargeted);
+  for (const row* r : missed)
+    std::cout << fmt::format("MISSED {}, {}: target {}, memarea {} vs raw {}\n", r->group,
+                             r->variant, r->target, figure(r->memarea_spread, r->unit),
+                             r->raw > 0 ? figure(r->raw_spread, r->unit) : "-");
   for (auto& f : failed) std::cout << "FAILED " << f << "\n";
   if (!json_path.empty()) {
     nlohmann::json doc{{"backend", backend_name()}, {"devices", device_count()}, {"rows", j},
@@ -243,7 +375,7 @@ int run(const std::string& filter, int repetitions, bool quick, const std::strin
     write_file(json_path, doc.dump(2) + "\n", "bench --json");
   }
   if (!failed.empty()) return 1;
-  return (strict && !all_met) ? 1 : 0;
+  return (strict && !missed.empty()) ? 1 : 0;
 }
 
 }  // namespace memarea::cli::bench

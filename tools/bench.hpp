@@ -55,17 +55,24 @@ struct context {
   bool quick = false;        ///< smaller sizes (sim, CI smoke runs)
   std::vector<row>* rows = nullptr;
   std::chrono::steady_clock::time_point case_start{};  ///< when the running case began
-  /// Keeps r and says on stderr which row is done and when, into its case: a case prints its
-  /// rows only at the end, so this is what tells where a run that stalls had got to.
+  /// Whether targets are judged: they are set for GPUs, so a sim run's rows say "not judged".
+  bool judge = true;
+  /// Keeps r and prints it on stdout now, so that a person sees each row as it finishes; where
+  /// stdout is not a terminal, also says on stderr which row is done and when, into its case
+  /// (what tells where a run that stalls had got to when stdout goes to a file).
   void add(row r) const;
 };
 
 using case_fn = std::function<void(context&)>;
 
-/// Registers a case under a name (static registrars in bench_*.cpp).
+/// Registers a case under a name (static registrars in bench_*.cpp), with the rows it makes
+/// in words (one line per group of rows), for `memarea bench --list`.
 struct registrar {
-  registrar(const char* name, case_fn fn);
+  registrar(const char* name, case_fn fn, std::vector<std::string> rows = {});
 };
+
+/// Prints the cases whose name contains `filter` and the rows each makes, measuring nothing.
+int list(const std::string& filter);
 
 /// The median (the upper middle for an even count) of t; t must not be empty.
 double median(std::vector<double> t);
@@ -113,9 +120,10 @@ bool corrupt_for_test();
 /// otherwise -1. main() calls it first.
 int run_child_role();
 
-/// Runs the cases whose name contains `filter`; prints a table and writes JSON to json_path
-/// when not empty. Returns 0; 1 when a case failed (a call failed, or the bytes a copy moved
-/// differ), or when a target was missed and strict is set.
+/// Runs the cases whose name contains `filter`; prints each row as it finishes, then a summary
+/// of the targets, and writes JSON to json_path when not empty. Returns 0; 1 when a case failed
+/// (a call failed, or the bytes a copy moved differ), or when a judged target was missed and
+/// strict is set.
 int run(const std::string& filter, int repetitions, bool quick, const std::string& json_path,
         bool strict);
 

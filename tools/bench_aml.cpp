@@ -371,7 +371,11 @@ void aml_case(context& ctx) {
   }
 }
 
-const registrar reg("aml", aml_case);
+const registrar reg("aml", aml_case, {
+    "aml allocator: {buddy, sized 4 KiB, memarea_pool direct} x 1024 x 4 KiB, {cold, warm} "
+    "{alloc, free}",
+    "aml allocator: {buddy, memarea_pool direct} x random 4 KiB-16 MiB (16 live, 1024 "
+    "allocs), {cold, warm} {alloc, free}"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

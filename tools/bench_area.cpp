@@ -114,7 +114,8 @@ void area_mmap_munmap(context& ctx) {
   }
 }
 
-const registrar reg("area", area_mmap_munmap);
+const registrar reg("area", area_mmap_munmap, {
+    "area mmap+munmap: device 256 B, 1 MiB, 64 MiB"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

@@ -368,7 +368,9 @@ void copy_fixed_cost(context& ctx) {
   }
 }
 
-const registrar reg("copy", copy_fixed_cost);
+const registrar reg("copy", copy_fixed_cost, {
+    "copy fixed cost: copy_async 4 KiB device->host (pinned) and device->device, enqueue",
+    "copy fixed cost: copy 4 KiB device->host (pinned), whole copy"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

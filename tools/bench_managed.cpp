@@ -258,7 +258,9 @@ void managed_prefetch(context& ctx) {
   }
 }
 
-const registrar reg("managed", managed_prefetch);
+const registrar reg("managed", managed_prefetch, {
+    "managed prefetch: host->device, device->host; 256 MiB, 1 GiB (--quick: 16 MiB)",
+    "pinned copy (reference): the same directions and sizes"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

@@ -372,7 +372,9 @@ void peer_copies(context& ctx) {
   }
 }
 
-const registrar reg("peer", peer_copies);
+const registrar reg("peer", peer_copies, {
+    "peer copy access on, peer copy access off (two devices): 0->1 and 0<->1; 4 KiB, 64 KiB, "
+    "1 MiB, 16 MiB, and without --quick 64 MiB, 256 MiB, 1 GiB"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

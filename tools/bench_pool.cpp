@@ -583,7 +583,12 @@ void pool_case(context& ctx) {
   // pool block"), beside the other imports.
 }
 
-const registrar reg("pool", pool_case);
+const registrar reg("pool", pool_case, {
+    "pool round trip: device 256 B, 64 KiB, 1 MiB, 64 MiB (--quick: 256 B, 1 MiB), each C++ "
+    "and C",
+    "pool round trip: device 1 MiB after 70 ms idle; a new pool's first; pinned host 1 MiB",
+    "pool threads: 1 and more threads, own streams, 1 MiB",
+    "pool trace: mixed, 5000 ops, one stream; the same warm"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   bench->add_flag("--quick", quick, "small sizes (for sim and smoke runs)");
   bench->add_flag("--strict", strict, "exit 1 when a target is missed");
+  bool bench_list = false;
+  bench->add_flag("--list", bench_list, "list the cases and their rows, measuring nothing");
   auto* topo = app.add_subcommand("topo", "peer access, links and copy bandwidth between devices");
   std::string topo_svg, topo_size;
   int topo_reps = 0;
@@ -139,6 +141,7 @@ int main(int argc, char** argv) {
       return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps, topo_baseline);
     }
     if (*bench) {
+      if (bench_list) return memarea::cli::bench::list(filter);
       require_a_device("bench");
       return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
     }
