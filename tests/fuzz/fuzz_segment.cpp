@@ -17,18 +17,6 @@
 // reported as a crash of the harness instead of reaching memarea's fault guard
 // (base/fault_guard.hpp), which is what this harness tests. ASan's handler, installed before
 // memarea's, still gets every SIGBUS that is not memarea's.
-#include "base/lease.hpp"
-#include "core/ipc_segment.hpp"
-#include "core/ipc_wire.hpp"
-#include "driver/sim/sim_internal.hpp"
-
-#include <memarea/area.hpp>
-#include <memarea/copy.hpp>
-#include <memarea/error.hpp>
-#include <memarea/ipc.hpp>
-#include <memarea/pointer.hpp>
-#include <memarea/pool.hpp>
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -39,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -46,8 +35,19 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memarea/area.hpp>
+#include <memarea/copy.hpp>
+#include <memarea/error.hpp>
+#include <memarea/ipc.hpp>
+#include <memarea/pointer.hpp>
+#include <memarea/pool.hpp>
 #include <string>
 #include <vector>
+
+#include "base/lease.hpp"
+#include "core/ipc_segment.hpp"
+#include "core/ipc_wire.hpp"
+#include "driver/sim/sim_internal.hpp"
 
 namespace {
 
@@ -67,6 +67,27 @@ struct board {
   memarea::ipc::handle handles[kMaxBuffers];
 };
 board* g_board = nullptr;
+
+// libFuzzer's -timeout timer interrupts this process's system calls with SIGALRM (a handler
+// without SA_RESTART): each is repeated.
+ssize_t read_byte(int fd, unsigned char* b, std::size_t n = 1) {
+  ssize_t r;
+  do r = read(fd, b, n);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
+ssize_t write_bytes(int fd, const unsigned char* b, std::size_t n) {
+  ssize_t r;
+  do r = write(fd, b, n);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
+pid_t reap(pid_t pid, int* status) {
+  pid_t r;
+  do r = waitpid(pid, status, 0);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
 
 // --- the exporting child -----------------------------------------------------------------------
 
@@ -143,14 +164,20 @@ struct child_buffer {
   r |= make(4096, true);
   r |= make(100, true);
   g_board->owner = lease::current();
-  if (write(out, &r, 1) != 1) _exit(3);
+  if (write_bytes(out, &r, 1) != 1) _exit(3);
   for (;;) {
     unsigned char msg[2];
-    if (read(in, msg, 2) != 2) _exit(4);  // the parent went: nothing to clean for it
+    if (read_byte(in, msg, 2) != 2) _exit(4);  // the parent went: nothing to clean for it
     switch (msg[0]) {
-      case cmd_export: r = make(kSizes[(msg[1] >> 1) % std::size(kSizes)], msg[1] & 1); break;
-      case cmd_free: r = release(msg[1] % kMaxBuffers); break;
-      case cmd_check: r = check(); break;
+      case cmd_export:
+        r = make(kSizes[(msg[1] >> 1) % std::size(kSizes)], msg[1] & 1);
+        break;
+      case cmd_free:
+        r = release(msg[1] % kMaxBuffers);
+        break;
+      case cmd_check:
+        r = check();
+        break;
       case cmd_quit:
         for (std::size_t i = 0; i < mine.size(); ++i) release(i);
         try {
@@ -158,13 +185,14 @@ struct child_buffer {
         } catch (const memarea::error&) {
         }
         r = ok;
-        if (write(out, &r, 1) != 1) _exit(5);
+        if (write_bytes(out, &r, 1) != 1) _exit(5);
         // _exit: exit() would run libFuzzer's atexit check ("fuzz target exited") in this
         // copy of the fuzzer. What the child leaves in /dev/shm is swept by the parent.
         _exit(0);
-      default: _exit(6);
+      default:
+        _exit(6);
     }
-    if (write(out, &r, 1) != 1) _exit(7);
+    if (write_bytes(out, &r, 1) != 1) _exit(7);
   }
 }
 
@@ -196,8 +224,12 @@ child start_child() {
   close(up[1]);
   child c{pid, down[1], up[0], false};
   unsigned char r = 0;
-  if (read(c.from, &r, 1) != 1) {
-    std::fprintf(stderr, "exporting child did not start\n");
+  if (read_byte(c.from, &r) != 1) {
+    int status = 0;
+    reap(pid, &status);
+    std::fprintf(stderr, "exporting child did not start: %s %d\n",
+                 WIFSIGNALED(status) ? "signal" : "exit status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     std::abort();
   }
   return c;
@@ -208,7 +240,7 @@ bool ask(child& c, command what, unsigned char arg) {
   if (c.gone) return false;
   const unsigned char msg[2] = {what, arg};
   unsigned char r = 0;
-  if (write(c.to, msg, 2) != 2 || read(c.from, &r, 1) != 1) {
+  if (write_bytes(c.to, msg, 2) != 2 || read_byte(c.from, &r) != 1) {
     std::fprintf(stderr, "exporting child stopped answering\n");
     std::abort();
   }
@@ -222,7 +254,7 @@ void finish(child& c) {
   close(c.to);
   close(c.from);
   int status = 0;
-  if (waitpid(c.pid, &status, 0) != c.pid) std::abort();
+  if (reap(c.pid, &status) != c.pid) std::abort();
   if (WIFSIGNALED(status)) {
     std::fprintf(stderr, "exporting child died of signal %d (%s)\n", WTERMSIG(status),
                  strsignal(WTERMSIG(status)));
@@ -286,9 +318,12 @@ off_t offset_in(const std::string& name, off_t size, const unsigned char* b) {
                static_cast<off_t>(b[2] % sizeof(wf::buffer_slot));
       }
       return raw % 64;
-    case 1: return raw % 64;                                        // header
-    case 2: return std::max<off_t>(0, size - 4096) + raw % 4096;    // the stamp
-    default: return size > 0 ? static_cast<off_t>(raw % static_cast<std::uint64_t>(size)) : 0;
+    case 1:
+      return raw % 64;  // header
+    case 2:
+      return std::max<off_t>(0, size - 4096) + raw % 4096;  // the stamp
+    default:
+      return size > 0 ? static_cast<off_t>(raw % static_cast<std::uint64_t>(size)) : 0;
   }
 }
 
@@ -297,14 +332,22 @@ void attempt(long) {}
 
 off_t size_for(off_t real, unsigned char sel, unsigned char extra) {
   switch (sel % 8) {
-    case 0: return 0;
-    case 1: return 4096;
-    case 2: return real / 2;
-    case 3: return real > 0 ? real - 1 : 0;
-    case 4: return real;
-    case 5: return real + 4096;
-    case 6: return real > 4096 ? real - 4096 : 0;  // the stamp cut off
-    default: return static_cast<off_t>(extra) * 512;
+    case 0:
+      return 0;
+    case 1:
+      return 4096;
+    case 2:
+      return real / 2;
+    case 3:
+      return real > 0 ? real - 1 : 0;
+    case 4:
+      return real;
+    case 5:
+      return real + 4096;
+    case 6:
+      return real > 4096 ? real - 4096 : 0;  // the stamp cut off
+    default:
+      return static_cast<off_t>(extra) * 512;
   }
 }
 
@@ -324,7 +367,8 @@ void replace(const std::string& name, off_t real, unsigned char mode) {
   if (fd < 0) return;
   fchmod(fd, m);  // past the umask
   if (ftruncate(fd, real) == 0 && got > 0) {
-    attempt(pwrite(fd, stamp.data(), static_cast<std::size_t>(got), std::max<off_t>(0, real - 4096)));
+    attempt(
+        pwrite(fd, stamp.data(), static_cast<std::size_t>(got), std::max<off_t>(0, real - 4096)));
   }
   close(fd);
 }
@@ -353,8 +397,8 @@ void check_inside(void* p) {
   const char* b = static_cast<const char*>(info.base);
   if (!info.base || c < b || c >= b + std::max<std::size_t>(info.size, 1) ||
       info.size > kLargest + 4096) {
-    std::fprintf(stderr, "open returned %p outside its mapping (base %p, size %zu)\n", p,
-                 info.base, info.size);
+    std::fprintf(stderr, "open returned %p outside its mapping (base %p, size %zu)\n", p, info.base,
+                 info.size);
     std::abort();
   }
 }
@@ -374,11 +418,16 @@ void touch(void* p, std::size_t n, bool into) {
 
 }  // namespace
 
+// Each input forks, and a fork costs in proportion to this process's resident memory: ASan's
+// default quarantine of freed memory (256 MiB) would fill it and slow the harness threefold
+// over ten minutes. 32 MiB still holds many inputs' frees for use-after-free reports.
+extern "C" const char* __asan_default_options() { return "quarantine_size_mb=32"; }
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("MEMAREA_BACKEND", "sim", 1);
   setenv("MEMAREA_SIM_DEVICES", "2", 1);
-  void* page = mmap(nullptr, sizeof(board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                    -1, 0);
+  void* page =
+      mmap(nullptr, sizeof(board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) std::abort();
   g_board = static_cast<board*>(page);
   return 0;
@@ -418,16 +467,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         fchmod(fd, kModes[in.next() % 4]);
         break;
       }
-      default: replace(name, real, in.next()); break;
+      default:
+        replace(name, real, in.next());
+        break;
     }
     close(fd);
   };
   for (std::size_t ops = 0; in.n > 0 && ops < kMaxOps; ++ops) {
     const unsigned char op = in.next();
     switch (op % 12) {
-      case 0: case 1: file_op(0); break;
-      case 2: file_op(1); break;
-      case 3: file_op(op & 0x10 ? 2 : 3); break;
+      case 0:
+      case 1:
+        file_op(0);
+        break;
+      case 2:
+        file_op(1);
+        break;
+      case 3:
+        file_op(op & 0x10 ? 2 : 3);
+        break;
       case 4: {  // the child's side
         const unsigned char arg = in.next();
         static constexpr command kCommands[] = {cmd_export, cmd_free, cmd_check, cmd_quit};
@@ -435,7 +493,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         obj.stale = true;
         break;
       }
-      case 5: case 6: {  // open, and look at what opened
+      case 5:
+      case 6: {  // open, and look at what opened
         const std::uint32_t n = g_board->count;
         if (n == 0) break;
         const std::uint32_t i = in.next() % n;
@@ -468,8 +527,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         touch(open[how % open.size()].ptr, std::size_t{1} << (how >> 4), how & 8);
         break;
       }
-      case 9: memarea::ipc::collect(); break;
-      case 10: memarea::ipc::set_cache_limit(in.next() % 4); break;
+      case 9:
+        memarea::ipc::collect();
+        break;
+      case 10:
+        memarea::ipc::set_cache_limit(in.next() % 4);
+        break;
       default:  // what the importer's counters say after the files changed
         (void)memarea::ipc::cached_mappings();
         (void)memarea::ipc::deferred_frees();
