@@ -458,8 +458,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 1: {
-        const unsigned char sel = in.next();
-        attempt(ftruncate(fd, size_for(real, sel, in.next())));
+        const unsigned char to = in.next();
+        attempt(ftruncate(fd, size_for(real, to, in.next())));
         break;
       }
       case 2: {
