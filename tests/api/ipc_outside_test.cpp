@@ -111,6 +111,21 @@ struct forger {
 
 bool is_sim() { return std::string(backend_name()) == "sim"; }
 
+/// Ignores SIGPIPE while it lives: a helper killed by a signal then reads as "<eof>" in its
+/// next answer instead of taking the test process with it.
+struct ignore_sigpipe {
+  struct sigaction old {};
+  ignore_sigpipe() {
+    struct sigaction sa {};
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPIPE, &sa, &old);
+  }
+  ~ignore_sigpipe() { sigaction(SIGPIPE, &old, nullptr); }
+  ignore_sigpipe(const ignore_sigpipe&) = delete;
+  ignore_sigpipe& operator=(const ignore_sigpipe&) = delete;
+};
+
 #define SKIP_UNLESS_FORK_CAN_USE_MEMAREA()                                              \
   do {                                                                                  \
     if (!is_sim()) GTEST_SKIP() << "its children of fork() may not use CUDA or HIP";    \
@@ -181,6 +196,7 @@ TEST(IpcOutside, TheDriverBytesMustNameTheHandlesExporter) {
 TEST(IpcOutside, ACutShortSegmentKillsNobody) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();
+  const ignore_sigpipe quiet;
   const std::uint64_t seed = new_seed();
   child exporter({"export", str(kBytes), str(seed)});
   const ipc::handle h = ipc::handle::from_hex(exporter.line());
@@ -211,6 +227,7 @@ TEST(IpcOutside, ACutShortDeviceObjectKillsNobody) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();
   if (!is_sim()) GTEST_SKIP() << "the sim's device memory alone is a file another process can cut";
+  const ignore_sigpipe quiet;
   const std::uint64_t seed = new_seed();
   child exporter({"export", str(kBytes), str(seed)});
   const ipc::handle h = ipc::handle::from_hex(exporter.line());
