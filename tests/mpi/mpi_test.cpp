@@ -375,8 +375,9 @@ int scenario_window(int size) {
     }
     memarea::pool p{memarea::area(dev)};
     memarea::pool_buffer pb(p, 5000);
-    // A pool piece of 5000 bytes spans 5120: the pool rounds pieces to its 512-byte granule.
-    constexpr std::size_t kPieceBytes = 5120;
+    // A pool piece of 5000 bytes spans 5120 (the pool's 512-byte granule), and is shared as
+    // the 5000 bytes its allocation asked for.
+    constexpr std::size_t kPieceBytes = 5000;
     memarea::copy(pb.data(), pattern(g_rank + 99, 5000).data(), 5000);
     {
       auto s = mm::share(MPI_COMM_WORLD, pb);
