@@ -28,7 +28,10 @@ struct chunk {
   entry e[kChunk];
 };
 
-constinit std::atomic<chunk*> g_chunks[kChunks] = {};
+/// The first chunk is static (zero pages, touched as entries are used): a process's first watch,
+/// on an export's or an import's first call, allocates nothing.
+constinit chunk g_first_chunk;
+constinit std::atomic<chunk*> g_chunks[kChunks] = {&g_first_chunk};
 constinit std::atomic<std::size_t> g_hint{0};
 constinit std::atomic<std::size_t> g_watched{0};
 /// 0: handler not installed; 1: a thread is installing it; 2: installed; 3: could not be.
