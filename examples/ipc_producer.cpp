@@ -35,18 +35,27 @@ int main(int argc, char** argv) {
       std::cout << hex << std::endl;
     }
 
-    // The consumer came (importers > 0) and went (back to 0), or 60 s passed.
+    // The consumer came (importers > 0) and went (back to 0), or 60 s passed. A consumer can
+    // open, write and close between two looks at the count: the bytes written back say so too.
+    std::vector<unsigned char> back(n);
+    std::size_t changed = 0;
+    auto count_changed = [&] {
+      memarea::copy(back.data(), b.data(), n);
+      changed = 0;
+      for (std::size_t i = 0; i < n; ++i) changed += back[i] == static_cast<unsigned char>(~data[i]);
+      return changed;
+    };
     bool seen = false;
     for (int i = 0; i < 6000; ++i) {
       const int k = memarea::ipc::importers(b.data());
       if (k > 0) seen = true;
-      if (seen && k == 0) break;
+      if (k == 0 && (seen || count_changed() == n)) {
+        seen = true;
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::vector<unsigned char> back(n);
-    memarea::copy(back.data(), b.data(), n);
-    std::size_t changed = 0;
-    for (std::size_t i = 0; i < n; ++i) changed += back[i] == static_cast<unsigned char>(~data[i]);
+    count_changed();
     std::cerr << "producer: consumer " << (seen ? "came" : "never came") << "; " << changed
               << " of " << n << " bytes were written back\n";
     // Freeing while a consumer still had it open would be deferred until its close.
