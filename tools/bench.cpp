@@ -1,4 +1,5 @@
 #include "tools/bench.hpp"
+#include "tools/figures.hpp"
 #include "tools/output_file.hpp"
 
 #include <memarea/copy.hpp>
@@ -170,13 +171,6 @@ namespace {
 constexpr std::size_t kVariantWidth = 50, kFigureWidth = 27, kVerdictWidth = 13;
 constexpr std::size_t kLineWidth = 160;  // note lines wrap here
 
-/// x with three significant figures (no exponent: the unit is chosen to keep x small).
-std::string sig3(double x) {
-  if (x == 0 || !std::isfinite(x)) return fmt::format("{}", x);
-  const int digits = static_cast<int>(std::floor(std::log10(std::fabs(x))));
-  return fmt::format("{:.{}f}", x, std::max(0, 2 - digits));
-}
-
 /// median (min-max) in a unit that fits the median: times in ns, µs, ms or s; rates as they are.
 std::string figure(const spread& s, const std::string& unit) {
   double scale = 1;
@@ -193,8 +187,8 @@ std::string figure(const spread& s, const std::string& unit) {
     else if (ns < 999.5e6) pick(1e6, "ms");
     else pick(1e9, "s");
   }
-  return fmt::format("{} {} ({}-{})", sig3(s.median * scale), shown, sig3(s.min * scale),
-                     sig3(s.max * scale));
+  return fmt::format("{} {} ({}-{})", three_significant(s.median * scale), shown,
+                     three_significant(s.min * scale), three_significant(s.max * scale));
 }
 
 /// The factor and direction of memarea against the baseline (factor 0: no baseline).
@@ -254,7 +248,9 @@ void print_row(const row& r, bool judge) {
   out += fmt::format("  {:<{}} {:>{}} {:>{}} {:>{}}  {}\n", variant, kVariantWidth,
                      figure(r.memarea_spread, r.unit), kFigureWidth,
                      r.raw > 0 ? figure(r.raw_spread, r.unit) : "-", kFigureWidth,
-                     c.factor > 0 ? fmt::format("{}x {}", sig3(c.factor), c.direction) : "-",
+                     c.factor > 0
+                         ? fmt::format("{}x {}", three_significant(c.factor), c.direction)
+                         : "-",
                      kVerdictWidth, status_of(r, judge, run_backend));
   std::string note;
   if (has_target(r)) note += "target " + r.target + "; ";
