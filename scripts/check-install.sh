@@ -5,7 +5,10 @@
 # libraries through memarea::memarea_static, memarea::aml_static and `pkg-config --static`;
 # and the AML drop-in's tests (tests/aml) as AML programs, through
 # find_package's memarea::aml / memarea::aml_static and through `pkg-config memarea-aml`, then
-# runs them on two sim devices. Where memarea was built with MPI, the MPI component too: C and
+# runs them on two sim devices. The programs: bin/memarea (info, topo, ipc gc; `memarea bench`
+# refused, naming memarea-bench) and bin/memarea-bench beside it (its cases listed, one run on
+# a sim device), memarea-bench-mpi where MPI was built, and none of the bench's developer tools
+# or its stand-in libcuda. Where memarea was built with MPI, the MPI component too: C and
 # C++ programs (tests/install/mpi_*) through `pkg-config memarea-mpi` and through
 # find_package(memarea COMPONENTS mpi), each run under mpirun with 2 ranks; and, on a copy of
 # the prefix without it (or the prefix itself where MPI was not built), that
@@ -19,6 +22,35 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 # A real AML in the same prefix keeps its aml.h: memarea's lies under include/memarea-aml.
 test ! -e "$work/prefix/include/aml.h"
 test -f "$work/prefix/include/memarea-aml/aml.h"
+# The installed programs. `memarea bench` exits 2, as an unknown command does, naming
+# memarea-bench, which lists the cases and measures one on a sim device.
+bin=$work/prefix/bin
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=1 "$bin/memarea" info >/dev/null
+rc=0
+"$bin/memarea" bench --filter area 2>"$work/bench-refused.txt" || rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q "memarea-bench" "$work/bench-refused.txt"; then
+  echo "memarea bench: exit status $rc (2 expected), saying:" >&2
+  cat "$work/bench-refused.txt" >&2
+  exit 1
+fi
+cases=$(MEMAREA_BACKEND=none "$bin/memarea-bench" --list)
+grep -qx area <<<"$cases"
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=1 "$bin/memarea-bench" --quick --reps 1 --filter area \
+  >/dev/null 2>&1
+# memarea-bench-mpi installs with the MPI component.
+if [ -n "$(find "$work/prefix" -name memarea-mpi-targets.cmake)" ]; then
+  test -x "$bin/memarea-bench-mpi"
+fi
+for f in "$bin"/*; do
+  case $(basename "$f") in
+    memarea | memarea-bench | memarea-bench-mpi) ;;
+    *) echo "installed a program that is not memarea's: $f" >&2; exit 1 ;;
+  esac
+done
+if [ -n "$(find "$work/prefix" -name 'libcuda.so*')" ]; then
+  echo "installed the bench's stand-in libcuda (bench/cuda-entry-clock)" >&2
+  exit 1
+fi
 cmake -S tests/install -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 MEMAREA_SIM_DEVICES=2 "$work/build/c_cpp"
@@ -146,7 +178,8 @@ else
   mpi_text="find_package(memarea COMPONENTS mpi)'s clear refusal (memarea was built without MPI)"
 fi
 
-echo "install check: find_package (shared, static), pkg-config, C-only static links" \
+echo "install check: bin/memarea and bin/memarea-bench, find_package (shared, static)," \
+     "pkg-config, C-only static links" \
      "(memarea::memarea_static, memarea::aml_static, pkg-config --static), AML programs through" \
      "memarea-aml (pkg-config) and memarea::aml / memarea::aml_static, the Python package," \
      "and $mpi_text work"

@@ -3,11 +3,17 @@
 #
 #   (a) src/driver/ includes nothing of src/core/ ("core/..."): the driver layer has no
 #       dependency on core.
-#   (b) tools/ includes neither core nor the C API's internals ("core/...", "capi/..."): the
-#       tools use the public API; a raw baseline may use the driver layer ("driver/...", e.g.
-#       tools/raw_driver.hpp). tools/hip-nvidia-shim/ is left out of this rule: it is not a
-#       client of memarea but a separate library standing in for the vendor's (HIP's NVIDIA
-#       platform as a libamdhip64), and its tests test the HIP driver itself.
+#   (b) The programs use the public API. The CLI (tools/) includes nothing of the driver, core
+#       or the C API's internals ("driver/...", "core/...", "capi/..."; `ipc gc` uses the base
+#       layer's lease). memarea-bench (bench/src/) includes neither core nor the C API's
+#       internals: its raw baselines may use the driver layer ("driver/...", e.g.
+#       bench/src/raw_driver.hpp). Spelled with "src/" in front too. The build holds the same
+#       line (each program sees only its layers' include roots, src/CMakeLists.txt); this names
+#       the offender. Left out: tools/hip-nvidia-shim/ (not a client of memarea but a library
+#       standing in for the vendor's, HIP's NVIDIA platform as a libamdhip64, whose tests test
+#       the HIP driver itself), and bench/'s developer tools and experiments
+#       (bench/staging_sweep.cpp, bench/experiments/), which tune memarea's internals and are
+#       neither installed nor part of memarea-bench.
 #   (c) No source file passes 1,000 lines: C and C++ (sources, headers, .inc), CUDA, Python,
 #       CMake, shell. Docs, data and results (*.md, *.json, *.svg, *.txt, ...) are not sources.
 #
@@ -33,21 +39,23 @@ fail() {
 
 is_cxx() { [[ $1 =~ \.(c|cc|cpp|cxx|h|hh|hpp|hxx|inc|cu|cuh)$ ]]; }
 
-# An #include line naming one of the given top directories, in either quote style.
+# An #include line naming one of the given top directories, in either quote style, with or
+# without "src/" in front.
 include_of() {  # dirs (a regex alternation), files...
   local dirs=$1
   shift
   (($# == 0)) && return 0
-  grep -HnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($dirs)/" -- "$@" || true
+  grep -HnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"](src/)?($dirs)/" -- "$@" || true
 }
 
-driver_files=() tool_files=() sized=()
+driver_files=() tool_files=() bench_files=() sized=()
 for f in "${files[@]}"; do
   if is_cxx "$f"; then
     case $f in
       src/driver/*) driver_files+=("$f") ;;
       tools/hip-nvidia-shim/*) ;;
       tools/*) tool_files+=("$f") ;;
+      bench/src/*) bench_files+=("$f") ;;
     esac
   fi
   if is_cxx "$f" || [[ $f =~ \.(py|cmake|sh|bash)$ || $f =~ \.cmake\.in$ ||
@@ -63,8 +71,11 @@ done < <(include_of core "${driver_files[@]}")
 
 # (b)
 while IFS= read -r hit; do
-  [[ -n $hit ]] && fail "${hit%%:*}: a tool includes memarea's internals (${hit#*:}); tools use the public API (include/memarea) or, for a raw baseline, the driver layer"
-done < <(include_of 'core|capi' "${tool_files[@]}")
+  [[ -n $hit ]] && fail "${hit%%:*}: the CLI includes memarea's internals (${hit#*:}); tools/ uses the public API (include/memarea) and the base layer"
+done < <(include_of 'driver|core|capi' "${tool_files[@]}")
+while IFS= read -r hit; do
+  [[ -n $hit ]] && fail "${hit%%:*}: memarea-bench includes memarea's internals (${hit#*:}); bench/src uses the public API (include/memarea) or, for a raw baseline, the driver layer"
+done < <(include_of 'core|capi' "${bench_files[@]}")
 
 # (c)
 if ((${#sized[@]})); then

@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMAREA_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build/gpu -j "$(nproc)"
 rm -rf out/gpu-bin && mkdir -p out/gpu-bin
-cp build/gpu/tools/memarea build/gpu/tests/memarea_unit_tests build/gpu/tests/memarea_api_tests \
-   out/gpu-bin/
+cp build/gpu/tools/memarea build/gpu/bench/memarea-bench build/gpu/tests/memarea_unit_tests \
+   build/gpu/tests/memarea_api_tests out/gpu-bin/
 [ -f build/gpu/tests/memarea_test_helper ] && cp build/gpu/tests/memarea_test_helper out/gpu-bin/
 # The examples link the shared library: it travels with them (the suite sets LD_LIBRARY_PATH).
 cp build/gpu/examples/example_* out/gpu-bin/
@@ -22,7 +22,7 @@ cp -P build/gpu/src/libmemarea.so* build/gpu/src/libmemarea-aml.so* out/gpu-bin/
 if [ -f build/gpu/src/mpi/libmemarea_mpi.so ]; then
   cp -P build/gpu/src/mpi/libmemarea_mpi.so* out/gpu-bin/
   cp build/gpu/tests/mpi/memarea_mpi_tests build/gpu/tests/mpi/memarea_mpi_c_test \
-     build/gpu/tools/memarea-bench-mpi out/gpu-bin/
+     build/gpu/bench/memarea-bench-mpi out/gpu-bin/
 fi
 # The idle-access probe (bench/experiments/idle_access_probe.cpp): the floor under IPC's re-open
 # after a pause, on the GPU machine's host.
@@ -47,8 +47,8 @@ fi
 mkdir -p out/gpu-bin/hip-nvidia
 cp build/gpu/hip-nvidia/libamdhip64.so.5 out/gpu-bin/hip-nvidia/
 strip out/gpu-bin/hip-nvidia/libamdhip64.so.5
-# The bench's entry clock (tools/cuda-entry-clock): a libcuda.so.1 alone in its directory, which
-# the suite puts first on LD_LIBRARY_PATH for the copy rows "to the driver call".
+# memarea-bench's entry clock (bench/cuda-entry-clock): a libcuda.so.1 alone in its directory,
+# which the suite puts first on LD_LIBRARY_PATH for the copy rows "to the driver call".
 mkdir -p out/gpu-bin/cuda-entry-clock
 cp build/gpu/cuda-entry-clock/libcuda.so.1 out/gpu-bin/cuda-entry-clock/
 strip out/gpu-bin/cuda-entry-clock/libcuda.so.1

@@ -83,8 +83,8 @@ if "$BIN/memarea" --help 2>&1 | grep -q topo; then
 fi
 
 section "benchmarks (memarea vs raw driver, same run)"
-run "$BIN/memarea" bench --reps 30 --json "$RES/bench.json"
-# The copy rows once more "to the driver call": the entry clock (tools/cuda-entry-clock) first
+run "$BIN/memarea-bench" --reps 30 --json "$RES/bench.json"
+# The copy rows once more "to the driver call": the entry clock (bench/cuda-entry-clock) first
 # on LD_LIBRARY_PATH, in front of the libcuda the loader would find, stamps each cuMemcpyAsync's
 # entry (docs/bench.md). Three runs, beside the whole bench's copy rows above (to the return).
 if [ -f "$BIN/cuda-entry-clock/libcuda.so.1" ]; then
@@ -95,7 +95,7 @@ if [ -f "$BIN/cuda-entry-clock/libcuda.so.1" ]; then
             "run $n of 3"
     run env LD_LIBRARY_PATH="$clock_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         ${real_libcuda:+MEMAREA_ENTRY_CLOCK_LIBCUDA="$real_libcuda"} \
-        "$BIN/memarea" bench --filter copy --reps 30 --json "$EXTRA/bench-copy-entry-$n.json"
+        "$BIN/memarea-bench" --filter copy --reps 30 --json "$EXTRA/bench-copy-entry-$n.json"
   done
 fi
 # What one memory access costs on this host after a thread slept 70 ms: the floor under the IPC
@@ -222,7 +222,7 @@ if [ -f "$HIP_SHIM/libamdhip64.so.5" ]; then
   section "API tests on HIP over HIP's NVIDIA platform"
   run "${hip[@]}" "$BIN/memarea_api_tests"
   section "benchmark on HIP over HIP's NVIDIA platform (area; raw = the HIP driver layer)"
-  run "${hip[@]}" "$BIN/memarea" bench --filter area --reps 10 --json "$EXTRA/bench-hip-area.json"
+  run "${hip[@]}" "$BIN/memarea-bench" --filter area --reps 10 --json "$EXTRA/bench-hip-area.json"
 else
   section "HIP over HIP's NVIDIA platform"
   echo "NOT RUN: no $BIN/hip-nvidia/libamdhip64.so.5 (scripts/gpu-build.sh builds it)" | tee -a "$LOG"
@@ -239,18 +239,18 @@ MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=8 MEMAREA_SIM_DEVICE_MEMORY=64M \
 
 # Pools: a second run of their case alone (docs/pools.md quotes both).
 section "pool benchmark, run 2 of 2"
-run "$BIN/memarea" bench --filter pool --reps 30 --json "$EXTRA/bench-pool-2.json"
+run "$BIN/memarea-bench" --filter pool --reps 30 --json "$EXTRA/bench-pool-2.json"
 # IPC's targets are judged over at least three runs: two more of its case alone
 # (MEMAREA_SUITE_IPC_RUNS=1 skips them where device time is short).
 for n in $(seq 2 "${MEMAREA_SUITE_IPC_RUNS:-3}"); do
   section "IPC benchmark, run $n of 3"
-  run "$BIN/memarea" bench --filter ipc --json "$EXTRA/bench-ipc-$n.json"
+  run "$BIN/memarea-bench" --filter ipc --json "$EXTRA/bench-ipc-$n.json"
 done
 # Where a first import's time goes (docs/ipc.md): the IPC bench once more, quick, with every
 # first open printing its phases (printing slows the opens that print: its rows are not
 # quoted). The phase lines go to ipc-timing.txt too.
 section "IPC first-open phases (MEMAREA_IPC_TIMING=1, quick IPC bench; rows not quoted)"
-run env MEMAREA_IPC_TIMING=1 "$BIN/memarea" bench --filter ipc --quick
+run env MEMAREA_IPC_TIMING=1 "$BIN/memarea-bench" --filter ipc --quick
 grep "memarea ipc timing:" "$LOG" > "$EXTRA/ipc-timing.txt" || true
 
 section "memarea ipc gc (what dead processes left in /dev/shm)"

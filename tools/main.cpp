@@ -1,8 +1,8 @@
-// The memarea command-line tool.
-#include "tools/bench.hpp"
+// The memarea command-line tool: info, topo, ipc gc. The benchmarks are a program of their own,
+// memarea-bench (bench/).
 #include "tools/commands.hpp"
+#include "tools/device_required.hpp"
 
-#include <memarea/device.hpp>
 #include <memarea/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -36,8 +36,9 @@ std::string command_word(int argc, char** argv, int first, int* at) {
 
 /// Refuses a command `app` does not have, naming it and the commands there are, rather than
 /// CLI11's "A subcommand is required" or "arguments were not expected". Follows the known
-/// commands down while they have commands of their own (`memarea ipc gc`). Returns the exit
-/// status, or -1 when every command word is known.
+/// commands down while they have commands of their own (`memarea ipc gc`). `memarea bench`, a
+/// command no more, is refused the same way, naming the program that took it over. Returns the
+/// exit status (2), or -1 when every command word is known.
 int refuse_unknown_command(CLI::App& app, int argc, char** argv) {
   CLI::App* at = &app;
   std::string path;
@@ -54,6 +55,12 @@ int refuse_unknown_command(CLI::App& app, int argc, char** argv) {
       if (sub->get_name() == word) next = sub;
     }
     path += (path.empty() ? "" : " ") + word;
+    if (!next && at == &app && word == "bench") {
+      std::cerr << "memarea: unknown command 'bench': the benchmarks are a program of their own, "
+                   "memarea-bench, installed beside memarea, with the options `memarea bench` "
+                   "took (see memarea-bench --help)\n";
+      return 2;
+    }
     if (!next) {
       std::cerr << fmt::format("memarea: unknown command '{}' (commands: {}; see {} --help)\n",
                                path, names,
@@ -66,50 +73,18 @@ int refuse_unknown_command(CLI::App& app, int argc, char** argv) {
   return -1;
 }
 
-/// Throws no_device, with why there is none and how to measure simulated devices, where the
-/// active backend has no device: `command` would otherwise measure nothing and print an empty
-/// table. The reason is the one memarea's public API gives for device 0.
-void require_a_device(const char* command) {
-  if (memarea::device_count() > 0) return;
-  std::string why = "the active backend has none";
-  try {
-    (void)memarea::get_device_properties(0);
-  } catch (const memarea::error& e) {
-    why = e.message();
-    // "get_device_properties: no devices (...)": the call's name says nothing here.
-    if (const auto colon = why.find(": "); colon != std::string::npos) why.erase(0, colon + 2);
-  }
-  throw memarea::error(
-      memarea::errc::no_device,
-      fmt::format("{}: no device to measure: {}. To measure simulated devices: "
-                  "MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 memarea {}",
-                  command, why, command));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (const int rc = memarea::cli::bench::run_child_role(); rc >= 0) return rc;
   CLI::App app{"memarea: places, shares and moves memory across GPUs, the host and processes"};
   app.require_subcommand(1);
+  app.footer("The benchmarks are a program of their own: memarea-bench (memarea-bench --help).");
   // The project's version (CMake's project(VERSION)), as MEMAREA_VERSION_STRING is built in.
   app.set_version_flag("--version", std::string("memarea ") + MEMAREA_VERSION_STRING,
                        "print memarea's version and exit");
   bool json = false;
   auto* info = app.add_subcommand("info", "backends, devices and host NUMA nodes");
   info->add_flag("--json", json, "print JSON for scripts");
-  auto* bench = app.add_subcommand("bench", "memarea vs the raw driver calls, side by side");
-  std::string filter, json_out;
-  int reps = 20;
-  bool quick = false, strict = false;
-  bench->add_option("--filter", filter, "run the cases whose name contains this");
-  bench->add_option("--json", json_out, "write the results as JSON to this file");
-  bench->add_option("--reps", reps, "timed repetitions per measurement (median)")
-      ->check(CLI::Range(1, 100000));
-  bench->add_flag("--quick", quick, "small sizes (for sim and smoke runs)");
-  bench->add_flag("--strict", strict, "exit 1 when a target is missed");
-  bool bench_list = false;
-  bench->add_flag("--list", bench_list, "list the cases and their rows, measuring nothing");
   auto* topo = app.add_subcommand("topo", "peer access, links and copy bandwidth between devices");
   std::string topo_svg, topo_size;
   int topo_reps = 0;
@@ -137,13 +112,8 @@ int main(int argc, char** argv) {
     if (*info) return memarea::cli::run_info(json);
     if (*gc) return memarea::cli::run_ipc_gc(dry_run, json);
     if (*topo) {
-      require_a_device("topo");
+      memarea::cli::require_a_device("topo", "memarea topo");
       return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps, topo_baseline);
-    }
-    if (*bench) {
-      if (bench_list) return memarea::cli::bench::list(filter);
-      require_a_device("bench");
-      return memarea::cli::bench::run(filter, reps, quick, json_out, strict);
     }
   } catch (const memarea::error& e) {
     // message() names the driver's error already (what() would add the status a second time).

@@ -1,4 +1,4 @@
-// Files the CLI writes its results to (topo --svg, bench --json).
+// Files the CLI and memarea-bench write their results to (topo --svg, memarea-bench --json).
 #pragma once
 
 #include <string>

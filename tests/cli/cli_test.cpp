@@ -1,5 +1,5 @@
-// The `memarea` command-line tool, run as a real process on the sim backend: what `info`,
-// `topo` and `bench` print (text, JSON, SVG) and how they refuse bad input.
+// The `memarea` command-line tool and memarea-bench, run as real processes on the sim backend:
+// what `info`, `topo` and memarea-bench print (text, JSON, SVG) and how they refuse bad input.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -75,12 +75,13 @@ std::vector<std::string> child_environment(const std::vector<std::string>& env) 
   return all;
 }
 
-/// Starts `memarea args...` with `env` (see child_environment) and fds 1 and 2 from out_fd and
-/// err_fd. Everything the child needs is built here: between fork() and exec only dup2 runs.
+/// Starts `program args...` (MEMAREA_CLI, the `memarea` tool, by default; MEMAREA_BENCH for
+/// memarea-bench) with `env` (see child_environment) and fds 1 and 2 from out_fd and err_fd.
+/// Everything the child needs is built here: between fork() and exec only dup2 runs.
 pid_t spawn_cli(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                int out_fd, int err_fd) {
+                int out_fd, int err_fd, const char* program = MEMAREA_CLI) {
   const std::vector<std::string> envs = child_environment(env);
-  std::vector<char*> argv{const_cast<char*>(MEMAREA_CLI)}, envp;
+  std::vector<char*> argv{const_cast<char*>(program)}, envp;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const auto& kv : envs) envp.push_back(const_cast<char*>(kv.c_str()));
@@ -88,7 +89,7 @@ pid_t spawn_cli(const std::vector<std::string>& args, const std::vector<std::str
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) ::_exit(126);
-    ::execve(MEMAREA_CLI, argv.data(), envp.data());
+    ::execve(program, argv.data(), envp.data());
     ::_exit(127);
   }
   return pid;
@@ -119,14 +120,15 @@ int wait_until(pid_t pid, std::chrono::steady_clock::time_point until, std::stri
   }
 }
 
-/// Runs `memarea args...` (see spawn_cli); stdout and stderr are kept apart.
-outcome run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+/// Runs `program args...` (see spawn_cli); stdout and stderr are kept apart.
+outcome run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                const char* program = MEMAREA_CLI) {
   scratch_dir io;
   const fs::path out = io.path() / "out", err = io.path() / "err";
   const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (o < 0 || e < 0) throw std::runtime_error(std::string("open: ") + std::strerror(errno));
-  const pid_t pid = spawn_cli(args, env, o, e);
+  const pid_t pid = spawn_cli(args, env, o, e, program);
   ::close(o);
   ::close(e);
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -136,6 +138,11 @@ outcome run_cli(const std::vector<std::string>& args, const std::vector<std::str
   r.out = slurp(out);
   r.err = slurp(err) + why;
   return r;
+}
+
+/// Runs `memarea-bench args...` (see run_cli).
+outcome run_bench(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  return run_cli(args, env, MEMAREA_BENCH);
 }
 
 const std::vector<std::string> k_sim4_groups{"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=4",
@@ -209,13 +216,29 @@ TEST(Cli, UnknownCommandIsNamedWithTheCommandsThereAre) {
   const auto r = run_cli({"xyz"}, {"MEMAREA_BACKEND=sim"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("unknown command 'xyz'"), std::string::npos) << r.err;
-  for (const char* command : {"info", "bench", "topo", "ipc"})
-    EXPECT_NE(r.err.find(command), std::string::npos) << command << " in " << r.err;
+  EXPECT_NE(r.err.find("(commands: info, topo, ipc;"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
   const auto nested = run_cli({"ipc", "collect"}, {"MEMAREA_BACKEND=sim"});
   EXPECT_NE(nested.exit_code, 0);
   EXPECT_NE(nested.err.find("unknown command 'ipc collect'"), std::string::npos) << nested.err;
   EXPECT_NE(nested.err.find("gc"), std::string::npos) << nested.err;
+}
+
+// `memarea bench` is a command no more: refused as an unknown command is (exit status 2), naming
+// the program that took it over, which runs the same options.
+TEST(Cli, BenchIsRefusedNamingMemareaBench) {
+  for (const auto& args : {std::vector<std::string>{"bench"},
+                           std::vector<std::string>{"bench", "--quick", "--filter", "area"},
+                           std::vector<std::string>{"--version", "bench"}}) {
+    const auto r = run_cli(args, {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_NE(r.err.find("unknown command 'bench'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("memarea-bench"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  const auto help = run_cli({"--help"}, {"MEMAREA_BACKEND=none"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("memarea-bench"), std::string::npos) << help.out;
 }
 
 // --version prints the project's version (CMake's project(VERSION)), with or without devices.
@@ -227,8 +250,8 @@ TEST(Cli, VersionPrintsTheProjectVersion) {
   }
 }
 
-// bench and topo with nothing to measure fail, saying so and how to get simulated devices,
-// rather than printing an empty table and succeeding.
+// memarea-bench and topo with nothing to measure fail, saying so and how to get simulated
+// devices, rather than printing an empty table and succeeding.
 TEST(Cli, BenchAndTopoWithoutDevicesSayThereIsNoDeviceToMeasure) {
   for (const auto& env : {std::vector<std::string>{"MEMAREA_BACKEND=none"},
                           std::vector<std::string>{"MEMAREA_BACKEND=sim",
@@ -237,7 +260,10 @@ TEST(Cli, BenchAndTopoWithoutDevicesSayThereIsNoDeviceToMeasure) {
          {std::vector<std::string>{"bench", "--quick", "--reps", "1"},
           std::vector<std::string>{"topo", "--size", "64K", "--reps", "1"},
           std::vector<std::string>{"topo", "--json", "--size", "64K", "--reps", "1"}}) {
-      const auto r = run_cli(args, env);
+      // "bench": memarea-bench with the options that follow.
+      const auto r = args[0] == "bench"
+                         ? run_bench({args.begin() + 1, args.end()}, env)
+                         : run_cli(args, env);
       EXPECT_NE(r.exit_code, 0) << args[0] << " " << env[0] << "\n" << r.out;
       EXPECT_NE(r.err.find("no device to measure"), std::string::npos) << r.err;
       EXPECT_NE(r.err.find("MEMAREA_SIM_DEVICES="), std::string::npos) << r.err;
@@ -505,7 +531,7 @@ TEST(CliTopo, FailedMeasurementLeavesTheSvgFileAlone) {
 TEST(CliBench, QuickRunMeasuresEveryCaseSideBySide) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
-  const auto r = run_cli({"bench", "--quick", "--reps", "2", "--json", json.string()},
+  const auto r = run_bench({"--quick", "--reps", "2", "--json", json.string()},
                          {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
@@ -604,13 +630,13 @@ TEST(CliBench, QuickRunMeasuresEveryCaseSideBySide) {
   EXPECT_NE(r.out.find("\ntargets: 0 met, 0 missed, "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("MISSED"), std::string::npos) << r.out;  // sim judges nothing
   // --list names every group that the run made, measuring nothing.
-  const auto listed = run_cli({"bench", "--list"}, {"MEMAREA_BACKEND=none"});
+  const auto listed = run_bench({"--list"}, {"MEMAREA_BACKEND=none"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   for (const auto& g : groups) EXPECT_NE(listed.out.find(g), std::string::npos) << g;
 }
 
 TEST(CliBench, ListNamesCasesAndRowsWithoutADevice) {
-  const auto r = run_cli({"bench", "--list", "--filter", "area"}, {"MEMAREA_BACKEND=none"});
+  const auto r = run_bench({"--list", "--filter", "area"}, {"MEMAREA_BACKEND=none"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "area\n  area mmap+munmap: device 256 B, 1 MiB, 64 MiB\n");
   EXPECT_TRUE(r.err.empty()) << r.err;
@@ -620,7 +646,7 @@ TEST(CliBench, ListNamesCasesAndRowsWithoutADevice) {
 // only) flips one byte of what the check reads back.
 TEST(CliBench, BytesThatDifferFailTheRun) {
   for (const char* c : {"peer", "copy", "managed", "ipc"}) {
-    const auto r = run_cli({"bench", "--quick", "--reps", "2", "--filter", c},
+    const auto r = run_bench({"--quick", "--reps", "2", "--filter", c},
                            {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2",
                             "MEMAREA_BENCH_TEST_CORRUPT=1"});
     EXPECT_EQ(r.exit_code, 1) << c << ": " << r.err << r.out;
@@ -635,7 +661,7 @@ TEST(CliBench, FilterRunsOnlyTheNamedCase) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
   const auto r =
-      run_cli({"bench", "--quick", "--reps", "2", "--filter", "area", "--json", json.string()},
+      run_bench({"--quick", "--reps", "2", "--filter", "area", "--json", json.string()},
               {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
@@ -646,7 +672,7 @@ TEST(CliBench, FilterRunsOnlyTheNamedCase) {
 TEST(CliBench, FilterThatNamesNoCaseIsAnError) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
-  const auto r = run_cli({"bench", "--filter", "no-such-case", "--json", json.string()},
+  const auto r = run_bench({"--filter", "no-such-case", "--json", json.string()},
                          {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no case matches"), std::string::npos) << r.err;
@@ -657,7 +683,7 @@ TEST(CliBench, FilterThatNamesNoCaseIsAnError) {
 TEST(CliBench, UnwritableJsonIsRefusedBeforeMeasuring) {
   scratch_dir dir;
   const fs::path missing = dir.path() / "no-such-dir" / "bench.json";
-  const auto r = run_cli({"bench", "--quick", "--reps", "1", "--json", missing.string()},
+  const auto r = run_bench({"--quick", "--reps", "1", "--json", missing.string()},
                          {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("bench --json: cannot write " + missing.string()), std::string::npos)
@@ -668,7 +694,7 @@ TEST(CliBench, UnwritableJsonIsRefusedBeforeMeasuring) {
 
 TEST(CliBench, RepetitionsOutOfRangeAreAUsageError) {
   for (const char* reps : {"0", "-1", "100001", "many"}) {
-    const auto r = run_cli({"bench", "--reps", reps}, {"MEMAREA_BACKEND=sim"});
+    const auto r = run_bench({"--reps", reps}, {"MEMAREA_BACKEND=sim"});
     EXPECT_NE(r.exit_code, 0) << reps;
     EXPECT_NE(r.err.find("--reps"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
@@ -678,7 +704,7 @@ TEST(CliBench, RepetitionsOutOfRangeAreAUsageError) {
 TEST(CliBench, NoDevicesWritesNoResultFile) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
-  const auto r = run_cli({"bench", "--quick", "--reps", "1", "--json", json.string()},
+  const auto r = run_bench({"--quick", "--reps", "1", "--json", json.string()},
                          {"MEMAREA_BACKEND=none"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no device to measure"), std::string::npos) << r.err;

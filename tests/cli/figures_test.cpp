@@ -1,6 +1,6 @@
-// `memarea bench` prints three significant figures, also where rounding carries into the next
+// memarea-bench prints three significant figures, also where rounding carries into the next
 // decade (a CI run printed "1.000 µs" for 0.9996 µs).
-#include "tools/figures.hpp"
+#include "bench/src/figures.hpp"
 
 #include <gtest/gtest.h>
 

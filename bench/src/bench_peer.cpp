@@ -11,9 +11,9 @@
 //
 // (The staging sweep that tuned the pipeline's chunk sizes is internal tuning, not a user's
 // measurement: it lives in bench/staging_sweep.cpp, a developer binary.)
-#include "tools/bench.hpp"
-#include "tools/raw_cuda.hpp"
-#include "tools/raw_driver.hpp"
+#include "bench/src/bench.hpp"
+#include "bench/src/raw_cuda.hpp"
+#include "bench/src/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>

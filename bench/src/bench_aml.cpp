@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench.hpp"
+#include "bench/src/bench.hpp"
 
 #include <aml.h>
 #include <aml/area/cuda.h>

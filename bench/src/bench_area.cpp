@@ -2,9 +2,9 @@
 // make instead (cuMemAlloc+cuMemFree on CUDA; the driver layer's own call elsewhere: see
 // raw_driver.hpp), in turns. Each size's allocation is written with random bytes and read back
 // once (untimed) on both sides. Estimator: docs/bench.md.
-#include "tools/bench.hpp"
-#include "tools/raw_cuda.hpp"
-#include "tools/raw_driver.hpp"
+#include "bench/src/bench.hpp"
+#include "bench/src/raw_cuda.hpp"
+#include "bench/src/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 

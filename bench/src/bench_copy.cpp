@@ -8,14 +8,14 @@
 // destinations are compared byte for byte after the timed turns. Estimator: docs/bench.md.
 //
 // Two targets, two kinds of run. Plain, each call is timed to its return, and memarea's must be
-// at least 0.98x the raw call's speed. With the entry clock (tools/cuda-entry-clock, a
+// at least 0.98x the raw call's speed. With the entry clock (bench/cuda-entry-clock, a
 // libcuda.so.1 in front of the real one that stamps each cuMemcpyAsync's entry) first on
 // LD_LIBRARY_PATH, the same three rows are made "to the driver call" instead: each call runs
 // from the clock read before it to the stamp at the driver's entry, the definition of
 // the fixed cost (under 50 ns), free of what the driver does after (for copy: the wait).
-#include "tools/bench.hpp"
-#include "tools/raw_cuda.hpp"
-#include "tools/raw_driver.hpp"
+#include "bench/src/bench.hpp"
+#include "bench/src/raw_cuda.hpp"
+#include "bench/src/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
@@ -44,7 +44,7 @@ constexpr double kTargetNs = 50;
 /// Target: the whole call against the raw call, as speed (the rows timed to the return).
 constexpr double kTargetSpeed = 0.98;
 constexpr const char* kEntryNote =
-    "; each call from the clock read before it to the driver's entry (tools/cuda-entry-clock)";
+    "; each call from the clock read before it to the driver's entry (bench/cuda-entry-clock)";
 
 /// The baseline's buffers (device source, pinned and device destinations) and its calls.
 struct raw_side {
@@ -130,7 +130,7 @@ raw_side make_raw(const stream& s) {
   return r;
 }
 
-/// The entry clock (tools/cuda-entry-clock), when the libcuda in this process is it.
+/// The entry clock (bench/cuda-entry-clock), when the libcuda in this process is it.
 struct entry_clock {
   void (*read)(std::uint64_t* calls, std::int64_t* last_ns) = nullptr;
   std::uint64_t calls = 0;  ///< stamps seen so far

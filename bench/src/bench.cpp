@@ -1,5 +1,5 @@
-#include "tools/bench.hpp"
-#include "tools/figures.hpp"
+#include "bench/src/bench.hpp"
+#include "bench/src/figures.hpp"
 #include "tools/output_file.hpp"
 
 #include <memarea/copy.hpp>

@@ -1,4 +1,4 @@
-// `memarea bench`: each case measures memarea, through its public API only, and what a user
+// `memarea-bench`: each case measures memarea, through its public API only, and what a user
 // could do instead (the raw vendor call, the runtime's pool, a user-side cache) side by side in
 // one run, and says which is faster and by how much. Cases register themselves from their own
 // files (bench_*.cpp); how each one measures is fixed in docs/bench.md.
@@ -66,7 +66,7 @@ struct context {
 using case_fn = std::function<void(context&)>;
 
 /// Registers a case under a name (static registrars in bench_*.cpp), with the rows it makes
-/// in words (one line per group of rows), for `memarea bench --list`.
+/// in words (one line per group of rows), for `memarea-bench --list`.
 struct registrar {
   registrar(const char* name, case_fn fn, std::vector<std::string> rows = {});
 };

@@ -1,5 +1,5 @@
-// A libcuda.so.1 that stands in front of the real one for `memarea bench copy`'s entry rows
-// (a copy's fixed cost "from entry to the driver call"). It forwards everything to
+// A libcuda.so.1 that stands in front of the real one for `memarea-bench --filter copy`'s entry
+// rows (a copy's fixed cost "from entry to the driver call"). It forwards everything to
 // the real libcuda; the one difference is that the cuMemcpyAsync it hands out notes, on entry,
 // the steady clock's time and a count of calls, which the bench reads back through
 // memarea_entry_clock_read. Both sides of a row (memarea's call and the raw call) reach the

@@ -1,4 +1,4 @@
-// How `memarea bench` writes a measured number: three significant figures in fixed notation.
+// How `memarea-bench` writes a measured number: three significant figures in fixed notation.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// `memarea bench --filter ipc`: what users feel, side by side with what they would
+// `memarea-bench --filter ipc`: what users feel, side by side with what they would
 // do instead, in one run.
 //
 // - cold: the first export, and the first import, in a fresh process (both libraries made
@@ -23,9 +23,9 @@
 // (untimed), each side's through its own copies. On CUDA the raw calls are the runtime's
 // (cudaIpc*), loaded at run time; elsewhere, the driver layer's on a driver of its own
 // (raw_driver.hpp). Estimator: docs/bench.md.
-#include "tools/bench.hpp"
-#include "tools/raw_cudart.hpp"
-#include "tools/raw_driver.hpp"
+#include "bench/src/bench.hpp"
+#include "bench/src/raw_cudart.hpp"
+#include "bench/src/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
@@ -340,7 +340,7 @@ class role_process {
       dup2(out[1], 1);
       setenv(kRoleEnv, role.c_str(), 1);
       setenv(kArgEnv, arg.c_str(), 1);
-      char self[] = "memarea";
+      char self[] = "memarea-bench";
       char* argv[] = {self, nullptr};
       execv("/proc/self/exe", argv);
       _exit(127);

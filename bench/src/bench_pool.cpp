@@ -24,9 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include "tools/bench.hpp"
-#include "tools/raw_cudart.hpp"
-#include "tools/raw_driver.hpp"
+#include "bench/src/bench.hpp"
+#include "bench/src/raw_cudart.hpp"
+#include "bench/src/raw_driver.hpp"
 
 namespace memarea::cli::bench {
 namespace {

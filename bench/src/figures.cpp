@@ -1,4 +1,4 @@
-#include "tools/figures.hpp"
+#include "bench/src/figures.hpp"
 
 #include <fmt/format.h>
 

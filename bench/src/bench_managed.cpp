@@ -6,9 +6,9 @@
 // repetitions the managed memory must still hold its bytes and each copy's destination its
 // source's, byte for byte. Managed memory is kept to a small share of the device's free memory
 // (at most 1 GiB a side, one buffer reused for every size). Estimator: docs/bench.md.
-#include "tools/bench.hpp"
-#include "tools/raw_cuda.hpp"
-#include "tools/raw_driver.hpp"
+#include "bench/src/bench.hpp"
+#include "bench/src/raw_cuda.hpp"
+#include "bench/src/raw_driver.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
