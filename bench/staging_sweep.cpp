@@ -3,7 +3,7 @@
 // slots, against the driver's own staged copy (memarea's driver layer, memcpy_peer_async: on
 // CUDA cuMemcpyPeerAsync) in the same run, and prints the path each setting took. It reaches
 // into core (detail::set_staging, detail::last_copy_path) on purpose, which is why it lives
-// here and not in `memarea bench`, whose rows use the public API only (docs/bench.md). It
+// here and not in memarea-bench, whose rows use the public API only (docs/bench.md). It
 // shows why the defaults are what they are (docs/peer.md, docs/gpu-results.md).
 //   memarea-dev-staging-sweep [--reps N]      (needs 2 devices with peer access off)
 #include "core/copy_impl.hpp"

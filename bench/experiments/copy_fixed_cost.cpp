@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   const bool callgrind_mode = argc > 3 && std::strcmp(argv[3], "cg") == 0;
   const std::size_t n = 4096;
   auto& gpu = detail::system::get().gpu();
-  // Device 0 current, as in a program that chose its device (and as memarea bench's raw side
+  // Device 0 current, as in a program that chose its device (and as memarea-bench's raw side
   // makes it): on CUDA a copy on device 0 then switches no context.
   set_device(0);
   buffer a0 = area(0).allocate(n), a0b = area(0).allocate(n), a1 = area(1).allocate(n);

@@ -5,7 +5,7 @@
 //   1 line             one byte of a heap page written long ago
 //   16 pages           one byte in each of 16 pages of that heap region
 //   user hash map      a find in an unordered_map<string, void*> of 101 entries, 64-byte key
-//                      (the user-side cache of memarea bench's IPC rows)
+//                      (the user-side cache of memarea-bench's IPC rows)
 // Build: g++ -O2 -std=c++20 -o idle_access_probe bench/experiments/idle_access_probe.cpp
 // (scripts/gpu-build.sh builds it for the GPU suite).
 #include <algorithm>
