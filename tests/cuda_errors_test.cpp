@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "driver/driver.hpp"
+#include "driver/backends.hpp"
 #include "driver/front.hpp"
 
 namespace {

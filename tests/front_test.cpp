@@ -1,5 +1,6 @@
 // The driver front (src/driver/front.hpp): bad arguments are refused once, for every backend,
 // before a backend is called; a backend with no devices gets every other call, and says why.
+#include "driver/backends.hpp"
 #include "driver/front.hpp"
 
 #include "driver/unavailable.hpp"

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "driver/driver.hpp"
+#include "driver/sim/sim_config.hpp"
 
 namespace memarea::detail {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/driver.hpp"
+#include "driver/backends.hpp"
 
 namespace memarea::detail {
 namespace {

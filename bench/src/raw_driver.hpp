@@ -7,7 +7,7 @@
 // is never handed to this driver, nor the other way round.
 #pragma once
 
-#include "driver/driver.hpp"
+#include "driver/backends.hpp"
 
 #include <memarea/device.hpp>
 

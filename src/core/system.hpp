@@ -3,7 +3,7 @@
 #pragma once
 
 #include "base/fork_safety.hpp"
-#include "driver/driver.hpp"
+#include "driver/backends.hpp"
 #include "driver/front.hpp"
 
 #include <atomic>

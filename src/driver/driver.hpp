@@ -1,79 +1,19 @@
 // The vendor-neutral driver interface. Thin and dumb: each operation maps to the vendor's call and
-// translates its error code explicitly. No caching, no policy: that lives in src/core.
+// translates its error code explicitly. No caching, no policy: that lives in src/core. Where a
+// driver comes from: driver/backends.hpp.
 #pragma once
 
 #include <memarea/error.hpp>
 #include <memarea/memarea.h>
 
+#include "driver/status_text.hpp"
+
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <ostream>
 #include <string>
-#include <string_view>
 #include <type_traits>
-#include <vector>
 
 namespace memarea::detail {
-
-/// dstatus's extra words. Nothing at all until a failure sets them: a successful status is
-/// made with one store and dropped with one test, where a std::string costs three stores and,
-/// wherever the compiler does not inline its destructor, a call (every driver call returns a
-/// status, and a copy's fixed cost counts each). Read as a std::string would be.
-class status_text {
- public:
-  status_text() noexcept = default;
-  status_text(const char* s) { assign(s ? std::string_view(s) : std::string_view()); }
-  status_text(const std::string& s) { assign(s); }
-  status_text(std::string&& s) { assign(std::move(s)); }
-  status_text(const status_text& o) { assign(o.view()); }
-  status_text(status_text&&) noexcept = default;
-  status_text& operator=(const status_text& o) {
-    if (this != &o) assign(o.view());
-    return *this;
-  }
-  status_text& operator=(status_text&&) noexcept = default;
-  status_text& operator=(const char* s) {
-    assign(s ? std::string_view(s) : std::string_view());
-    return *this;
-  }
-  status_text& operator=(const std::string& s) {
-    assign(s);
-    return *this;
-  }
-  status_text& operator=(std::string&& s) {
-    assign(std::move(s));
-    return *this;
-  }
-
-  bool empty() const noexcept { return !text_; }
-  std::string_view view() const noexcept {
-    return text_ ? std::string_view(*text_) : std::string_view();
-  }
-  operator std::string_view() const noexcept { return view(); }
-  std::string str() const { return text_ ? *text_ : std::string(); }
-  const char* c_str() const noexcept { return text_ ? text_->c_str() : ""; }
-  std::size_t find(std::string_view what, std::size_t pos = 0) const noexcept {
-    return view().find(what, pos);
-  }
-  friend bool operator==(const status_text& a, std::string_view b) noexcept {
-    return a.view() == b;
-  }
-  friend std::ostream& operator<<(std::ostream& os, const status_text& t) {
-    return os << t.view();
-  }
-
- private:
-  void assign(std::string_view s) {
-    if (s.empty()) text_.reset();
-    else text_ = std::make_unique<std::string>(s);
-  }
-  void assign(std::string&& s) {
-    if (s.empty()) text_.reset();
-    else text_ = std::make_unique<std::string>(std::move(s));
-  }
-  std::unique_ptr<std::string> text_;  ///< null: no words (never an empty string)
-};
 
 /// What a driver call returned: memarea's code plus the vendor's own code and name.
 struct dstatus {
@@ -291,31 +231,5 @@ class driver {
   virtual dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
                                           unsigned flags) = 0;
 };
-
-/// Settings of the sim backend (MEMAREA_SIM_* variables, or set through memarea::sim::configure).
-struct sim_config {
-  int devices = 0;                          ///< MEMAREA_SIM_DEVICES
-  size_t device_memory = size_t{1} << 30;   ///< MEMAREA_SIM_DEVICE_MEMORY, bytes per device
-  std::vector<std::vector<int>> peer_groups;///< MEMAREA_SIM_PEER_GROUPS; empty: all can reach all
-  int max_peers = 8;                        ///< MEMAREA_SIM_MAX_PEERS
-  bool concurrent_managed_access = true;    ///< MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS=0 turns off
-  /// MEMAREA_SIM_MANAGED_MEMORY=0: devices without managed memory (malloc_managed is
-  /// not_supported; no managed memory also means no concurrent managed access).
-  bool managed_memory = true;
-};
-
-/// Parses the MEMAREA_SIM_* environment; throws memarea::error(invalid_value) with a message that
-/// names the variable and the bad value.
-sim_config sim_config_from_env();
-/// Parses one size like "256M", "1G", "4096", "64K" (binary units); throws on bad input.
-size_t parse_size(const std::string& text, const char* what);
-/// Parses "0,1;2,3"; throws on bad input (negative, duplicate, ordinal >= devices).
-std::vector<std::vector<int>> parse_peer_groups(const std::string& text, int devices);
-
-/// Factories. Each returns a driver even when its library or devices are missing: then
-/// device_count() is 0 and unavailable_reason() says why. Never throws for a missing library.
-std::unique_ptr<driver> make_cuda_driver();
-std::unique_ptr<driver> make_hip_driver();
-std::unique_ptr<driver> make_sim_driver(const sim_config& config);
 
 }  // namespace memarea::detail

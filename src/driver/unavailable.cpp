@@ -1,5 +1,7 @@
 #include "driver/unavailable.hpp"
 
+#include "driver/backends.hpp"
+
 namespace memarea::detail {
 namespace {
 

@@ -4,6 +4,7 @@
 
 #include "driver/driver.hpp"
 
+#include <memory>
 #include <string>
 
 namespace memarea::detail {

@@ -1,6 +1,6 @@
 // libFuzzer harness: the settings memarea reads from the environment (sizes such as
 // MEMAREA_SIM_DEVICE_MEMORY, peer groups). Each must parse or throw memarea::error, never crash.
-#include "driver/driver.hpp"
+#include "driver/sim/sim_config.hpp"
 
 #include <memarea/error.hpp>
 

@@ -1,7 +1,7 @@
 // The HIP backend's internal entry points (the public factory is make_hip_driver in driver.hpp).
 #pragma once
 
-#include "driver/driver.hpp"
+#include "driver/backends.hpp"
 
 #include <memory>
 #include <string>

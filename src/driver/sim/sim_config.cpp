@@ -9,7 +9,7 @@
 #include <limits>
 #include <string_view>
 
-#include "driver/driver.hpp"
+#include "driver/sim/sim_config.hpp"
 
 namespace memarea::detail {
 namespace {

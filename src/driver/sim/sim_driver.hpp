@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "base/fork_safety.hpp"
-#include "driver/driver.hpp"
+#include "driver/sim/sim_config.hpp"
 #include "driver/page_attributes.hpp"
 #include "driver/sim/sim_stream.hpp"
 
