@@ -261,9 +261,8 @@ TEST(Cli, BenchAndTopoWithoutDevicesSayThereIsNoDeviceToMeasure) {
           std::vector<std::string>{"topo", "--size", "64K", "--reps", "1"},
           std::vector<std::string>{"topo", "--json", "--size", "64K", "--reps", "1"}}) {
       // "bench": memarea-bench with the options that follow.
-      const auto r = args[0] == "bench"
-                         ? run_bench({args.begin() + 1, args.end()}, env)
-                         : run_cli(args, env);
+      const auto r = args[0] == "bench" ? run_bench({args.begin() + 1, args.end()}, env)
+                                        : run_cli(args, env);
       EXPECT_NE(r.exit_code, 0) << args[0] << " " << env[0] << "\n" << r.out;
       EXPECT_NE(r.err.find("no device to measure"), std::string::npos) << r.err;
       EXPECT_NE(r.err.find("MEMAREA_SIM_DEVICES="), std::string::npos) << r.err;
@@ -532,7 +531,7 @@ TEST(CliBench, QuickRunMeasuresEveryCaseSideBySide) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
   const auto r = run_bench({"--quick", "--reps", "2", "--json", json.string()},
-                         {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
+                           {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j.at("backend"), "sim");
@@ -647,8 +646,8 @@ TEST(CliBench, ListNamesCasesAndRowsWithoutADevice) {
 TEST(CliBench, BytesThatDifferFailTheRun) {
   for (const char* c : {"peer", "copy", "managed", "ipc"}) {
     const auto r = run_bench({"--quick", "--reps", "2", "--filter", c},
-                           {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2",
-                            "MEMAREA_BENCH_TEST_CORRUPT=1"});
+                             {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2",
+                              "MEMAREA_BENCH_TEST_CORRUPT=1"});
     EXPECT_EQ(r.exit_code, 1) << c << ": " << r.err << r.out;
     EXPECT_NE(r.out.find(std::string("FAILED ") + c), std::string::npos) << r.out;
     EXPECT_TRUE(r.out.find("differ") != std::string::npos ||
@@ -662,7 +661,7 @@ TEST(CliBench, FilterRunsOnlyTheNamedCase) {
   const fs::path json = dir.path() / "bench.json";
   const auto r =
       run_bench({"--quick", "--reps", "2", "--filter", "area", "--json", json.string()},
-              {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
+                {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(json));
   ASSERT_EQ(j.at("rows").size(), 3u);  // 256 B, 1 MiB, 64 MiB
@@ -673,7 +672,7 @@ TEST(CliBench, FilterThatNamesNoCaseIsAnError) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
   const auto r = run_bench({"--filter", "no-such-case", "--json", json.string()},
-                         {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
+                           {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=1"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no case matches"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(cases: aml, area, "), std::string::npos) << r.err;  // the cases listed
@@ -684,7 +683,7 @@ TEST(CliBench, UnwritableJsonIsRefusedBeforeMeasuring) {
   scratch_dir dir;
   const fs::path missing = dir.path() / "no-such-dir" / "bench.json";
   const auto r = run_bench({"--quick", "--reps", "1", "--json", missing.string()},
-                         {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
+                           {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("bench --json: cannot write " + missing.string()), std::string::npos)
       << r.err;
@@ -705,7 +704,7 @@ TEST(CliBench, NoDevicesWritesNoResultFile) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";
   const auto r = run_bench({"--quick", "--reps", "1", "--json", json.string()},
-                         {"MEMAREA_BACKEND=none"});
+                           {"MEMAREA_BACKEND=none"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no device to measure"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(json));
