@@ -4,6 +4,7 @@
 #include "core/ipc_impl.hpp"
 #include "core/registry.hpp"
 
+#include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>
 
 #include <gtest/gtest.h>

@@ -528,9 +528,9 @@ TEST(HostMemory, CopiesToAndFromEveryDevice) {
     stream s(d);
     std::memset(dst.data(), 0, n);
     copy_async(static_cast<char*>(dev.data()) + 3, static_cast<char*>(src.data()) + 5, n - 5,
-               s.get());
+               s);
     copy_async(static_cast<char*>(dst.data()) + 5, static_cast<char*>(dev.data()) + 3, n - 5,
-               s.get());
+               s);
     s.synchronize();
     EXPECT_EQ(0, std::memcmp(static_cast<char*>(dst.data()) + 5, in.data() + 5, n - 5));
   }
