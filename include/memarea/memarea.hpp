@@ -8,6 +8,7 @@
 #include <memarea/host.hpp>
 #include <memarea/ipc.hpp>
 #include <memarea/managed.hpp>
+#include <memarea/owner.hpp>
 #include <memarea/peer.hpp>
 #include <memarea/pointer.hpp>
 #include <memarea/pool.hpp>

@@ -44,8 +44,8 @@ class stream {
 /// takes. Trivially copyable (one pointer): pass it by value. Default-constructed, it is the
 /// default stream of the device each call picks (the pointer's device for a copy, the pool's
 /// device for a pool, the calling thread's current device otherwise). A `memarea::stream`
-/// converts to it implicitly; the view is valid while that stream lives. C code's
-/// memarea_stream_t converts through memarea/c_interop.hpp.
+/// converts to it implicitly; the view is valid while that stream lives. A stream of the C API
+/// converts through memarea/c_interop.hpp (from_c).
 class stream_view {
  public:
   /// The default stream.
