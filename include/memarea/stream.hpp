@@ -33,6 +33,8 @@ class stream {
   /// kernels in order with memarea's work on this stream. Valid while this object lives;
   /// memarea still owns it (never destroy it). nullptr once moved from.
   void* native_handle() const noexcept;
+  /// True until moved from.
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
 
  private:
   friend class stream_view;

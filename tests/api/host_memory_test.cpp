@@ -169,11 +169,6 @@ TEST(HostMemory, FreeTakesTheBaseOnly) {
   EXPECT_EQ(live_allocations(), before);
 }
 
-TEST(HostMemory, BufferIsMoveOnlyAndFreesOnce) {
-  expect_owned_allocation_contract<host::host_buffer>(
-      [](std::size_t n) { return host::host_buffer(n, 0); }, [](void* p) { host::free(p); });
-}
-
 TEST(HostMemory, NodeOfAnswersForAnyMappedMemory) {
   const std::size_t ps = host_page();
   std::vector<unsigned char> heap(4 * ps, 1);  // written: placed

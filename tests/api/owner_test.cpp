@@ -344,7 +344,9 @@ TEST(StreamView, ViewsAStream) {
   EXPECT_EQ(back, src);
   EXPECT_EQ(p.stats().live_allocations, 0u);
   // A moved-from stream is viewed as the default stream.
+  EXPECT_TRUE(s);
   stream t(std::move(s));
+  EXPECT_FALSE(s);                           // NOLINT(bugprone-use-after-move)
   EXPECT_TRUE(stream_view(s).is_default());  // NOLINT(bugprone-use-after-move)
   EXPECT_EQ(stream_view(t), v);
 }
