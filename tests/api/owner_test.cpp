@@ -4,6 +4,7 @@
 // by try_reset and kept, recorded by reset and let go. And stream_view, what every
 // stream-ordered call takes.
 #include "api/common.hpp"
+#include "api/process_util.hpp"
 
 #include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>
@@ -288,6 +289,31 @@ TEST(OwnerMapping, SizeRunsToTheEndOfTheExportedBuffer) {
   ipc::mapping n(ipc::export_handle(piece.data()));
   EXPECT_EQ(n.data(), piece.data());
   EXPECT_EQ(n.size(), 3000u) << "a pool piece: the size its allocation asked for";
+}
+
+// The same for another process's buffer: its first open (the driver's), an open of a buffer open
+// already, and one from the import cache.
+TEST(OwnerMapping, SizeOfAnotherProcesssBuffer) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const std::size_t n = 70000;
+  child owner({"export", str(n), str(new_seed())});
+  const auto whole_handle = ipc::handle::from_hex(owner.line());
+  const auto part_handle = ipc::handle::from_hex(owner.ask("interior 1000"));
+  {
+    ipc::mapping whole(whole_handle);
+    EXPECT_EQ(whole.size(), n);
+    ipc::mapping part(part_handle);
+    EXPECT_EQ(static_cast<char*>(part.data()) - static_cast<char*>(whole.data()), 1000);
+    EXPECT_EQ(part.size(), n - 1000);
+  }
+  ipc::mapping again(whole_handle);
+  EXPECT_EQ(again.size(), n);
+  EXPECT_EQ(lookup(again.data()).size, n) << "as lookup says";
+  again.reset();
+  EXPECT_TRUE(take_release_failures().empty());
+  owner.close_stdin();
+  EXPECT_EQ(owner.wait(), 0);
 }
 
 // --- stream_view ---------------------------------------------------------------------------
