@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       buffer x = area(a).allocate(n), y = area(b).allocate(n);
       const int r = n >= 256 * MiB ? std::max(3, reps / 4) : reps;
       const auto raw = times_us(r, [&] {
-        detail::check(gpu.memcpy_peer_async(y.data(), b, x.data(), a, n, a, sa.get()->native),
+        detail::check(gpu.memcpy_peer_async(y.data(), b, x.data(), a, n, a, sa.native_handle()),
                       "driver peer copy");
         sa.synchronize();
       });

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     // with lazy peer access.
     memarea::ipc::mapping m(h, -1, memarea::ipc::lazy_enable_peer_access);
     std::vector<unsigned char> data(n);
-    memarea::copy(data.data(), m.get(), n);
+    memarea::copy(data.data(), m.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
       if (data[i] != static_cast<unsigned char>(i * 7 + 3)) {
         std::cerr << "consumer: byte " << i << " differs\n";
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
       }
       data[i] = static_cast<unsigned char>(~data[i]);
     }
-    memarea::copy(m.get(), data.data(), n);
+    memarea::copy(m.data(), data.data(), n);
     std::cerr << "consumer: read and wrote back " << n << " bytes\n";
     return 0;
   } catch (const memarea::error& e) {

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
       memarea::copy_async(to_left + (halo + cells) * cell, mine + halo * cell, halo * cell, s);
       memarea::copy_async(to_right, mine + cells * cell, halo * cell, s);
       // 3. Every rank's copies are complete and visible after the fence.
-      win.fence(s.get());
+      win.fence(s);
       // 4. Check: the left halo holds the left neighbour's last cells, the right halo the
       // right neighbour's first ones (periodic across the node).
       memarea::copy(got.data(), mine, halo * cell);
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
         bad += got[halo + j] != value(step, right * cells + j);
       }
       // 5. Nobody writes the next step's halos before every rank has read this step's.
-      win.fence(s.get());
+      win.fence(s);
     }
     if (bad) {
       std::fprintf(stderr, "mpi_halo: rank %d: %d halo values wrong\n", rank, bad);

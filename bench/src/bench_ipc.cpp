@@ -28,6 +28,7 @@
 #include "bench/src/raw_driver.hpp"
 
 #include <memarea/area.hpp>
+#include <memarea/c_interop.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/ipc.hpp>
 #include <memarea/memarea.h>
@@ -614,11 +615,11 @@ void ipc_bench(context& ctx) {
       const char* name;
       std::function<void()> c, cpp;
     };
-    const memarea_ipc_handle_t theirs_c = theirs.c();
+    const memarea_ipc_handle_t theirs_c = to_c(theirs);
     const std::vector<hot_path> paths = {
         {"export (repeated)",
          [&] { (void)memarea_ipc_get_mem_handle(&ch, b.data()); },
-         [&] { ch = ipc::export_handle(b.data()).c(); }},
+         [&] { ch = to_c(ipc::export_handle(b.data())); }},
         {"import hit (open+close)",
          [&] {
            (void)memarea_ipc_open_mem_handle(&p, theirs_c, 0);

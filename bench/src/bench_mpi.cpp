@@ -167,7 +167,7 @@ struct halo {
   /// Into the left neighbour's right halo and the right one's left halo, then the fence.
   void window() const {
     copies();
-    win->fence(s->get());
+    win->fence(*s);
   }
   /// The window's step with its copies staged through pinned host memory: this rank's send
   /// bytes to the host, then from there into the neighbours' segments, on the stream, then the
@@ -177,7 +177,7 @@ struct halo {
     memarea::copy_async(host_stage, send, 2 * side, *s);
     memarea::copy_async(static_cast<char*>(win->remote(left)) + side, host_stage, side, *s);
     memarea::copy_async(win->remote(right), host_stage + side, side, *s);
-    win->fence(s->get());
+    win->fence(*s);
   }
   /// The window step's copies alone, queued on the stream.
   void copies() const {
@@ -201,7 +201,7 @@ struct halo {
   void device_copy() const {
     memarea::copy_async(recv + side, send, side, *s);
     memarea::copy_async(recv, send + side, side, *s);
-    win->fence(s->get());
+    win->fence(*s);
   }
   char* link_left = nullptr;   ///< this rank's own buffer on its left neighbour's device
   char* link_right = nullptr;  ///< and on its right neighbour's device
@@ -211,7 +211,7 @@ struct halo {
   void link_copy() const {
     memarea::copy_async(link_left, send, side, *s);
     memarea::copy_async(link_right, send + side, side, *s);
-    win->fence(s->get());
+    win->fence(*s);
   }
 };
 
@@ -570,7 +570,7 @@ int main(int argc, char** argv) {
           h.copies();
           s.synchronize();
         };
-        auto fence_only = [&] { win.fence(s.get()); };
+        auto fence_only = [&] { win.fence(s); };
         auto barrier = [&] { MPI_Barrier(node); };
         // One rank's copies while the others make no device call (node rank 0's; the others
         // only meet it in the barrier): what a step's copies cost with the GPU to itself.

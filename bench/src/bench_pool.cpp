@@ -16,6 +16,7 @@
 #include <functional>
 #include <iostream>
 #include <memarea/area.hpp>
+#include <memarea/c_interop.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
 #include <memarea/pool.hpp>
@@ -191,16 +192,17 @@ void round_trips(context& ctx, const raw_allocator& raw) {
   const stream s(0);
   void* const ns = s.native_handle();
   pool p(area(0));
-  memarea_pool_t c = p.get();
+  const memarea_pool_t c = to_c(p);
+  const memarea_stream_t cs = to_c(s);
   const int samples = ctx.quick ? 5 : std::max(ctx.repetitions, 20);
   const int batch = ctx.quick ? 200 : 2000;
   const std::vector<std::size_t> sizes =
       ctx.quick ? std::vector<std::size_t>{256, std::size_t{1} << 20}
                 : std::vector<std::size_t>{256, 65536, std::size_t{1} << 20, std::size_t{64} << 20};
   for (std::size_t n : sizes) {
-    void* q = p.allocate(n, s.get());
+    void* q = p.allocate(n, s);
     check_bytes(q, n, "memarea pool, device " + size_name(n), memarea_host_copy());
-    p.deallocate(q, s.get());
+    p.deallocate(q, s);
     void* theirs = raw.alloc_device(n, ns);
     raw.synchronize(ns);  // a stream-ordered allocation is usable elsewhere once it completed
     check_bytes(theirs, n, "raw, device " + size_name(n), raw.copier());
@@ -208,7 +210,7 @@ void round_trips(context& ctx, const raw_allocator& raw) {
     const int raw_batch = raw.rt ? batch : std::max(1, batch / 100);
     auto raw_op = [&] { raw.free_device(raw.alloc_device(n, ns), ns); };
     const turns cpp = time_in_turns(
-        samples, batch, [&] { p.deallocate(p.allocate(n, s.get()), s.get()); }, raw_batch, raw_op);
+        samples, batch, [&] { p.deallocate(p.allocate(n, s), s); }, raw_batch, raw_op);
     row r = make_row("pool round trip", "device " + size_name(n) + ", C++", cpp, raw.device_name());
     r.target = "<= 0.080 us and >= 8x";
     r.met = r.memarea <= 0.080 && r.raw >= 8 * r.memarea;
@@ -217,8 +219,8 @@ void round_trips(context& ctx, const raw_allocator& raw) {
         samples, batch,
         [&] {
           void* x = nullptr;
-          if (memarea_pool_alloc(c, &x, n, s.get()) != MEMAREA_SUCCESS ||
-              memarea_pool_free(c, x, s.get()) != MEMAREA_SUCCESS)
+          if (memarea_pool_alloc(c, &x, n, cs) != MEMAREA_SUCCESS ||
+              memarea_pool_free(c, x, cs) != MEMAREA_SUCCESS)
             throw error(errc::unknown, "bench pool: the C API failed");
         },
         raw_batch, raw_op);
@@ -240,7 +242,7 @@ void round_trips(context& ctx, const raw_allocator& raw) {
     };
     turns t;
     for (int i = 0; i < idle_samples; ++i) {
-      t.a.push_back(after_idle([&] { p.deallocate(p.allocate(n, s.get()), s.get()); }));
+      t.a.push_back(after_idle([&] { p.deallocate(p.allocate(n, s), s); }));
       t.b.push_back(after_idle([&] { raw.free_device(raw.alloc_device(n, ns), ns); }));
     }
     row r = make_row("pool round trip", "device 1 MiB, 70 ms idle first", t, raw.device_name());
@@ -255,9 +257,9 @@ void round_trips(context& ctx, const raw_allocator& raw) {
     for (int i = 0; i < (ctx.quick ? 3 : 10); ++i) {
       pool fresh(area(0));
       auto t0 = clock_type::now();
-      void* x = fresh.allocate(n, s.get());
+      void* x = fresh.allocate(n, s);
       t.a.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
-      fresh.deallocate(x, s.get());
+      fresh.deallocate(x, s);
       t0 = clock_type::now();
       void* y = raw.alloc_plain(n);
       t.b.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
@@ -331,7 +333,7 @@ void threads(context& ctx, const raw_allocator& raw) {
     for (int i = 0; i < k; ++i) streams.push_back(std::make_unique<stream>(0));
     std::atomic<bool> bad{false};
     auto once = [&](int i) {
-      memarea_stream_t st = streams[static_cast<std::size_t>(i)]->get();
+      const stream_view st = *streams[static_cast<std::size_t>(i)];
       void* const native = streams[static_cast<std::size_t>(i)]->native_handle();
       if (pooled)
         p.deallocate(p.allocate(n, st), st);
@@ -509,16 +511,16 @@ void trace(context& ctx, const raw_allocator& raw) {
     pool p(area(0));
     (void)replay(
         ops, std::min<std::size_t>(count, 20000),
-        [&](std::size_t n) { return p.allocate(n, s.get()); },
-        [&](void* x) { p.deallocate(x, s.get()); }, true);
+        [&](std::size_t n) { return p.allocate(n, s); },
+        [&](void* x) { p.deallocate(x, s); }, true);
   }
   turns t, warm;
   std::vector<double> ours_ratio, raw_ratio, warm_blocks;
   for (int i = 0; i < (ctx.quick ? 1 : 3); ++i) {
     pool p(area(0));  // from empty, as REFERENCE.md's figures
     const auto [us, peak] = replay(
-        ops, count, [&](std::size_t n) { return p.allocate(n, s.get()); },
-        [&](void* x) { p.deallocate(x, s.get()); }, false);
+        ops, count, [&](std::size_t n) { return p.allocate(n, s); },
+        [&](void* x) { p.deallocate(x, s); }, false);
     t.a.push_back(us);
     ours_ratio.push_back(static_cast<double>(p.stats().peak_bytes_reserved) /
                          static_cast<double>(peak));
@@ -527,8 +529,8 @@ void trace(context& ctx, const raw_allocator& raw) {
     // the note counts the blocks it still adds).
     const std::size_t blocks_before = p.stats().driver_allocations;
     warm.a.push_back(replay(
-                         ops, count, [&](std::size_t n) { return p.allocate(n, s.get()); },
-                         [&](void* x) { p.deallocate(x, s.get()); }, false)
+                         ops, count, [&](std::size_t n) { return p.allocate(n, s); },
+                         [&](void* x) { p.deallocate(x, s); }, false)
                          .first);
     warm_blocks.push_back(static_cast<double>(p.stats().driver_allocations - blocks_before));
     (void)raw.reserved_high_and_reset(ns);

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <memarea/error.hpp>
-#include <memarea/memarea.h>
+#include <memarea/owner.hpp>
 #include <memarea/pointer.hpp>
 
 #include <cstddef>
@@ -11,13 +11,18 @@ namespace memarea {
 
 /// Area flags; the same bits as MEMAREA_AREA_* and AML_AREA_{HIP,CUDA}_FLAG_*.
 namespace area_flags {
-inline constexpr unsigned device_only = MEMAREA_AREA_DEFAULT;  ///< device memory
-inline constexpr unsigned host = MEMAREA_AREA_HOST;            ///< pinned host memory
-inline constexpr unsigned unified = MEMAREA_AREA_UNIFIED;      ///< managed memory
-inline constexpr unsigned mapped = MEMAREA_AREA_MAPPED;        ///< host memory mapped on devices
-inline constexpr unsigned global = MEMAREA_AREA_GLOBAL;        ///< visible to every device
+inline constexpr unsigned device_only = 0;     ///< device memory
+inline constexpr unsigned host = 1u << 0;      ///< pinned host memory
+inline constexpr unsigned unified = 1u << 1;   ///< managed memory
+inline constexpr unsigned mapped = 1u << 2;    ///< host memory mapped on devices
+inline constexpr unsigned global = 1u << 3;    ///< visible to every device
 inline constexpr unsigned all = host | unified | mapped | global;
 }  // namespace area_flags
+
+namespace detail {
+/// What a pool is inside memarea (opaque here).
+struct pool_object;
+}  // namespace detail
 
 /// Per-call options of area::mmap.
 struct mmap_options {
@@ -62,50 +67,38 @@ class area {
 
  private:
   friend class pool;
-  area(int device, unsigned flags, memarea_pool_t pool) noexcept
+  area(int device, unsigned flags, detail::pool_object* pool) noexcept
       : device_(device), flags_(flags), pool_(pool) {}
   int device_;
   unsigned flags_;
-  memarea_pool_t pool_ = nullptr;  ///< mmap and munmap go to this pool when set
+  detail::pool_object* pool_ = nullptr;  ///< mmap and munmap go to this pool when set
 };
 
-/// An owning, move-only allocation from an area.
-class buffer {
- public:
-  buffer() = default;
-  buffer(area a, void* ptr, std::size_t size) noexcept : area_(a), ptr_(ptr), size_(size) {}
-  ~buffer() { reset(); }
-  buffer(buffer&& o) noexcept : area_(o.area_), ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr; }
-  buffer& operator=(buffer&& o) noexcept;
-  buffer(const buffer&) = delete;
-  buffer& operator=(const buffer&) = delete;
+namespace detail {
+/// How a buffer gives its memory back: its area's munmap.
+struct area_release {
+  area source{};
+  /// source.munmap(ptr, size).
+  void free(void* ptr, std::size_t size) const { source.munmap(ptr, size); }
+};
+}  // namespace detail
 
-  void* data() const noexcept { return ptr_; }
-  std::size_t size() const noexcept { return size_; }
-  const memarea::area& source() const noexcept { return area_; }
+/// An owning, move-only allocation from an area (owner.hpp: data(), size() as asked for,
+/// reset(), try_reset(), release()). After release() the caller frees with source().munmap.
+class buffer : public owner<detail::area_release> {
+ public:
+  /// Empty: holds nothing.
+  buffer() = default;
+  /// Takes ownership of ptr, `size` bytes that a.mmap returned.
+  buffer(area a, void* ptr, std::size_t size) noexcept
+      : owner(ptr, size, detail::area_release{a}) {}
+
+  /// The area the memory came from.
+  const memarea::area& source() const noexcept { return releaser().source; }
   /// The device the memory was allocated on (lookup's device).
   int device() const;
-  memory_kind kind() const noexcept { return area_.kind(); }
-  explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  /// Frees the memory now (no-op when empty). It cannot throw: a failure (busy under
-  /// free_policy::refuse, say) goes to the release-failure record (error.hpp) and the buffer
-  /// lets go of the memory, which stays allocated.
-  void reset() noexcept;
-  /// Frees the memory now and becomes empty; on failure returns the status (its message in *message
-  /// when given), keeps owning it and changes nothing, so that the caller may try again. Success
-  /// when empty.
-  errc try_reset(std::string* message = nullptr) noexcept;
-  /// Gives up ownership; the caller must munmap through source().
-  void* release() noexcept {
-    void* p = ptr_;
-    ptr_ = nullptr;
-    return p;
-  }
-
- private:
-  memarea::area area_;
-  void* ptr_ = nullptr;
-  std::size_t size_ = 0;
+  /// The kind of memory (the area's).
+  memory_kind kind() const noexcept { return source().kind(); }
 };
 
 /// The device pointer of mapped or registered-mapped host memory.

@@ -10,7 +10,6 @@
 // blocks the calling thread.
 #pragma once
 
-#include <memarea/memarea.h>
 #include <memarea/stream.hpp>
 
 #include <cstddef>
@@ -21,26 +20,17 @@ namespace memarea {
 /// managed, pageable host), like cudaMemcpyDefault; returns when the copy is complete.
 /// Throws invalid_value for NULL pointers or ranges that run past their allocation.
 void copy(void* dst, const void* src, std::size_t n);
-/// As copy, queued on stream s (NULL: the default stream of the device side of the copy).
-void copy_async(void* dst, const void* src, std::size_t n, memarea_stream_t s);
-/// As copy_async on a memarea::stream.
-inline void copy_async(void* dst, const void* src, std::size_t n, const stream& s) {
-  copy_async(dst, src, n, s.get());
-}
+/// As copy, queued on stream s (the default stream: of the device side of the copy).
+void copy_async(void* dst, const void* src, std::size_t n, stream_view s);
 
 /// Copies n bytes of device memory of src_device to device memory of dst_device (as
 /// hipMemcpyPeer); returns when the copy is complete. Throws invalid_device for a bad ordinal,
 /// invalid_value for NULL pointers, for a pointer that is not device memory of the device
 /// named with it, and for ranges that run past their allocation. n == 0 copies nothing.
 void copy_peer(void* dst, int dst_device, const void* src, int src_device, std::size_t n);
-/// As copy_peer, queued on stream s (NULL: the calling thread's current device's default
-/// stream): ordered after the work queued on s so far, and work queued on s later waits for it.
+/// As copy_peer, queued on stream s (the default stream: the calling thread's current
+/// device's): ordered after the work queued on s so far, and work queued on s later waits for it.
 void copy_peer_async(void* dst, int dst_device, const void* src, int src_device, std::size_t n,
-                     memarea_stream_t s);
-/// As copy_peer_async on a memarea::stream.
-inline void copy_peer_async(void* dst, int dst_device, const void* src, int src_device,
-                            std::size_t n, const stream& s) {
-  copy_peer_async(dst, dst_device, src, src_device, n, s.get());
-}
+                     stream_view s);
 
 }  // namespace memarea

@@ -9,6 +9,11 @@
 
 namespace memarea {
 
+/// The device id of the host, as cudaCpuDeviceId (MEMAREA_CPU_DEVICE_ID in C).
+inline constexpr int cpu_device_id = -1;
+/// No device, as cudaInvalidDeviceId (MEMAREA_INVALID_DEVICE_ID in C).
+inline constexpr int invalid_device_id = -2;
+
 /// Properties of one device (see memarea_device_properties).
 struct device_properties {
   std::string name;            ///< the vendor's name

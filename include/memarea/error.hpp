@@ -1,8 +1,6 @@
 // memarea — errors: one enumeration for every backend, a std::error_category and an exception.
 #pragma once
 
-#include <memarea/memarea.h>
-
 #include <cstddef>
 #include <functional>
 #include <stdexcept>
@@ -12,25 +10,26 @@
 
 namespace memarea {
 
-/// Every status memarea reports; values equal the C API's memarea_status.
+/// Every status memarea reports; values equal the C API's memarea_status (MEMAREA_SUCCESS,
+/// MEMAREA_ERROR_INVALID_VALUE, ...).
 enum class errc : int {
-  success = MEMAREA_SUCCESS,
-  invalid_value = MEMAREA_ERROR_INVALID_VALUE,
-  invalid_device = MEMAREA_ERROR_INVALID_DEVICE,
-  out_of_memory = MEMAREA_ERROR_OUT_OF_MEMORY,
-  not_supported = MEMAREA_ERROR_NOT_SUPPORTED,
-  no_device = MEMAREA_ERROR_NO_DEVICE,
-  not_found = MEMAREA_ERROR_NOT_FOUND,
-  busy = MEMAREA_ERROR_BUSY,
-  peer_access_unsupported = MEMAREA_ERROR_PEER_ACCESS_UNSUPPORTED,
-  peer_access_already_enabled = MEMAREA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
-  peer_access_not_enabled = MEMAREA_ERROR_PEER_ACCESS_NOT_ENABLED,
-  too_many_peers = MEMAREA_ERROR_TOO_MANY_PEERS,
-  invalid_handle = MEMAREA_ERROR_INVALID_HANDLE,
-  invalid_context = MEMAREA_ERROR_INVALID_CONTEXT,
-  not_permitted = MEMAREA_ERROR_NOT_PERMITTED,
-  initialization = MEMAREA_ERROR_INITIALIZATION,
-  unknown = MEMAREA_ERROR_UNKNOWN,
+  success = 0,
+  invalid_value = 1,                ///< a bad argument (pointer, size, flags)
+  invalid_device = 2,               ///< a device ordinal that does not exist or fits not
+  out_of_memory = 3,                ///< the allocation did not fit
+  not_supported = 4,                ///< the backend or device cannot do this
+  no_device = 5,                    ///< no GPU backend has devices
+  not_found = 6,                    ///< the pointer or object is not known
+  busy = 7,                         ///< the memory is still in use (e.g. imported)
+  peer_access_unsupported = 8,      ///< the device cannot reach that peer
+  peer_access_already_enabled = 9,  ///< enable was called twice
+  peer_access_not_enabled = 10,     ///< disable without enable
+  too_many_peers = 11,              ///< the peer-connection budget is spent
+  invalid_handle = 12,              ///< an IPC handle that is stale or garbage
+  invalid_context = 13,             ///< the driver has no valid context for this
+  not_permitted = 14,               ///< the operation is not permitted
+  initialization = 15,              ///< the backend failed to initialise
+  unknown = 16,                     ///< a driver error memarea does not know
 };
 
 /// The category of memarea::errc; its message() is the status name.
@@ -64,17 +63,17 @@ class error : public std::system_error {
   std::string message_;
 };
 
-/// The status name, e.g. "MEMAREA_ERROR_INVALID_VALUE".
-inline const char* to_string(errc e) noexcept {
-  return memarea_status_name(static_cast<memarea_status>(e));
-}
+/// The status name, e.g. "MEMAREA_ERROR_INVALID_VALUE" (memarea_status_name's); the name of
+/// unknown for a value that is none of the above.
+const char* to_string(errc e) noexcept;
 
-/// A failure that a destructor or reset() of an owning type (buffer, pool_buffer, mapping,
-/// managed_buffer, host_buffer) could not throw. The memory was not freed: it stays allocated
-/// until the cause is gone and the user frees `ptr` by hand (area::munmap, memarea_free,
-/// ipc::close, pool free), for example a BUSY free under free_policy::refuse. A stream the
-/// driver would not destroy comes with `ptr` its memarea_stream_t, still valid (for
-/// memarea_stream_destroy); the last scoped_access of a pair that could not disable access
+/// A failure that a destructor or reset() of an owning type (owner.hpp: buffer, pool_buffer,
+/// mapping, managed_buffer, host_buffer) could not throw. The memory was not freed: it stays
+/// allocated until the cause is gone and the user frees `ptr` by hand (area::munmap,
+/// managed::free, ipc::close, pool::deallocate), for example a BUSY free under
+/// free_policy::refuse. A stream the driver would not destroy comes with `ptr` its C handle,
+/// still valid (c_interop.hpp's from_c makes a stream_view of it; memarea_stream_destroy
+/// destroys it); the last scoped_access of a pair that could not disable access
 /// comes with `ptr` null, the access still enabled (for peer::disable), and a device_guard that
 /// could not make the previous device current again with `ptr` null, the guard's device still
 /// current (for set_device).

@@ -26,7 +26,7 @@ std::vector<numa_node> numa_nodes();
 inline constexpr int any_node = -1;
 
 /// Allocates size bytes of pageable host memory, page-aligned, and records it in memarea's
-/// registry (kind memory_kind::host, device MEMAREA_CPU_DEVICE_ID), so lookup() answers for any
+/// registry (kind memory_kind::host, device cpu_device_id), so lookup() answers for any
 /// interior pointer, copy() takes it as either end, and managed::prefetch / advise / the range
 /// queries work on it. `node` is a NUMA node of numa_nodes(), to which the pages are bound
 /// (MPOL_BIND, as numa_alloc_onnode), or any_node. The size is rounded up to whole host pages
@@ -40,18 +40,19 @@ void free(void* ptr);
 
 /// The NUMA node holding the pages of [ptr, ptr+n) (rounded out to pages; any mapped host
 /// memory, not only memarea's): the node when every page is on it, -1 when no page has been
-/// written yet, MEMAREA_INVALID_DEVICE_ID (-2) when the pages are on several nodes or only some
+/// written yet, invalid_device_id (-2) when the pages are on several nodes or only some
 /// are placed. Throws invalid_value (NULL, n 0, a range that is not entirely mapped).
 int node_of(const void* ptr, std::size_t n);
 
-/// An owning, move-only allocation of pageable host memory (data(), size(), reset(), release()
-/// as owned_allocation; released memory is freed with host::free).
+/// An owning, move-only allocation of pageable host memory (owner.hpp: data(), size() as asked
+/// for, reset(), try_reset(), release(); released memory is freed with host::free).
 class host_buffer : public owned_allocation {
  public:
+  /// Empty: holds nothing.
   host_buffer() = default;
   /// allocate(size, node).
   explicit host_buffer(std::size_t size, int node = any_node)
-      : owned_allocation(allocate(size, node), size) {}
+      : owned_allocation(allocate(size, node), size, {}) {}
 };
 
 }  // namespace memarea::host

@@ -18,29 +18,34 @@
 #pragma once
 
 #include <memarea/error.hpp>
-#include <memarea/memarea.h>
+#include <memarea/owner.hpp>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+
+namespace memarea::detail {
+/// How an ipc::mapping lets go: ipc::close.
+struct mapping_close {
+  /// ipc::close(ptr).
+  void free(void* ptr, std::size_t size) const;
+};
+}  // namespace memarea::detail
 
 namespace memarea::ipc {
 
 /// Flag of open(): the importing device may differ from the memory's; peer access is enabled
-/// as needed (cudaIpcMemLazyEnablePeerAccess).
-inline constexpr unsigned lazy_enable_peer_access = MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS;
+/// as needed (cudaIpcMemLazyEnablePeerAccess; MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS in C).
+inline constexpr unsigned lazy_enable_peer_access = 0x1;
 
-/// The 128 bytes that name exported memory. Plain bytes: send them over any channel.
+/// The 128 bytes that name exported memory. Plain bytes: send them over any channel. The C
+/// API's handle holds the same bytes (c_interop.hpp converts).
 struct handle {
   std::array<unsigned char, 128> bytes{};
 
-  handle() = default;
-  /// From the C API's handle.
-  explicit handle(const memarea_ipc_handle_t& h) noexcept;
-  /// As the C API's handle.
-  memarea_ipc_handle_t c() const noexcept;
   /// 256 lowercase hex digits (for argv, files, environment variables).
   std::string to_hex() const;
   /// Parses to_hex()'s output; throws invalid_value for anything else (no other checks: a
@@ -70,30 +75,19 @@ handle export_handle(const void* ptr);
 /// last close; throws invalid_value when ptr is not open.
 void close(void* ptr);
 
-/// An open mapping, closed on destruction. Move-only.
-class mapping {
+/// An open mapping, closed on destruction (owner.hpp: data() the pointer open returned, size(),
+/// reset(), try_reset(), release()). Move-only. After release() the caller closes with close().
+class mapping : public owner<memarea::detail::mapping_close> {
  public:
+  /// Empty: holds nothing.
   mapping() = default;
-  /// open(h, device, flags).
+  /// open(h, device, flags); size() is the bytes from data() to the end of the memory the
+  /// handle names (the exported allocation, or pool piece).
   explicit mapping(const handle& h, int device = -1, unsigned flags = 0);
-  ~mapping() { reset(); }
-  mapping(mapping&& o) noexcept : ptr_(o.ptr_) { o.ptr_ = nullptr; }
-  mapping& operator=(mapping&& o) noexcept;
-  mapping(const mapping&) = delete;
-  mapping& operator=(const mapping&) = delete;
-
-  void* get() const noexcept { return ptr_; }
-  explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  /// Closes now (no-op when empty). A failure goes to the release-failure record (error.hpp)
-  /// and the mapping lets go of the pointer.
-  void reset() noexcept;
-  /// Closes the mapping now and becomes empty; on failure returns the status (its message in
-  /// *message when given), keeps owning it and changes nothing, so that the caller may try again.
-  /// Success when empty.
-  errc try_reset(std::string* message = nullptr) noexcept;
 
  private:
-  void* ptr_ = nullptr;
+  explicit mapping(std::pair<void*, std::size_t> opened) noexcept
+      : owner(opened.first, opened.second, {}) {}
 };
 
 /// What freeing exported memory does while another process has it open.

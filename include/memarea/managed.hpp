@@ -2,8 +2,8 @@
 // attachment (seed 002), on every backend. docs/managed.md says what each call does where.
 #pragma once
 
+#include <memarea/device.hpp>
 #include <memarea/error.hpp>
-#include <memarea/memarea.h>
 #include <memarea/pointer.hpp>
 #include <memarea/stream.hpp>
 
@@ -15,19 +15,19 @@ namespace memarea::managed {
 
 /// Attach flags of allocate() and attach(); the same bits as MEMAREA_MEM_ATTACH_*.
 namespace attach_flags {
-inline constexpr unsigned global = MEMAREA_MEM_ATTACH_GLOBAL;  ///< any stream of any device
-inline constexpr unsigned host = MEMAREA_MEM_ATTACH_HOST;      ///< the host only, until attached
-inline constexpr unsigned single = MEMAREA_MEM_ATTACH_SINGLE;  ///< one stream (attach() only)
+inline constexpr unsigned global = 0x1;  ///< any stream of any device
+inline constexpr unsigned host = 0x2;    ///< the host only, until attached
+inline constexpr unsigned single = 0x4;  ///< one stream (attach() only)
 }  // namespace attach_flags
 
-/// Usage hints of advise(); values equal memarea_mem_advice.
+/// Usage hints of advise(); values equal the C API's MEMAREA_MEM_ADVISE_*.
 enum class advice : int {
-  set_read_mostly = MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
-  unset_read_mostly = MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY,
-  set_preferred_location = MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION,
-  unset_preferred_location = MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
-  set_accessed_by = MEMAREA_MEM_ADVISE_SET_ACCESSED_BY,
-  unset_accessed_by = MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY,
+  set_read_mostly = 1,
+  unset_read_mostly = 2,
+  set_preferred_location = 3,
+  unset_preferred_location = 4,
+  set_accessed_by = 5,
+  unset_accessed_by = 6,
 };
 
 /// Where managed memory should go, or what a range prefers: a device, the host, or one host
@@ -36,20 +36,20 @@ enum class advice : int {
 struct location {
   enum class type { device, host, host_numa, invalid };
   type kind = type::invalid;
-  int id = MEMAREA_INVALID_DEVICE_ID;  ///< device ordinal, NUMA node, or the CPU / invalid id
+  int id = invalid_device_id;  ///< device ordinal, NUMA node, or the CPU / invalid id
 
   /// Device `ordinal` of the active backend.
   static location device(int ordinal) noexcept { return {type::device, ordinal}; }
-  /// The host (MEMAREA_CPU_DEVICE_ID).
-  static location host() noexcept { return {type::host, MEMAREA_CPU_DEVICE_ID}; }
+  /// The host (cpu_device_id).
+  static location host() noexcept { return {type::host, cpu_device_id}; }
   /// The host's NUMA node `node`.
   static location host_numa(int node) noexcept { return {type::host_numa, node}; }
   /// No location (what attribute queries answer when pages disagree or nothing was set).
   static location invalid() noexcept { return {}; }
-  /// The location of a CUDA-style id: an ordinal, MEMAREA_CPU_DEVICE_ID, anything else invalid.
+  /// The location of a CUDA-style id: an ordinal, cpu_device_id, anything else invalid.
   static location from_id(int id) noexcept;
-  /// The CUDA-style id: ordinal, MEMAREA_CPU_DEVICE_ID for host and host NUMA, else
-  /// MEMAREA_INVALID_DEVICE_ID.
+  /// The CUDA-style id: ordinal, cpu_device_id for host and host NUMA, else
+  /// invalid_device_id.
   int device_id() const noexcept;
   bool is_valid() const noexcept { return kind != type::invalid; }
   bool operator==(const location&) const = default;
@@ -67,29 +67,26 @@ std::string to_string(const location& l);
 /// invalid_value (changing nothing) when ptr is not the start of a live memarea allocation.
 void free(void* ptr);
 
-/// An owning, move-only managed allocation (data(), size(), reset(), release() as
-/// owned_allocation; released memory is freed with managed::free).
+/// An owning, move-only managed allocation (owner.hpp: data(), size() as asked for, reset(),
+/// try_reset(), release(); released memory is freed with managed::free).
 class managed_buffer : public owned_allocation {
  public:
+  /// Empty: holds nothing.
   managed_buffer() = default;
   /// allocate(size, flags).
   explicit managed_buffer(std::size_t size, unsigned flags = attach_flags::global)
-      : owned_allocation(allocate(size, flags), size) {}
+      : owned_allocation(allocate(size, flags), size, {}) {}
 };
 
-/// Migrates [ptr, ptr+n) to `to`, queued on stream s (NULL: the current device's default
-/// stream). The range must lie inside one managed allocation, or one allocation of memarea's
+/// Migrates [ptr, ptr+n) to `to`, queued on stream s (the default: the current device's
+/// default stream). The range must lie inside one managed allocation, or one allocation of memarea's
 /// pageable host memory (host::allocate), and is rounded out to 4 KiB pages.
 /// Where the device (the target, or the stream's for host targets) lacks concurrent managed
 /// access it is a successful no-op, as in RMM. Host memory: to host_numa(n) the pages move to
 /// node n once s is idle (synchronously, move_pages), to host() nothing moves, to a device it is
 /// not_supported. Throws invalid_value (not managed, out of range, n 0), invalid_device (bad
 /// device or NUMA node), not_supported (host NUMA on HIP; host memory to a device).
-void prefetch(const void* ptr, std::size_t n, location to, memarea_stream_t s = nullptr);
-/// As prefetch on a memarea::stream.
-inline void prefetch(const void* ptr, std::size_t n, location to, const stream& s) {
-  prefetch(ptr, n, to, s.get());
-}
+void prefetch(const void* ptr, std::size_t n, location to, stream_view s = {});
 
 /// Applies `a` to [ptr, ptr+n) (rounded out to pages) of managed or memarea host memory. `where`
 /// is needed by set_preferred_location and (un)set_accessed_by; the others ignore it (but a
@@ -111,16 +108,12 @@ location preferred_location(const void* ptr, std::size_t n);
 /// Where the last prefetch of every page went; invalid when none or when pages disagree (and
 /// always invalid where prefetch is a no-op).
 location last_prefetch_location(const void* ptr, std::size_t n);
-/// The ids (ordinals, MEMAREA_CPU_DEVICE_ID) every page of the range is advised accessed by.
+/// The ids (ordinals, cpu_device_id) every page of the range is advised accessed by.
 std::vector<int> accessed_by(const void* ptr, std::size_t n);
 
 /// Associates the whole managed allocation at ptr with stream s (attach_flags::single), all
 /// streams (::global) or the host (::host). ptr must be the allocation's start and n 0 or its
 /// size (CUDA cannot attach part of an allocation).
-void attach(memarea_stream_t s, void* ptr, std::size_t n, unsigned flags);
-/// As attach on a memarea::stream.
-inline void attach(const stream& s, void* ptr, std::size_t n, unsigned flags) {
-  attach(s.get(), ptr, n, flags);
-}
+void attach(stream_view s, void* ptr, std::size_t n, unsigned flags);
 
 }  // namespace memarea::managed

@@ -1,4 +1,5 @@
-// memarea — the whole C++ API.
+// memarea — the whole C++ API. Not included here: memarea/c_interop.hpp (conversions to and from
+// the C API's types, for code that also calls memarea.h) and memarea/mpi.hpp (libmemarea_mpi).
 #pragma once
 
 #include <memarea/area.hpp>
@@ -8,6 +9,7 @@
 #include <memarea/host.hpp>
 #include <memarea/ipc.hpp>
 #include <memarea/managed.hpp>
+#include <memarea/owner.hpp>
 #include <memarea/peer.hpp>
 #include <memarea/pointer.hpp>
 #include <memarea/pool.hpp>

@@ -18,8 +18,8 @@
 
 #include <memarea/area.hpp>
 #include <memarea/error.hpp>
-#include <memarea/memarea.h>
 #include <memarea/pool.hpp>
+#include <memarea/stream.hpp>
 
 #include <mpi.h>
 
@@ -240,7 +240,7 @@ class shared_window : public node_view {
   /// another call (e.g. destroy()).
   void fence();
   /// As fence(), synchronizing only stream s (cheaper when the window's copies go to s).
-  void fence(memarea_stream_t s);
+  void fence(stream_view s);
   /// Closes every peer's segment, waits until every rank of the node has closed this rank's,
   /// then frees it: no rank frees memory another still maps. Collective over the node; the
   /// window is empty afterwards, whatever it throws. After a failure the segment is freed

@@ -6,12 +6,16 @@
 #pragma once
 
 #include <memarea/error.hpp>
-#include <memarea/memarea.h>
 
 namespace memarea::peer {
 
-/// The peer attributes of memarea_device_get_p2p_attribute.
-using attribute_kind = memarea_p2p_attribute;
+/// The peer attributes of attribute(); values equal the C API's MEMAREA_P2P_ATTR_*.
+enum class attribute_kind : int {
+  performance_rank = 1,         ///< relative performance of the link (lower is better)
+  access_supported = 2,         ///< 1 when access can be enabled
+  native_atomic_supported = 3,  ///< 1 when atomics over the link are native
+  array_access_supported = 4,   ///< 1 when CUDA arrays can be accessed over the link
+};
 
 /// True when `device` can be given access to `peer`'s memory; false for a device and itself.
 /// Throws invalid_device for a bad ordinal (no_device when the backend has none).
@@ -39,7 +43,7 @@ void disable(int device, int peer);
 /// bad ordinal. Access enabled behind memarea's back is not seen until memarea tries to enable.
 bool is_enabled(int device, int peer) noexcept;
 
-/// A peer attribute of the pair (src, dst), e.g. MEMAREA_P2P_ATTR_ACCESS_SUPPORTED. Throws
+/// A peer attribute of the pair (src, dst), e.g. attribute_kind::access_supported. Throws
 /// invalid_device for bad ordinals and invalid_value for an unknown attribute.
 int attribute(attribute_kind attr, int src, int dst);
 

@@ -1,24 +1,25 @@
 // memarea — what any pointer is.
 #pragma once
 
+#include <memarea/device.hpp>
 #include <memarea/error.hpp>
-#include <memarea/memarea.h>
+#include <memarea/owner.hpp>
 
 #include <cstddef>
 #include <optional>
 
 namespace memarea {
 
-/// What memory is (values equal memarea_memory_kind).
+/// What memory is (values equal the C API's memarea_memory_kind).
 enum class memory_kind : int {
-  unknown = MEMAREA_MEMORY_UNKNOWN,
-  device = MEMAREA_MEMORY_DEVICE,
-  host_pinned = MEMAREA_MEMORY_HOST_PINNED,
-  managed = MEMAREA_MEMORY_MANAGED,
-  mapped = MEMAREA_MEMORY_MAPPED,
-  registered = MEMAREA_MEMORY_REGISTERED,
-  ipc_imported = MEMAREA_MEMORY_IPC_IMPORTED,
-  host = MEMAREA_MEMORY_HOST,
+  unknown = 0,       ///< not memarea's, and the driver does not know it
+  device = 1,        ///< device memory
+  host_pinned = 2,   ///< pinned host memory
+  managed = 3,       ///< managed (unified) memory
+  mapped = 4,        ///< pinned host memory mapped on devices
+  registered = 5,    ///< an existing host range registered (and mapped)
+  ipc_imported = 6,  ///< memory of another process, opened through IPC
+  host = 7,          ///< pageable host memory (host::allocate)
 };
 
 /// "device", "host_pinned", "managed", ...
@@ -32,8 +33,8 @@ struct allocation_info {
   std::size_t size = 0;
   memory_kind kind = memory_kind::unknown;
   /// Where the memory lives: for IPC-imported memory the exporter's device (as that process
-  /// numbers it), not the device it was opened on; MEMAREA_CPU_DEVICE_ID for host memory.
-  int device = MEMAREA_INVALID_DEVICE_ID;
+  /// numbers it), not the device it was opened on; cpu_device_id for host memory.
+  int device = invalid_device_id;
   /// Bytes usable from base, >= size: a pool piece's rounded size; equal to size otherwise.
   std::size_t capacity = 0;
 };
@@ -44,46 +45,19 @@ allocation_info lookup(const void* ptr);
 /// As lookup, but empty instead of throwing not_found.
 std::optional<allocation_info> find(const void* ptr);
 
-/// An owning, move-only handle on an allocation that memarea frees by its base pointer alone
-/// (as memarea_free does): what managed::managed_buffer and host::host_buffer share.
-class owned_allocation {
- public:
-  owned_allocation() = default;
-  ~owned_allocation() { reset(); }
-  owned_allocation(owned_allocation&& o) noexcept : ptr_(o.ptr_), size_(o.size_) {
-    o.ptr_ = nullptr;
-  }
-  owned_allocation& operator=(owned_allocation&& o) noexcept;
-  owned_allocation(const owned_allocation&) = delete;
-  owned_allocation& operator=(const owned_allocation&) = delete;
-
-  /// The allocation's start (nullptr when empty).
-  void* data() const noexcept { return ptr_; }
-  /// The size asked for (the allocation may be larger: whole pages).
-  std::size_t size() const noexcept { return size_; }
-  /// True while an allocation is owned.
-  explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  /// Frees now (no-op when empty). A failure goes to the release-failure record (error.hpp)
-  /// and the handle lets go of the memory, which stays allocated.
-  void reset() noexcept;
-  /// Frees the memory now and becomes empty; on failure returns the status (its message in *message
-  /// when given), keeps owning it and changes nothing, so that the caller may try again. Success
-  /// when empty.
-  errc try_reset(std::string* message = nullptr) noexcept;
-  /// Gives up ownership; the caller frees (memarea_free, managed::free, host::free).
-  void* release() noexcept {
-    void* p = ptr_;
-    ptr_ = nullptr;
-    return p;
-  }
-
- protected:
-  /// Takes ownership of ptr, a live memarea allocation of `size` bytes asked for.
-  owned_allocation(void* ptr, std::size_t size) noexcept : ptr_(ptr), size_(size) {}
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t size_ = 0;
+namespace detail {
+/// How managed_buffer and host_buffer give memory back: memarea's free by base pointer alone
+/// (as memarea_free does).
+struct base_release {
+  /// Frees the allocation that starts at ptr.
+  void free(void* ptr, std::size_t size) const;
 };
+}  // namespace detail
+
+/// An owning, move-only allocation that memarea frees by its base pointer alone (owner.hpp:
+/// data() its start, size() as asked for, reset(), try_reset(), release()): what
+/// managed::managed_buffer and host::host_buffer build on. After release() the caller frees
+/// with managed::free or host::free.
+using owned_allocation = owner<detail::base_release>;
 
 }  // namespace memarea

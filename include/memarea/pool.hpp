@@ -9,15 +9,15 @@
 
 #include <memarea/area.hpp>
 #include <memarea/error.hpp>
-#include <memarea/memarea.h>
+#include <memarea/owner.hpp>
+#include <memarea/stream.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 namespace memarea {
 
-/// What a pool is made with (memarea_pool_options).
+/// What a pool is made with (the C API's memarea_pool_options).
 struct pool_options {
   std::size_t initial_size = 0;                   ///< reserved at creation
   std::size_t maximum_size = 0;                   ///< most bytes reserved (0: no limit)
@@ -26,10 +26,21 @@ struct pool_options {
   int host_node = -1;                             ///< host pools: the NUMA node (-1: any)
 };
 
-/// What a pool holds (memarea_pool_stats).
-using pool_stats = memarea_pool_stats;
+/// What a pool holds (the C API's memarea_pool_stats, field for field).
+struct pool_stats {
+  std::size_t bytes_reserved = 0;       ///< from the driver, in blocks
+  std::size_t bytes_in_use = 0;         ///< in live allocations, and in freed ones another
+                                        ///< process still has open through IPC
+  std::size_t peak_bytes_reserved = 0;  ///< the most ever reserved
+  std::size_t peak_bytes_in_use = 0;    ///< the most ever handed out (live, or cached by a thread)
+  std::size_t driver_allocations = 0;   ///< blocks ever allocated from the driver
+  std::size_t largest_free_block = 0;   ///< the largest free span any stream may use now
+  std::size_t live_allocations = 0;     ///< allocations not yet freed (held ones excluded)
+};
 
-/// An owning, move-only pool (memarea_pool_t underneath).
+class pool_buffer;
+
+/// An owning, move-only pool.
 ///
 /// Stream order: memory freed on stream A is reused at once by allocations on A; an allocation
 /// on another stream gets it only once A's work queued before the free has completed (an event
@@ -52,11 +63,11 @@ class pool {
   pool(const pool&) = delete;
   pool& operator=(const pool&) = delete;
 
-  /// size bytes ordered on stream s (NULL: the pool's device's default stream).
-  [[nodiscard]] void* allocate(std::size_t size, memarea_stream_t s = nullptr);
+  /// size bytes ordered on stream s (the default: the pool's device's default stream).
+  [[nodiscard]] void* allocate(std::size_t size, stream_view s = {});
   /// Frees what allocate returned, ordered on stream s; invalid_value (changing nothing) for a
   /// pointer that is not a live allocation of this pool.
-  void deallocate(void* ptr, memarea_stream_t s = nullptr);
+  void deallocate(void* ptr, stream_view s = {});
   /// Gives free blocks back until at most keep_bytes stay reserved.
   void trim(std::size_t keep_bytes = 0);
   /// The pool's counters now.
@@ -68,48 +79,39 @@ class pool {
   /// mmap options are invalid_value. The pool must outlive the area's allocations; a pool of
   /// pageable host memory is invalid_value.
   area as_area() const;
-  /// The C handle (valid while this object lives).
-  memarea_pool_t get() const noexcept { return handle_; }
+  /// True until destroyed or moved from.
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
 
  private:
-  explicit pool(memarea_pool_t h) noexcept : handle_(h) {}
-  memarea_pool_t handle_ = nullptr;
+  friend class pool_buffer;
+  friend struct detail::handle_access;
+  explicit pool(detail::pool_object* h) noexcept : handle_(h) {}
+  detail::pool_object* handle_ = nullptr;
 };
 
-/// An owning, move-only allocation from a pool, freed on the stream it was allocated on.
-class pool_buffer {
+namespace detail {
+/// How a pool_buffer gives its piece back: to its pool, ordered on its stream.
+struct pool_release {
+  pool_object* pool = nullptr;
+  stream_view stream;
+  /// The pool's free of ptr on `stream`.
+  void free(void* ptr, std::size_t size) const;
+};
+}  // namespace detail
+
+/// An owning, move-only allocation from a pool, freed on the stream it was allocated on
+/// (owner.hpp: data(), size() as asked for, reset(), try_reset(), release()). After release()
+/// the caller frees with pool::deallocate on that stream. The pool must outlive it. A piece
+/// freed behind its back (pool::deallocate: a bug of the program) is refused: try_reset()
+/// returns invalid_value, reset() records it.
+class pool_buffer : public owner<detail::pool_release> {
  public:
   /// Empty: holds nothing.
   pool_buffer() = default;
-  /// size bytes of p, ordered on s (NULL: the default stream); throws what pool::allocate does.
-  pool_buffer(pool& p, std::size_t size, memarea_stream_t s = nullptr)
-      : pool_(p.get()), ptr_(p.allocate(size, s)), size_(size), stream_(s) {}
-  ~pool_buffer() { reset(); }
-  pool_buffer(pool_buffer&& o) noexcept
-      : pool_(o.pool_), ptr_(o.ptr_), size_(o.size_), stream_(o.stream_) {
-    o.ptr_ = nullptr;
-  }
-  pool_buffer& operator=(pool_buffer&& o) noexcept;
-  pool_buffer(const pool_buffer&) = delete;
-  pool_buffer& operator=(const pool_buffer&) = delete;
-
-  /// The memory (nullptr when empty).
-  void* data() const noexcept { return ptr_; }
-  /// The bytes asked for.
-  std::size_t size() const noexcept { return size_; }
-  /// Frees it now (on its stream); no-op when empty. A free the pool refuses (the pool
-  /// destroyed first: a bug of the program) goes to the release-failure record (error.hpp).
-  void reset() noexcept;
-  /// Frees it (on its stream) now and becomes empty; on failure returns the status (its message in
-  /// *message when given), keeps owning it and changes nothing, so that the caller may try again.
-  /// Success when empty.
-  errc try_reset(std::string* message = nullptr) noexcept;
-
- private:
-  memarea_pool_t pool_ = nullptr;
-  void* ptr_ = nullptr;
-  std::size_t size_ = 0;
-  memarea_stream_t stream_ = nullptr;
+  /// size bytes of p, ordered on s (the default: the pool's device's default stream); throws
+  /// what pool::allocate does.
+  pool_buffer(pool& p, std::size_t size, stream_view s = {})
+      : owner(p.allocate(size, s), size, detail::pool_release{p.handle_, s}) {}
 };
 
 }  // namespace memarea

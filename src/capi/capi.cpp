@@ -6,6 +6,7 @@
 #include "core/system.hpp"
 
 #include <memarea/area.hpp>
+#include <memarea/c_interop.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
 #include <memarea/memarea.h>
@@ -173,7 +174,7 @@ memarea_status memarea_memcpy(void* dst, const void* src, size_t size) {
 
 memarea_status memarea_memcpy_async(void* dst, const void* src, size_t size,
                                     memarea_stream_t stream) {
-  return c_call_hot(__func__, [&] { memarea::copy_async(dst, src, size, stream); });
+  return c_call_hot(__func__, [&] { memarea::copy_async(dst, src, size, memarea::from_c(stream)); });
 }
 
 }  // extern "C"

@@ -2,6 +2,7 @@
 #include "capi/c_call.hpp"
 #include "core/ipc_impl.hpp"
 
+#include <memarea/c_interop.hpp>
 #include <memarea/ipc.hpp>
 #include <memarea/memarea.h>
 
@@ -14,7 +15,7 @@ extern "C" {
 memarea_status memarea_ipc_get_mem_handle(memarea_ipc_handle_t* handle, void* ptr) {
   return c_call_hot(__func__, [&] {
     require(handle, "handle");
-    *handle = memarea::ipc::export_handle(ptr).c();
+    *handle = memarea::to_c(memarea::ipc::export_handle(ptr));
   });
 }
 

@@ -1,6 +1,7 @@
 // The C API of peer access and peer copies (memarea.h, seeds 000 and 003).
 #include "capi/c_call.hpp"
 
+#include <memarea/c_interop.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/memarea.h>
 #include <memarea/peer.hpp>
@@ -33,7 +34,7 @@ memarea_status memarea_device_get_p2p_attribute(int* value, memarea_p2p_attribut
     require(value, "value");
     memarea::detail::require_enum(raw, MEMAREA_P2P_ATTR_PERFORMANCE_RANK,
                                   MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED, "attr");
-    *value = memarea::peer::attribute(attr, src_device, dst_device);
+    *value = memarea::peer::attribute(memarea::from_c(attr), src_device, dst_device);
   });
 }
 
@@ -48,7 +49,7 @@ memarea_status memarea_memcpy_peer(void* dst, int dst_device, const void* src, i
 memarea_status memarea_memcpy_peer_async(void* dst, int dst_device, const void* src,
                                          int src_device, size_t size, memarea_stream_t stream) {
   return c_call_hot(__func__, [&] {
-    memarea::copy_peer_async(dst, dst_device, src, src_device, size, stream);
+    memarea::copy_peer_async(dst, dst_device, src, src_device, size, memarea::from_c(stream));
   });
 }
 

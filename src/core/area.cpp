@@ -1,5 +1,4 @@
 // Areas: allocation by flag combination, the registry, lookup and synchronous copies.
-#include "core/release.hpp"
 #include "core/area_impl.hpp"
 #include "core/pool_impl.hpp"
 #include "core/ipc_impl.hpp"
@@ -234,13 +233,13 @@ void* area::mmap(std::size_t size, const mmap_options& options) const {
     if (options.device >= 0 || options.ptr)
       throw error(errc::invalid_value,
                   "area mmap: a pooled area takes no per-call device or pointer");
-    return detail::pool_alloc_c(pool_, size, nullptr);
+    return detail::pool_alloc_c(detail::handle_of(pool_), size, nullptr);
   }
   return detail::area_mmap(device_, flags_, size, options.device, options.ptr);
 }
 
 void area::munmap(void* ptr, std::size_t size) const {
-  if (pool_) return detail::pool_free_sized_c(pool_, ptr, size);
+  if (pool_) return detail::pool_free_sized_c(detail::handle_of(pool_), ptr, size);
   detail::area_munmap(device_, flags_, ptr, size);
 }
 
@@ -248,54 +247,9 @@ buffer area::allocate(std::size_t size, const mmap_options& options) const {
   return buffer(*this, mmap(size, options), size);
 }
 
-buffer& buffer::operator=(buffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    area_ = o.area_;
-    ptr_ = o.ptr_;
-    size_ = o.size_;
-    o.ptr_ = nullptr;
-  }
-  return *this;
-}
+int buffer::device() const { return lookup(data()).device; }
 
-int buffer::device() const { return lookup(ptr_).device; }
-
-void buffer::reset() noexcept {
-  if (!ptr_) return;
-  detail::release_or_report(ptr_, size_, [&] { area_.munmap(ptr_, size_); });
-  ptr_ = nullptr;
-}
-
-errc buffer::try_reset(std::string* message) noexcept {
-  if (!ptr_) return errc::success;
-  const errc e = detail::try_release([&] { area_.munmap(ptr_, size_); }, message);
-  if (e == errc::success) ptr_ = nullptr;
-  return e;
-}
-
-owned_allocation& owned_allocation::operator=(owned_allocation&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ptr_ = o.ptr_;
-    size_ = o.size_;
-    o.ptr_ = nullptr;
-  }
-  return *this;
-}
-
-void owned_allocation::reset() noexcept {
-  if (!ptr_) return;
-  detail::release_or_report(ptr_, size_, [&] { detail::managed_free(ptr_); });
-  ptr_ = nullptr;
-}
-
-errc owned_allocation::try_reset(std::string* message) noexcept {
-  if (!ptr_) return errc::success;
-  const errc e = detail::try_release([&] { detail::managed_free(ptr_); }, message);
-  if (e == errc::success) ptr_ = nullptr;
-  return e;
-}
+void detail::base_release::free(void* ptr, std::size_t) const { managed_free(ptr); }
 
 std::optional<allocation_info> find(const void* ptr) {
   if (auto r = detail::allocations().find(ptr)) {

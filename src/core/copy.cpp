@@ -524,7 +524,8 @@ void staged_copy(void* dst, int dst_device, const void* src, int src_device, std
 
 }  // namespace detail
 
-void copy_async(void* dst, const void* src, std::size_t n, memarea_stream_t s) {
+void copy_async(void* dst, const void* src, std::size_t n, stream_view view) {
+  const memarea_stream_t s = to_c(view);
   auto& ts = detail::this_thread_state();
   ts.last = detail::copy_path::none;
   if (n == 0) return;
@@ -632,7 +633,8 @@ void copy_peer(void* dst, int dst_device, const void* src, int src_device, std::
 }
 
 void copy_peer_async(void* dst, int dst_device, const void* src, int src_device, std::size_t n,
-                     memarea_stream_t s) {
+                     stream_view view) {
+  const memarea_stream_t s = to_c(view);
   auto& ts = detail::this_thread_state();
   ts.last = detail::copy_path::none;
   auto& sys = detail::system::get();

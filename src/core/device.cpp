@@ -1,10 +1,10 @@
 // Devices, the current device, streams and the sim settings: the C++ API over the system.
 #include "core/pool_impl.hpp"
-#include "core/release.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 
 #include <memarea/device.hpp>
+#include <memarea/owner.hpp>
 #include <memarea/sim.hpp>
 #include <memarea/stream.hpp>
 
@@ -93,7 +93,7 @@ memarea_stream* create_stream(int device) {
   sys.check_device(device, "stream_create");
   native_stream n = nullptr;
   check(sys.gpu().stream_create(device, &n), "stream_create");
-  return new memarea_stream{device, n};
+  return new memarea_stream{{device, n}};
 }
 
 void destroy_stream(memarea_stream* s) {
@@ -111,7 +111,10 @@ stream::~stream() {
   // Destroying a valid stream fails only where the backend broke. Then the handle stays
   // valid (destroy_stream deletes it only after the driver's destroy), and the failure goes to
   // the release-failure record under it, for memarea_stream_destroy by hand.
-  if (handle_) detail::release_or_report(handle_, 0, [&] { detail::destroy_stream(handle_); });
+  if (handle_)
+    detail::release_or_report(handle_, 0, [&] {
+      detail::destroy_stream(static_cast<memarea_stream*>(handle_));
+    });
 }
 
 stream::stream(stream&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
@@ -125,14 +128,20 @@ stream& stream::operator=(stream&& other) noexcept {
   return *this;
 }
 
-void stream::synchronize() const {
-  auto ref = detail::resolve(handle_);
-  check(system::get().gpu().stream_synchronize(ref.device, ref.native), "stream synchronize");
-}
+void stream::synchronize() const { stream_view(*this).synchronize(); }
 
 int stream::device() const noexcept { return handle_ ? handle_->device : -1; }
 
 void* stream::native_handle() const noexcept { return handle_ ? handle_->native : nullptr; }
+
+int stream_view::device() const noexcept { return handle_ ? handle_->device : -1; }
+
+void* stream_view::native_handle() const noexcept { return handle_ ? handle_->native : nullptr; }
+
+void stream_view::synchronize() const {
+  auto ref = detail::resolve(handle_);
+  check(system::get().gpu().stream_synchronize(ref.device, ref.native), "stream synchronize");
+}
 
 // --- sim ------------------------------------------------------------------------------------
 

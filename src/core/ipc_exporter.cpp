@@ -269,7 +269,7 @@ std::size_t exporter::finish_deferred_locked(std::vector<pool_piece>& to_pools) 
   return done;
 }
 
-void* exporter::open_own(const wire& w) {
+void* exporter::open_own(const wire& w, std::size_t* size) {
   std::lock_guard lock(m_);
   auto it = exports_.find(w.buffer_id);
   if (it == exports_.end() || it->second.slot != w.slot)
@@ -282,6 +282,7 @@ void* exporter::open_own(const wire& w) {
     throw mismatch(w);
   void* p = static_cast<char*>(it->second.driver_base) + w.offset;
   ++self_opened_[p];
+  if (size) *size = it->second.end - w.offset;
   return p;
 }
 

@@ -59,8 +59,9 @@ class exporter {
   /// many frees finished. The background thread's tick and ipc::collect().
   std::size_t finish_deferred();
 
-  /// open() of a handle this process made: the pointer, counted for close_own.
-  void* open_own(const wire& w);
+  /// open() of a handle this process made: the pointer, counted for close_own. *size, when
+  /// asked for, receives the bytes from the pointer to the end of the buffer.
+  void* open_own(const wire& w, std::size_t* size = nullptr);
   /// close() of a pointer open_own returned: false when ptr is not one.
   bool close_own(void* ptr);
   /// Whether w names this process's segment.

@@ -132,13 +132,14 @@ void importer::phase_times::stamp(phase p) noexcept {
               .count();
 }
 
-void* importer::open(const wire& w, int device, std::uint64_t self) {
+void* importer::open(const wire& w, int device, std::uint64_t self, std::size_t* size) {
   const key k{w.owner, w.buffer_id};
   std::unique_lock lock(m_);
   auto it = entries_.find(k);
   if (it == entries_.end()) {
     std::string timing_line;
     void* p = open_new_locked(k, w, device, self, timing_line);
+    if (size) *size = entries_.find(k)->second.end - w.offset;
     lock.unlock();
     if (!timing_line.empty()) (void)!::write(2, timing_line.data(), timing_line.size());
     return p;
@@ -173,6 +174,7 @@ void* importer::open(const wire& w, int device, std::uint64_t self) {
       throw stale(w);
     }
   }
+  if (size) *size = e.end - w.offset;
   return hand_out_locked(k, e, p, opened);
 }
 

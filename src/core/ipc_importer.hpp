@@ -35,8 +35,9 @@ class importer {
   importer& operator=(const importer&) = delete;
 
   /// Maps (or finds cached) the buffer w names, on device, and returns its pointer. `self` is
-  /// this process's lease (what its importer slots carry).
-  void* open(const wire& w, int device, std::uint64_t self);
+  /// this process's lease (what its importer slots carry). *size, when asked for, receives the
+  /// bytes from the pointer to the end of the buffer.
+  void* open(const wire& w, int device, std::uint64_t self, std::size_t* size = nullptr);
   /// Closes what open returned; invalid_value for anything else.
   void close(void* ptr);
 

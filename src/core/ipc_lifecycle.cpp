@@ -6,7 +6,6 @@
 // are served from a per-thread cache validated by a generation counter (g_export_generation).
 // Time-driven work (liveness, deferred frees, the /dev/shm sweep) runs in memarea's background
 // thread (base/housekeeper.hpp), never inside a call.
-#include "core/release.hpp"
 #include "base/fork_safety.hpp"
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
@@ -20,6 +19,7 @@
 #include "core/system.hpp"
 
 #include <memarea/ipc.hpp>
+#include <memarea/owner.hpp>
 #include <memarea/pointer.hpp>
 
 #include <fmt/format.h>
@@ -148,7 +148,8 @@ class state {
     return h;
   }
 
-  void* open(const wire& w, int device, unsigned flags) {
+  /// *size, when asked for: the bytes from the pointer to the end of the buffer.
+  void* open(const wire& w, int device, unsigned flags, std::size_t* size = nullptr) {
     if (flags & ~unsigned{MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS})
       throw error(errc::invalid_value,
                   fmt::format("ipc open: flags {:#x}: only 0 and "
@@ -157,8 +158,8 @@ class state {
     auto& sys = system::get();
     if (device == -1) device = current_device();
     sys.check_device(device, "ipc open");
-    if (out.made_here(w)) return out.open_own(w);
-    void* p = in.open(w, device, self());
+    if (out.made_here(w)) return out.open_own(w, size);
+    void* p = in.open(w, device, self(), size);
     // An importer needs the background thread (its exporters' liveness). Started after the
     // open, so a failing open costs nothing; a no-op once it runs.
     if (!keeper_started_.load(std::memory_order_relaxed)) start_keeper();
@@ -412,29 +413,16 @@ void* open(const handle& h, int device, unsigned flags) {
 
 void close(void* ptr) { state::get().close(ptr); }
 
-mapping::mapping(const handle& h, int device, unsigned flags) : ptr_(open(h, device, flags)) {}
-
-mapping& mapping::operator=(mapping&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ptr_ = o.ptr_;
-    o.ptr_ = nullptr;
-  }
-  return *this;
+namespace {
+std::pair<void*, std::size_t> open_sized(const handle& h, int device, unsigned flags) {
+  std::size_t size = 0;
+  void* p = state::get().open(detail::ipc_internal::parse(h), device, flags, &size);
+  return {p, size};
 }
+}  // namespace
 
-void mapping::reset() noexcept {
-  if (!ptr_) return;
-  detail::release_or_report(ptr_, 0, [&] { close(ptr_); });
-  ptr_ = nullptr;
-}
-
-errc mapping::try_reset(std::string* message) noexcept {
-  if (!ptr_) return errc::success;
-  const errc e = detail::try_release([&] { close(ptr_); }, message);
-  if (e == errc::success) ptr_ = nullptr;
-  return e;
-}
+mapping::mapping(const handle& h, int device, unsigned flags)
+    : mapping(open_sized(h, device, flags)) {}
 
 void set_free_policy(free_policy p) {
   if (p != free_policy::defer && p != free_policy::refuse)
@@ -477,3 +465,5 @@ std::size_t collect() { return state::get().tick(); }
 std::size_t remove_stale_objects() { return detail::lease::sweep().removed.size(); }
 
 }  // namespace memarea::ipc
+
+void memarea::detail::mapping_close::free(void* ptr, std::size_t) const { ipc::close(ptr); }

@@ -120,16 +120,6 @@ int hex_value(char c) {
 }
 }  // namespace
 
-handle::handle(const memarea_ipc_handle_t& h) noexcept {
-  std::memcpy(bytes.data(), h.bytes, bytes.size());
-}
-
-memarea_ipc_handle_t handle::c() const noexcept {
-  memarea_ipc_handle_t h;
-  std::memcpy(h.bytes, bytes.data(), bytes.size());
-  return h;
-}
-
 std::string handle::to_hex() const {
   std::string s;
   s.reserve(bytes.size() * 2);

@@ -367,8 +367,8 @@ void* allocate(std::size_t size, unsigned flags) { return detail::managed_malloc
 
 void free(void* ptr) { detail::managed_free(ptr); }
 
-void prefetch(const void* ptr, std::size_t n, location to, memarea_stream_t s) {
-  detail::managed_prefetch(ptr, n, to_driver(to), s);
+void prefetch(const void* ptr, std::size_t n, location to, stream_view s) {
+  detail::managed_prefetch(ptr, n, to_driver(to), to_c(s));
 }
 
 void advise(const void* ptr, std::size_t n, advice a, location where) {
@@ -400,8 +400,8 @@ std::vector<int> accessed_by(const void* ptr, std::size_t n) {
   return out;
 }
 
-void attach(memarea_stream_t s, void* ptr, std::size_t n, unsigned flags) {
-  detail::managed_attach(s, ptr, n, flags);
+void attach(stream_view s, void* ptr, std::size_t n, unsigned flags) {
+  detail::managed_attach(to_c(s), ptr, n, flags);
 }
 
 }  // namespace managed

@@ -2,9 +2,10 @@
 // counts behind peer::scoped_access. The driver owns the real state and its statuses; memarea
 // mirrors what it learns so that copies can choose a path without asking the driver.
 #include "core/peer_impl.hpp"
-#include "core/release.hpp"
 #include "core/system.hpp"
 
+#include <memarea/c_interop.hpp>
+#include <memarea/owner.hpp>
 #include <memarea/peer.hpp>
 
 #include <fmt/format.h>
@@ -171,7 +172,7 @@ int attribute(attribute_kind attr, int src, int dst) {
   sys.check_device(src, "peer attribute");
   sys.check_device(dst, "peer attribute");
   int v = 0;
-  check(sys.gpu().get_p2p_attribute(attr, src, dst, &v),
+  check(sys.gpu().get_p2p_attribute(to_c(attr), src, dst, &v),
         [&] { return fmt::format("peer attribute {} ({} -> {})", static_cast<int>(attr), src, dst); });
   return v;
 }

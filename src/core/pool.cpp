@@ -3,17 +3,17 @@
 // This file: making and destroying pools, the list of live pools, the calls behind the C API
 // and the C++ classes. The pool's state, how the work is laid out, and the other files of
 // pools: pool_state.hpp.
-#include "core/release.hpp"
 #include "core/pool_state.hpp"
 
 #include "core/area_impl.hpp"
 #include "core/host_impl.hpp"
 #include "core/system.hpp"
 
+#include <memarea/c_interop.hpp>
+#include <memarea/owner.hpp>
+
 #include <mutex>
 #include <utility>
-
-struct memarea_pool;
 
 namespace memarea::detail {
 
@@ -204,10 +204,6 @@ void destroy_pool(pool_state* p, bool force) {
 
 // --- C API -----------------------------------------------------------------------------------
 
-struct memarea_pool {
-  memarea::detail::pool_state* state;
-};
-
 namespace memarea {
 
 namespace {
@@ -230,7 +226,7 @@ namespace detail {
 memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
                              const memarea_pool_options* o) {
   const memarea_pool_options opts = o ? *o : memarea_pool_options MEMAREA_POOL_OPTIONS_INIT;
-  auto* h = new memarea_pool{nullptr};
+  auto* h = new memarea_pool{};
   try {
     h->state = area_device ? make_pool(*area_device, *area_flags, false, opts)
                            : make_pool(-1, 0, true, opts);
@@ -286,7 +282,8 @@ pool::~pool() {
   // holds one) or when the host is out of memory: recorded under the handle, never dropped,
   // though the pool may be half gone by then and nothing more can be given back.
   if (handle_)
-    detail::release_or_report(handle_, 0, [&] { detail::pool_destroy_c(handle_, true); });
+    detail::release_or_report(handle_, 0,
+                              [&] { detail::pool_destroy_c(detail::handle_of(handle_), true); });
 }
 
 pool::pool(pool&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
@@ -297,46 +294,27 @@ pool& pool::operator=(pool&& other) noexcept {
   return *this;
 }
 
-void* pool::allocate(std::size_t size, memarea_stream_t s) {
-  return detail::pool_alloc_c(handle_, size, s);
+void* pool::allocate(std::size_t size, stream_view s) {
+  return detail::pool_alloc_c(detail::handle_of(handle_), size, to_c(s));
 }
-void pool::deallocate(void* ptr, memarea_stream_t s) { detail::pool_free_c(handle_, ptr, s); }
-void pool::trim(std::size_t keep_bytes) { detail::pool_trim_c(handle_, keep_bytes); }
+void pool::deallocate(void* ptr, stream_view s) {
+  detail::pool_free_c(detail::handle_of(handle_), ptr, to_c(s));
+}
+void pool::trim(std::size_t keep_bytes) { detail::pool_trim_c(detail::handle_of(handle_), keep_bytes); }
 area pool::as_area() const {
   int device = -1;
   unsigned flags = 0;
-  detail::pool_area_of_c(handle_, &device, &flags);
+  detail::pool_area_of_c(detail::handle_of(handle_), &device, &flags);
   return area(device, flags, handle_);
 }
-pool_stats pool::stats() const { return detail::pool_stats_c(handle_); }
+pool_stats pool::stats() const { return from_c(detail::pool_stats_c(detail::handle_of(handle_))); }
 void pool::destroy() {
-  detail::pool_destroy_c(handle_, false);
+  detail::pool_destroy_c(detail::handle_of(handle_), false);
   handle_ = nullptr;
 }
 
-pool_buffer& pool_buffer::operator=(pool_buffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    pool_ = o.pool_;
-    ptr_ = o.ptr_;
-    size_ = o.size_;
-    stream_ = o.stream_;
-    o.ptr_ = nullptr;
-  }
-  return *this;
-}
-
-void pool_buffer::reset() noexcept {
-  if (!ptr_) return;
-  detail::release_or_report(ptr_, size_, [&] { detail::pool_free_c(pool_, ptr_, stream_); });
-  ptr_ = nullptr;
-}
-
-errc pool_buffer::try_reset(std::string* message) noexcept {
-  if (!ptr_) return errc::success;
-  const errc e = detail::try_release([&] { detail::pool_free_c(pool_, ptr_, stream_); }, message);
-  if (e == errc::success) ptr_ = nullptr;
-  return e;
+void detail::pool_release::free(void* ptr, std::size_t) const {
+  pool_free_c(handle_of(pool), ptr, to_c(stream));
 }
 
 }  // namespace memarea

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -55,10 +56,30 @@ void ipc_forget_pool_block(std::uint64_t id);
 
 // --- the calls behind the C API and the C++ classes (core/pool.cpp) ---
 
+struct pool_state;
+/// A pool: its state. memarea::pool and area hold a pointer to it, the C API its derived
+/// memarea_pool (below).
+struct pool_object {
+  pool_state* state = nullptr;
+};
+
+}  // namespace memarea::detail
+
+/// The C handle's structure is the pool itself: c_interop.hpp converts memarea::pool's
+/// pointer to memarea_pool_t and back (the two are pointer-interconvertible because the
+/// structure is standard-layout and adds no member).
+struct memarea_pool : memarea::detail::pool_object {};
+static_assert(std::is_standard_layout_v<memarea_pool> &&
+              sizeof(memarea_pool) == sizeof(memarea::detail::pool_object));
+
+namespace memarea::detail {
+
+/// The C handle of a pool object (the same object).
+inline memarea_pool_t handle_of(pool_object* p) noexcept { return static_cast<memarea_pool_t>(p); }
+
 memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
                              const memarea_pool_options* o);
 void pool_destroy_c(memarea_pool_t h, bool force);
-struct pool_state;
 /// The state behind a pool's handle, for tests that reach its internals; invalid_value for NULL.
 pool_state& pool_state_of(memarea_pool_t h);
 void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);

@@ -151,7 +151,7 @@ struct lane_stream {
   detail::native_stream native;
 };
 
-lane_stream lane_of(const stream& s) { return {s.device(), s.get()->native}; }
+lane_stream lane_of(const stream& s) { return {s.device(), s.native_handle()}; }
 lane_stream lane_of(const raw_stream& s, int device) { return {device, s.get()}; }
 
 /// Seconds between two events around the copies `queue` puts on `main` (and, for copies in
@@ -204,7 +204,7 @@ struct copier {
 copier memarea_copier(const stream& s0, const stream* s1) {
   copier c;
   c.copy = [&s0, s1](void* dst, int dd, const void* src, int sd, std::size_t n, lane_stream l) {
-    const stream& s = (s1 && l.native == s1->get()->native) ? *s1 : s0;
+    const stream& s = (s1 && l.native == s1->native_handle()) ? *s1 : s0;
     if (dd < 0) copy_async(dst, src, n, s);  // host <-> device
     else copy_peer_async(dst, dd, src, sd, n, s);
   };

@@ -1,14 +1,28 @@
-// The object behind memarea_stream_t and memarea::stream.
+// The object behind memarea_stream_t, memarea::stream and memarea::stream_view.
 #pragma once
 
 #include "core/system.hpp"
 
+#include <memarea/c_interop.hpp>
 #include <memarea/memarea.h>
+#include <memarea/stream.hpp>
 
-struct memarea_stream {
+#include <type_traits>
+
+namespace memarea::detail {
+/// A stream: its device and the vendor's stream.
+struct stream_object {
   int device;
-  memarea::detail::native_stream native;
+  native_stream native;
 };
+}  // namespace memarea::detail
+
+/// The C handle's structure is the stream itself: memarea::stream and stream_view hold a
+/// pointer to its base, which c_interop.hpp converts to memarea_stream_t and back (the two are
+/// pointer-interconvertible because the structure is standard-layout and adds no member).
+struct memarea_stream : memarea::detail::stream_object {};
+static_assert(std::is_standard_layout_v<memarea_stream> &&
+              sizeof(memarea_stream) == sizeof(memarea::detail::stream_object));
 
 namespace memarea::detail {
 
@@ -18,7 +32,7 @@ struct stream_ref {
   int device;
   native_stream native;
 };
-inline stream_ref resolve(memarea_stream_t s) {
+inline stream_ref resolve(const stream_object* s) {
   if (s) return {s->device, s->native};
   return {current_device(), nullptr};
 }

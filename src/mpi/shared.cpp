@@ -1,6 +1,7 @@
 // share() and shared_window: IPC handles exchanged within a node, opened in every process.
 #include "mpi/shared.hpp"
 
+#include <memarea/c_interop.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
 #include <memarea/ipc.hpp>
@@ -487,8 +488,8 @@ void shared_window::fence() {
   device_synchronize(device());
   step(static_cast<int>(detail::step_kind::fence), "fence");
 }
-void shared_window::fence(memarea_stream_t s) {
-  detail::require_ok(memarea_stream_synchronize(s), "shared_window::fence");
+void shared_window::fence(stream_view s) {
+  detail::require_ok(memarea_stream_synchronize(to_c(s)), "shared_window::fence");
   step(static_cast<int>(detail::step_kind::fence), "fence");
 }
 

@@ -3,6 +3,7 @@
 
 #include "mpi/group.hpp"
 
+#include <memarea/memarea.h>
 #include <memarea/mpi.hpp>
 #include <memarea/pointer.hpp>
 

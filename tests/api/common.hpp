@@ -4,6 +4,7 @@
 #include "core/ipc_impl.hpp"
 #include "core/registry.hpp"
 
+#include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>
 
 #include <gtest/gtest.h>
@@ -40,38 +41,6 @@ inline std::size_t live_allocations() {
 }
 /// Every registry record, legacy IPC mappings included (tests of IPC that control its cache).
 inline std::size_t live_records() { return memarea::detail::allocations().size(); }
-
-/// The contract every owned_allocation type shares (managed_buffer, host_buffer): it owns
-/// `size` bytes, moves (the source ends empty), frees exactly once, and release() hands the
-/// pointer to `free_fn`. `make(size)` makes one.
-template <class Buffer, class Make, class Free>
-void expect_owned_allocation_contract(Make make, Free free_fn) {
-  const std::size_t before = live_allocations();
-  {
-    Buffer a = make(5000);
-    EXPECT_TRUE(a);
-    EXPECT_EQ(a.size(), 5000u);
-    void* p = a.data();
-    Buffer b(std::move(a));
-    EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
-    EXPECT_EQ(b.data(), p);
-    Buffer c = make(64);
-    c = std::move(b);
-    EXPECT_EQ(c.data(), p);
-    EXPECT_EQ(live_allocations(), before + 1);
-    void* r = c.release();
-    EXPECT_FALSE(c);
-    free_fn(r);
-    Buffer d = make(4096);
-    d.reset();
-    EXPECT_FALSE(d);
-    d.reset();  // twice: nothing
-    Buffer empty;
-    EXPECT_FALSE(empty);
-    EXPECT_EQ(empty.data(), nullptr);
-  }
-  EXPECT_EQ(live_allocations(), before);
-}
 
 /// Whether device d has managed memory (config sim2_no_managed: none; unified areas are then
 /// NOT_SUPPORTED, which the suites check instead).

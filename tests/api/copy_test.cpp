@@ -349,13 +349,13 @@ TEST(Copy, PeerCopyOnANamedStreamRefusesWhatItAlwaysRefused) {
     EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, nullptr, 0, 16, s), errc::invalid_value);
     EXPECT_EQ(detail::last_copy_path(), copy_path::none);
     // The C API: the same status, and why, from the refusal's own words.
-    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 0, x.data(), 0, 16, s.get()),
+    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 0, x.data(), 0, 16, to_c(s)),
                   MEMAREA_ERROR_INVALID_VALUE);
     const std::string why = memarea_last_error_message();
     EXPECT_NE(why.find("memarea_memcpy_peer_async: copy_peer: destination"), std::string::npos)
         << why;
     EXPECT_NE(why.find("lives on device 1, not on device 0 as named"), std::string::npos) << why;
-    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 1, x.data(), devices(), 16, s.get()),
+    EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 1, x.data(), devices(), 16, to_c(s)),
                   MEMAREA_ERROR_INVALID_DEVICE);
     // A source freed since the last copy, at the address the lookups remember: refused as
     // memory that is no longer device memory.
@@ -388,7 +388,7 @@ TEST(Copy, BadRangesAreRefused) {
   EXPECT_MEMAREA_ERROR(copy(host, static_cast<char*>(x.data()) + 50, 51), errc::invalid_value);
   EXPECT_MEMAREA_ERROR(copy(nullptr, host, 1), errc::invalid_value);
   EXPECT_MEMAREA_ERROR(copy(host, nullptr, 1), errc::invalid_value);
-  EXPECT_MEMAREA_ERROR(copy_async(x.data(), host, 101, nullptr), errc::invalid_value);
+  EXPECT_MEMAREA_ERROR(copy_async(x.data(), host, 101, stream_view{}), errc::invalid_value);
   EXPECT_STATUS(memarea_memcpy(x.data(), host, 101), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_STATUS(memarea_memcpy_async(x.data(), host, 101, nullptr), MEMAREA_ERROR_INVALID_VALUE);
 }
@@ -652,7 +652,7 @@ TEST(Copy, LookupsSeeAFreeAndAReRegistrationAtTheSameAddress) {
     copy(dev.data(), hp, 2 * page);  // fills the cache with both ends
     EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
     EXPECT_MEMAREA_ERROR(copy(dev.data(), hp, 3 * page), errc::invalid_value);
-    EXPECT_MEMAREA_ERROR(copy_async(hp + page, dev.data(), 2 * page, nullptr),
+    EXPECT_MEMAREA_ERROR(copy_async(hp + page, dev.data(), 2 * page, stream_view{}),
                          errc::invalid_value);
   }
   // Unregistered: pageable memory now, which copies of any length within it may use.

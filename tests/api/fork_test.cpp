@@ -223,7 +223,7 @@ TEST(IpcFork, ChildWithoutExecIsANewProcessOrRefused) {
     EXPECT_NE(child_owner, lease::current()) << "the child has a lease of its own";
     {
       ipc::mapping m(theirs);
-      EXPECT_TRUE(holds(m.get(), c.back, 4096)) << "the child exports its own memory";
+      EXPECT_TRUE(holds(m.data(), c.back, 4096)) << "the child exports its own memory";
     }
     msg = 'd';
     ASSERT_TRUE(write_all(to_child, &msg, 1));
@@ -458,7 +458,7 @@ int every_operation(std::uint64_t seed, const ipc::handle* foreign, std::uint64_
     ipc::mapping m(*foreign);
     pattern_into(foreign_seed, scratch.foreign_want);
     scratch.foreign_got.fill(0);
-    copy(scratch.foreign_got.data(), m.get(), kForeignBytes);
+    copy(scratch.foreign_got.data(), m.data(), kForeignBytes);
     if (scratch.foreign_got != scratch.foreign_want) return 6;
   }
   step(7);  // shareable memory through an fd

@@ -169,11 +169,6 @@ TEST(HostMemory, FreeTakesTheBaseOnly) {
   EXPECT_EQ(live_allocations(), before);
 }
 
-TEST(HostMemory, BufferIsMoveOnlyAndFreesOnce) {
-  expect_owned_allocation_contract<host::host_buffer>(
-      [](std::size_t n) { return host::host_buffer(n, 0); }, [](void* p) { host::free(p); });
-}
-
 TEST(HostMemory, NodeOfAnswersForAnyMappedMemory) {
   const std::size_t ps = host_page();
   std::vector<unsigned char> heap(4 * ps, 1);  // written: placed
@@ -528,9 +523,9 @@ TEST(HostMemory, CopiesToAndFromEveryDevice) {
     stream s(d);
     std::memset(dst.data(), 0, n);
     copy_async(static_cast<char*>(dev.data()) + 3, static_cast<char*>(src.data()) + 5, n - 5,
-               s.get());
+               s);
     copy_async(static_cast<char*>(dst.data()) + 5, static_cast<char*>(dev.data()) + 3, n - 5,
-               s.get());
+               s);
     s.synchronize();
     EXPECT_EQ(0, std::memcmp(static_cast<char*>(dst.data()) + 5, in.data() + 5, n - 5));
   }

@@ -83,14 +83,14 @@ TEST(Ipc, SameProcessOpenReturnsTheOriginalPointer) {
   EXPECT_STATUS(memarea_ipc_close_mem_handle(nullptr), MEMAREA_ERROR_INVALID_VALUE);
   // Flags other than 0 and LAZY are refused.
   void* r = nullptr;
-  EXPECT_STATUS(memarea_ipc_open_mem_handle(&r, h.c(), 0x2), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_ipc_open_mem_handle(&r, to_c(h), 0x2), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_EQ(std::string(memarea_last_error_message()).rfind("memarea_ipc_open_mem_handle: ", 0),
             0u)
       << memarea_last_error_message();
-  EXPECT_STATUS(memarea_ipc_open_mem_handle(nullptr, h.c(), 0), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_STATUS(memarea_ipc_open_mem_handle(nullptr, to_c(h), 0), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_NE(std::string(memarea_last_error_message()).find("ptr is NULL"), std::string::npos)
       << memarea_last_error_message();
-  EXPECT_STATUS(memarea_ipc_open_mem_handle(&r, h.c(), 0), MEMAREA_SUCCESS);
+  EXPECT_STATUS(memarea_ipc_open_mem_handle(&r, to_c(h), 0), MEMAREA_SUCCESS);
   EXPECT_EQ(r, interior);
   EXPECT_STATUS(memarea_ipc_close_mem_handle(r), MEMAREA_SUCCESS);
   // A corrupted byte anywhere is caught by the checksum.
@@ -463,8 +463,8 @@ TEST(IpcProcess, OpenCountsCacheAndStaleHandles) {
   EXPECT_MEMAREA_ERROR((void)ipc::open(h), errc::invalid_handle);
   {
     ipc::mapping m(h2);
-    EXPECT_TRUE(holds(m.get(), seed2, n));
-    fill(m.get(), seed, n);
+    EXPECT_TRUE(holds(m.data(), seed2, n));
+    fill(m.data(), seed, n);
   }
   EXPECT_EQ(owner.ask("check " + str(seed)), "ok");
   // The owner exits: its handles are invalid at once (no tick needed: it said so in its

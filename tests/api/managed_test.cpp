@@ -206,12 +206,6 @@ TEST(Managed, DeviceWithoutManagedMemoryIsNotSupported) {
                 MEMAREA_ERROR_INVALID_VALUE);
 }
 
-TEST(Managed, BufferIsMoveOnlyAndFreesOnce) {
-  MEMAREA_REQUIRE_MANAGED(1);
-  expect_owned_allocation_contract<mm::managed_buffer>(
-      [](std::size_t n) { return mm::managed_buffer(n); }, [](void* p) { mm::free(p); });
-}
-
 // --- prefetch ----------------------------------------------------------------------------------
 
 TEST(Managed, PrefetchToEveryDeviceAndBackKeepsTheData) {

@@ -229,7 +229,7 @@ TEST(Peer, UnreachablePairIsUnsupported) {
   EXPECT_MEMAREA_ERROR(peer::scoped_access(a, b), errc::peer_access_unsupported);
   EXPECT_EQ(peer::scoped_access::count(a, b), 0);
   EXPECT_FALSE(peer::is_enabled(a, b));
-  EXPECT_EQ(peer::attribute(MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, a, b), 0);
+  EXPECT_EQ(peer::attribute(peer::attribute_kind::access_supported, a, b), 0);
   EXPECT_STATUS(memarea_device_disable_peer_access(b), MEMAREA_ERROR_PEER_ACCESS_NOT_ENABLED);
 }
 
@@ -273,13 +273,13 @@ TEST(Peer, AttributeStatuses) {
                 MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_STATUS(memarea_device_get_p2p_attribute(&v, MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, 0, n),
                 MEMAREA_ERROR_INVALID_DEVICE);
-  EXPECT_MEMAREA_ERROR((void)peer::attribute(MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, -1, 0),
+  EXPECT_MEMAREA_ERROR((void)peer::attribute(peer::attribute_kind::access_supported, -1, 0),
                        errc::invalid_device);
   if (n < 2) return;
   EXPECT_STATUS(memarea_device_get_p2p_attribute(&v, static_cast<memarea_p2p_attribute>(99), 0,
                                                  1),
                 MEMAREA_ERROR_INVALID_VALUE);
-  EXPECT_MEMAREA_ERROR((void)peer::attribute(MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, 0, 0),
+  EXPECT_MEMAREA_ERROR((void)peer::attribute(peer::attribute_kind::access_supported, 0, 0),
                        errc::invalid_device);
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
@@ -288,8 +288,9 @@ TEST(Peer, AttributeStatuses) {
           memarea_device_get_p2p_attribute(&v, MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, a, b),
           MEMAREA_SUCCESS);
       EXPECT_EQ(v != 0, peer::can_access(a, b)) << a << " -> " << b;
-      for (auto attr : {MEMAREA_P2P_ATTR_PERFORMANCE_RANK, MEMAREA_P2P_ATTR_NATIVE_ATOMIC_SUPPORTED,
-                        MEMAREA_P2P_ATTR_ARRAY_ACCESS_SUPPORTED}) {
+      for (auto attr : {peer::attribute_kind::performance_rank,
+                        peer::attribute_kind::native_atomic_supported,
+                        peer::attribute_kind::array_access_supported}) {
         EXPECT_GE(peer::attribute(attr, a, b), 0);
       }
     }

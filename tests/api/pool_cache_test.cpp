@@ -43,7 +43,7 @@ void expect_tags(const std::vector<void*>& v) {
 
 /// Lowers p's stream tags to tag 0 (any stream) and two streams' (65,534 streams otherwise).
 void limit_to_two_streams(pool& p) {
-  auto& st = detail::pool_state_of(p.get());
+  auto& st = detail::pool_state_of(to_c(p));
   std::lock_guard lock(st.m);
   st.tag_limit = 3;
 }
@@ -247,10 +247,10 @@ TEST(PoolCache, AStreamPastThePoolsTagsIsRefusedAndItsFreesStillComeBack) {
   pool p(area(0));
   limit_to_two_streams(p);
   stream a(0), b(0), c(0);
-  void* xa = p.allocate(kPiece, a.get());
-  void* xb = p.allocate(kPiece, b.get());
+  void* xa = p.allocate(kPiece, a);
+  void* xb = p.allocate(kPiece, b);
   try {
-    (void)p.allocate(kPiece, c.get());
+    (void)p.allocate(kPiece, c);
     ADD_FAILURE() << "a third stream got a piece of a pool limited to two";
   } catch (const error& e) {
     EXPECT_EQ(e.status(), errc::out_of_memory);
@@ -260,10 +260,10 @@ TEST(PoolCache, AStreamPastThePoolsTagsIsRefusedAndItsFreesStillComeBack) {
   EXPECT_EQ(p.stats().live_allocations, 2u) << "the refusal changed nothing";
   // xa's last use is on a; the caller orders that before the free on c (a synchronize here).
   const auto bytes = random_bytes(kPiece);
-  copy_async(xa, bytes.data(), kPiece, a.get());
+  copy_async(xa, bytes.data(), kPiece, a);
   a.synchronize();
-  p.deallocate(xa, c.get());  // into this thread's cache, under c, which has no tag
-  p.deallocate(xb, b.get());
+  p.deallocate(xa, c);  // into this thread's cache, under c, which has no tag
+  p.deallocate(xb, b);
   EXPECT_NO_THROW(p.trim(0));
   const pool_stats s = p.stats();
   EXPECT_EQ(s.live_allocations, 0u);
@@ -276,29 +276,29 @@ TEST(PoolCache, AStreamPastThePoolsTagsIsRefusedAndItsFreesStillComeBack) {
   none_cached.release_threshold = 0;
   pool q(area(0), none_cached);
   limit_to_two_streams(q);
-  void* qb = q.allocate(kPiece, b.get());  // b's tag in q; a's comes with y
+  void* qb = q.allocate(kPiece, b);  // b's tag in q; a's comes with y
   for (pool* each : {&p, &q}) {
-    void* y = each->allocate(kPiece, a.get());
+    void* y = each->allocate(kPiece, a);
     std::thread([&] {
       try {
-        each->deallocate(y, c.get());
+        each->deallocate(y, c);
         ADD_FAILURE() << "a free on a third stream of a pool limited to two succeeded";
       } catch (const error& e) {
         EXPECT_EQ(e.status(), errc::out_of_memory) << e.what();
       }
     }).join();
     EXPECT_EQ(each->stats().live_allocations, each == &q ? 2u : 1u) << "the refusal changed it";
-    each->deallocate(y, a.get());
+    each->deallocate(y, a);
   }
   EXPECT_EQ(p.stats().live_allocations, 0u);
-  q.deallocate(qb, b.get());
+  q.deallocate(qb, b);
   EXPECT_NO_THROW(q.destroy()) << "nothing of q's stayed live";
   // The pool serves again, bytes intact.
-  void* again = p.allocate(kPiece, a.get());
+  void* again = p.allocate(kPiece, a);
   copy(again, bytes.data(), kPiece);
   std::vector<unsigned char> back(kPiece);
   copy(back.data(), again, kPiece);
   EXPECT_EQ(back, bytes);
-  p.deallocate(again, a.get());
+  p.deallocate(again, a);
   p.destroy();
 }

@@ -305,24 +305,24 @@ TEST(Pool, StreamOrderWithAStreamHeldBack) {
   stream a(0), b(0);
   std::promise<void> gate;
   std::shared_future<void> open = gate.get_future().share();
-  ASSERT_TRUE(sim->enqueue_host_task(0, a.get()->native,
+  ASSERT_TRUE(sim->enqueue_host_task(0, a.native_handle(),
                                      [open] { open.wait(); })
                   .ok());
   const std::size_t mib = std::size_t{1} << 20;
-  void* x = p.allocate(mib, a.get());
-  p.deallocate(x, a.get());  // a has not reached this point yet
-  void* y = p.allocate(mib, b.get());
+  void* x = p.allocate(mib, a);
+  p.deallocate(x, a);  // a has not reached this point yet
+  void* y = p.allocate(mib, b);
   EXPECT_NE(y, x) << "memory freed on a held-back stream went to another stream";
-  EXPECT_MEMAREA_ERROR((void)p.allocate(mib, b.get()), errc::out_of_memory);
-  void* again = p.allocate(mib, a.get());
+  EXPECT_MEMAREA_ERROR((void)p.allocate(mib, b), errc::out_of_memory);
+  void* again = p.allocate(mib, a);
   EXPECT_EQ(again, x) << "a free on a stream is reused at once on that stream";
-  p.deallocate(again, a.get());
+  p.deallocate(again, a);
   gate.set_value();
   a.synchronize();
-  void* z = p.allocate(mib, b.get());
+  void* z = p.allocate(mib, b);
   EXPECT_EQ(z, x) << "once the stream passed the free, another stream gets the memory";
-  p.deallocate(y, b.get());
-  p.deallocate(z, b.get());
+  p.deallocate(y, b);
+  p.deallocate(z, b);
   EXPECT_EQ(p.stats().driver_allocations, 1u);
 }
 
@@ -345,7 +345,7 @@ TEST(PoolConcurrent, SixteenThreadsRandomSizesNeverOverlap) {
       for (int op = 0; op < 300; ++op) {
         if (mine.size() < 8 && (mine.empty() || rng() % 2)) {
           const std::size_t n = std::size_t{256} << (rng() % 10);  // 256 B to 128 KiB
-          auto* x = static_cast<std::uint64_t*>(p.allocate(n, t % 2 ? s.get() : nullptr));
+          auto* x = static_cast<std::uint64_t*>(p.allocate(n, t % 2 ? stream_view(s) : stream_view()));
           const std::uint64_t id = (std::uint64_t(t) << 32) | std::uint64_t(op);
           const std::uint64_t marks[2] = {id, ~id};
           copy(x, &marks[0], 8);
@@ -357,12 +357,12 @@ TEST(PoolConcurrent, SixteenThreadsRandomSizesNeverOverlap) {
           copy(&got[0], mine[k].p, 8);
           copy(&got[1], reinterpret_cast<char*>(mine[k].p) + mine[k].n - 8, 8);
           if (got[0] != mine[k].id || got[1] != ~mine[k].id) bad.fetch_add(1);
-          p.deallocate(mine[k].p, t % 2 ? s.get() : nullptr);
+          p.deallocate(mine[k].p, t % 2 ? stream_view(s) : stream_view());
           mine[k] = mine.back();
           mine.pop_back();
         }
       }
-      for (auto& m : mine) p.deallocate(m.p, t % 2 ? s.get() : nullptr);
+      for (auto& m : mine) p.deallocate(m.p, t % 2 ? stream_view(s) : stream_view());
     });
   }
   for (auto& t : ts) t.join();
@@ -488,8 +488,8 @@ TEST(Pool, BadInputGetsAClearStatusAndChangesNothing) {
   EXPECT_MEMAREA_ERROR((void)ipc::export_handle(y), errc::invalid_value);  // free memory
   if (devices() >= 2) {
     stream s1(1);
-    EXPECT_MEMAREA_ERROR((void)p.allocate(64, s1.get()), errc::invalid_value);
-    EXPECT_MEMAREA_ERROR(p.deallocate(x, s1.get()), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR((void)p.allocate(64, s1), errc::invalid_value);
+    EXPECT_MEMAREA_ERROR(p.deallocate(x, s1), errc::invalid_value);
   }
   const pool_stats after = p.stats();
   EXPECT_EQ(after.live_allocations, before.live_allocations);
@@ -699,21 +699,21 @@ TEST(Pool, MemoryFreedOnADestroyedStreamGoesToEveryStream) {
   const auto v = random_bytes(mib);  // outlives a's copy: a's destruction waits for it
   {
     stream a(0);
-    x = p.allocate(mib, a.get());
+    x = p.allocate(mib, a);
     copy_async(x, v.data(), mib, a);
-    p.deallocate(x, a.get());  // freed on a, in this thread's cache
+    p.deallocate(x, a);  // freed on a, in this thread's cache
   }
-  void* y = p.allocate(mib, b.get());
-  void* z = p.allocate(mib, b.get());
+  void* y = p.allocate(mib, b);
+  void* z = p.allocate(mib, b);
   EXPECT_TRUE(z == x || y == x) << "the destroyed stream's piece was not reused";
   EXPECT_EQ(p.stats().driver_allocations, 1u);
-  p.deallocate(y, b.get());
-  p.deallocate(z, b.get());
+  p.deallocate(y, b);
+  p.deallocate(z, b);
   for (int i = 0; i < 3; ++i) {  // new streams, perhaps with the old handle
     stream c(0);
-    void* w = p.allocate(2 * mib - 4096, c.get());
+    void* w = p.allocate(2 * mib - 4096, c);
     EXPECT_TRUE(round_trips(w, 4096));
-    p.deallocate(w, c.get());
+    p.deallocate(w, c);
   }
   p.trim(0);
   EXPECT_EQ(p.stats().bytes_reserved, 0u);
@@ -734,30 +734,30 @@ TEST(Pool, ANewStreamWithADestroyedStreamsHandleKeepsStreamOrder) {
   detail::native_stream dead = nullptr;
   {
     stream a(0);
-    p.deallocate(p.allocate(mib, a.get()), a.get());
-    dead = a.get()->native;
+    p.deallocate(p.allocate(mib, a), a);
+    dead = a.native_handle();
   }
   std::vector<std::unique_ptr<stream>> made;
   stream* b = nullptr;
   for (int i = 0; i < 64 && !b; ++i) {
     made.push_back(std::make_unique<stream>(0));
-    if (made.back()->get()->native == dead) b = made.back().get();
+    if (made.back()->native_handle() == dead) b = made.back().get();
   }
   if (!b) GTEST_SKIP() << "no new stream got the destroyed stream's handle";
   stream c(0);
   std::promise<void> gate;
   std::shared_future<void> open = gate.get_future().share();
-  ASSERT_TRUE(sim->enqueue_host_task(0, b->get()->native, [open] { open.wait(); }).ok());
-  void* x = p.allocate(mib, b->get());
-  void* keep = p.allocate(mib, b->get());  // the block's other half
-  p.deallocate(x, b->get());  // b has not reached this point yet
-  EXPECT_MEMAREA_ERROR((void)p.allocate(mib, c.get()), errc::out_of_memory);
+  ASSERT_TRUE(sim->enqueue_host_task(0, b->native_handle(), [open] { open.wait(); }).ok());
+  void* x = p.allocate(mib, *b);
+  void* keep = p.allocate(mib, *b);  // the block's other half
+  p.deallocate(x, *b);  // b has not reached this point yet
+  EXPECT_MEMAREA_ERROR((void)p.allocate(mib, c), errc::out_of_memory);
   gate.set_value();
   b->synchronize();
-  void* y = p.allocate(mib, c.get());
+  void* y = p.allocate(mib, c);
   EXPECT_EQ(y, x) << "once b passed its free, another stream gets the memory";
-  p.deallocate(y, c.get());
-  p.deallocate(keep, b->get());
+  p.deallocate(y, c);
+  p.deallocate(keep, *b);
 }
 
 // A pooled area: memarea_area_mmap draws from its pool, memarea_area_munmap gives back to it;
@@ -855,7 +855,7 @@ TEST(Pool, APieceCachedAfterAFreeOnADestroyedStreamIsNotLost) {
   void* x = p.allocate(std::size_t{1} << 20);  // on the default stream
   {
     stream s(0);
-    p.deallocate(x, s.get());  // into this thread's cache, freed on s
+    p.deallocate(x, s);  // into this thread's cache, freed on s
   }
   p.trim(0);
   EXPECT_EQ(p.stats().bytes_reserved, 0u) << "the piece freed on the destroyed stream was lost";
@@ -931,7 +931,7 @@ TEST(Pool, PoolBufferOwnsOnePieceAndFreesItOnce) {
   pool p(area(0));
   stream s(0);
   {
-    pool_buffer a(p, 5000, s.get());
+    pool_buffer a(p, 5000, s);
     ASSERT_NE(a.data(), nullptr);
     EXPECT_EQ(a.size(), 5000u);
     EXPECT_TRUE(round_trips(a.data(), 5000));
@@ -948,8 +948,8 @@ TEST(Pool, PoolBufferOwnsOnePieceAndFreesItOnce) {
     EXPECT_EQ(c.data(), nullptr);
     EXPECT_EQ(p.stats().live_allocations, 0u);
     c.reset();  // empty: nothing happens
-    pool_buffer d(p, 64, s.get());
-    pool_buffer e(p, 64, s.get());
+    pool_buffer d(p, 64, s);
+    pool_buffer e(p, 64, s);
     d = std::move(e);  // d's first piece is freed by the assignment
     EXPECT_EQ(p.stats().live_allocations, 1u);
   }

@@ -196,7 +196,7 @@ TEST(ReleaseFailures, AStreamTheDriverWillNotDestroyIsRecordedAndStaysUsable) {
   memarea_stream_t h = nullptr;
   {
     stream s(0);
-    h = s.get();
+    h = to_c(s);
     sim->fail_next(detail::sim::sim_driver::injectable::stream_destroy);
   }
   expect_one_injected_failure(h, {"stream_destroy", "injected"});
@@ -206,8 +206,8 @@ TEST(ReleaseFailures, AStreamTheDriverWillNotDestroyIsRecordedAndStaysUsable) {
   buffer d = a.allocate(n);
   const auto src = random_bytes(n);
   std::vector<unsigned char> back(n);
-  copy_async(d.data(), src.data(), n, h);
-  copy_async(back.data(), d.data(), n, h);
+  copy_async(d.data(), src.data(), n, from_c(h));
+  copy_async(back.data(), d.data(), n, from_c(h));
   ASSERT_EQ(memarea_stream_synchronize(h), MEMAREA_SUCCESS);
   EXPECT_EQ(back, src);
   EXPECT_EQ(memarea_stream_destroy(h), MEMAREA_SUCCESS);

@@ -95,13 +95,13 @@ int check(int argc, char** argv) {
   const int device = argc == 8 ? static_cast<int>(std::strtol(argv[7], nullptr, 10)) : -1;
   memarea::ipc::mapping m(h, device, memarea::ipc::lazy_enable_peer_access);
   auto expected = pattern(seed, n);
-  if (!matches(m.get(), expected.data() + off, n - off)) {
+  if (!matches(m.data(), expected.data() + off, n - off)) {
     say("bad");
     return 3;
   }
   if (wseed) {
     auto w = pattern(wseed, n - off);
-    memarea::copy(m.get(), w.data(), w.size());
+    memarea::copy(m.data(), w.data(), w.size());
   }
   say("ok");
   return 0;
