@@ -25,8 +25,6 @@ void* host_malloc(std::size_t size, int node);
 /// that does not exist or has no memory.
 void* host_malloc_placed(std::size_t size, const detail::host::placement& where, void* hint,
                          const void* tag);
-/// The tag host_malloc_placed gave r (nullptr for host_malloc's).
-inline const void* host_maker(const record& r) { return r.tag; }
 /// Gives memarea's host memory back to the kernel (release() of a MEMAREA_MEMORY_HOST record),
 /// after dropping its attributes.
 dstatus host_release(const record& r);
