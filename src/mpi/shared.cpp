@@ -1,5 +1,5 @@
 // share() and shared_window: IPC handles exchanged within a node, opened in every process.
-#include "mpi/shared.hpp"
+#include "shared.hpp"
 
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
