@@ -1,6 +1,7 @@
 // `memarea ipc gc`: the sweep of /dev/shm that memarea's background thread runs, by hand.
-#include "base/lease.hpp"
 #include "tools/commands.hpp"
+
+#include <memarea/ipc.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -9,7 +10,7 @@
 namespace memarea::cli {
 
 int run_ipc_gc(bool dry_run, bool json) {
-  const auto report = detail::lease::sweep(dry_run);
+  const auto report = ipc::sweep(dry_run);
   if (json) {
     nlohmann::json j{{"dry_run", dry_run},
                      {dry_run ? "would_remove" : "removed", report.removed},

@@ -28,6 +28,7 @@ struct pool_object;
 struct mmap_options {
   int device = -1;      ///< >= 0 (0 included): allocate on this device instead of the area's
   void* ptr = nullptr;  ///< MAPPED without HOST: the existing host range to register
+  const void* tag = nullptr;  ///< the allocation's tag (nullptr: none): see tag_of (pointer.hpp)
 };
 
 class buffer;

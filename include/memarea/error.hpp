@@ -92,10 +92,11 @@ void set_release_failure_handler(std::function<void(const release_failure&)> han
 /// 1,024 are kept; `dropped`, when given, receives how many newer ones were counted instead.
 std::vector<release_failure> take_release_failures(std::size_t* dropped = nullptr);
 
-namespace detail {
-/// Hands a failure to the handler, or keeps it. Never throws.
+/// Reports a release failure as memarea's own owning types do: to the handler, else to the
+/// list above. For libraries on top of memarea whose destructors free memarea memory and so
+/// cannot throw. The status is e's when e is a memarea::error, else unknown; the message is
+/// its text. Never throws.
 void report_release_failure(const void* ptr, std::size_t size, const std::exception& e) noexcept;
-}  // namespace detail
 
 }  // namespace memarea
 

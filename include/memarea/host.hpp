@@ -34,6 +34,31 @@ inline constexpr int any_node = -1;
 /// Throws invalid_value (size 0), invalid_device (a node that does not exist or has no memory),
 /// out_of_memory.
 [[nodiscard]] void* allocate(std::size_t size, int node = any_node);
+/// A NUMA memory policy: where the pages of a range go when first touched (memarea_host_policy).
+enum class policy : int {
+  default_policy = MEMAREA_HOST_POLICY_DEFAULT,  ///< the process's (first touch, or numactl's)
+  bind = MEMAREA_HOST_POLICY_BIND,               ///< the set's nodes only (MPOL_BIND)
+  preferred = MEMAREA_HOST_POLICY_PREFERRED,     ///< the set's nodes first, others once full
+  interleave = MEMAREA_HOST_POLICY_INTERLEAVE,   ///< page by page, round robin over the set
+};
+
+/// A policy over a set of NUMA nodes.
+struct placement {
+  policy mode = policy::default_policy;
+  /// The node set (ignored for default_policy): node n is bit n % B of word n / B, B the bits
+  /// of an unsigned long (libnuma's bitmask and mbind(2)'s layout).
+  std::vector<unsigned long> nodes;
+};
+
+/// allocate() with any placement, mmap's address hint (nullptr: none; never MAP_FIXED, so the
+/// memory may land elsewhere) and a tag (tag_of, pointer.hpp). The pages get `where` before
+/// any is touched, and it is what advice "unset preferred location" puts back; preferred over
+/// several nodes is MPOL_PREFERRED_MANY where the kernel has it (Linux 5.15), else the lowest
+/// node of the set. Without NUMA support `where` is only checked. Throws invalid_value (size 0,
+/// an unknown policy, an empty set other than for default_policy), invalid_device (a node that
+/// does not exist or has no memory), out_of_memory.
+[[nodiscard]] void* allocate_placed(std::size_t size, const placement& where,
+                                    void* hint = nullptr, const void* tag = nullptr);
 /// Frees what allocate() returned by its base pointer (managed::free and memarea_free take it
 /// too); invalid_value, freeing nothing, when ptr is not the start of a live memarea allocation.
 void free(void* ptr);

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace memarea::detail {
 /// How an ipc::mapping lets go: ipc::close.
@@ -132,6 +133,18 @@ std::size_t collect();
 /// shares memory and every 60 s after; `memarea ipc gc` runs it by hand. Returns how many
 /// objects it removed.
 std::size_t remove_stale_objects();
+
+/// What a sweep of /dev/shm found (memarea_ipc_sweep_report, with the names).
+struct sweep_report {
+  std::vector<std::string> removed;  ///< objects of dead processes removed (a dry run: to
+                                     ///< remove), named without the leading '/'
+  std::size_t live_owners = 0;       ///< processes alive: their objects left alone
+  std::size_t left_alone = 0;        ///< objects of other users, or whose owner could not be read
+  std::size_t busy = 0;              ///< dead processes another sweep held on to: the next sweep's
+};
+/// remove_stale_objects() with the whole report; with dry_run it removes nothing and lists what
+/// it would remove (`memarea ipc gc --dry-run`).
+sweep_report sweep(bool dry_run = false);
 
 // --- shareable memory and file descriptors -----------------------------------------------------
 

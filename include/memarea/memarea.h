@@ -46,6 +46,11 @@ typedef enum memarea_status {
 MEMAREA_API const char *memarea_status_name(memarea_status s);
 /** The calling thread's message for its last failed call ("" when none failed). */
 MEMAREA_API const char *memarea_last_error_message(void);
+/** Sets the calling thread's last error message (what memarea_last_error_message returns) to
+ *  message (NULL: "") and returns status, unchanged. For libraries built on memarea whose own C
+ *  functions report failures as memarea does, a status and this thread's message
+ *  (libmemarea-aml and libmemarea_mpi do): `return memarea_set_last_error(s, "my_call: why");`. */
+MEMAREA_API memarea_status memarea_set_last_error(memarea_status status, const char *message);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Backends, devices and streams                                                            */
@@ -113,8 +118,9 @@ enum {
 typedef struct memarea_mmap_options {
   int device; /**< -1: the area's device; any valid ordinal, 0 included, overrides it */
   void *ptr;  /**< MAPPED without HOST: the existing host range to register */
+  const void *tag; /**< the allocation's tag (NULL: none): see memarea_pointer_get_tag */
 } memarea_mmap_options;
-#define MEMAREA_MMAP_OPTIONS_INIT {-1, NULL}
+#define MEMAREA_MMAP_OPTIONS_INIT {-1, NULL, NULL}
 
 /** Creates an area on device (-1: the calling thread's current device at each mmap). Another
  *  id that is not a device: MEMAREA_ERROR_INVALID_DEVICE. */
@@ -163,6 +169,26 @@ typedef struct memarea_allocation_info {
 MEMAREA_API memarea_status memarea_pointer_get_info(memarea_allocation_info *info,
                                                     const void *ptr);
 
+/* Tags. An allocation may carry a tag, an address its maker chose (memarea_mmap_options.tag,
+ * memarea_host_malloc_options.tag), by which a library on top of memarea tells its own
+ * allocations from everyone else's: the address of one of its own objects is a tag no other
+ * code can pick by accident. memarea never reads through a tag. */
+
+/** *tag: the tag of the allocation that holds ptr (NULL when it was made without one; pool
+ *  pieces and IPC mappings have none). MEMAREA_ERROR_NOT_FOUND when ptr is not inside memory
+ *  memarea allocated or mapped. */
+MEMAREA_API memarea_status memarea_pointer_get_tag(const void **tag, const void *ptr);
+/** Frees the allocation that starts at ptr, as memarea_free does, only when it was made with
+ *  tag (not NULL) and, for size other than 0, asked for exactly size bytes; anything else is
+ *  MEMAREA_ERROR_INVALID_VALUE and frees nothing. The check and the free are one step: another
+ *  thread's free and a new allocation at the same address cannot come between them. */
+MEMAREA_API memarea_status memarea_free_tagged(void *ptr, size_t size, const void *tag);
+/** *overlaps: 1 when a byte of [ptr, ptr+size) lies in memory memarea allocated or mapped (an
+ *  area's, a pool's blocks, managed and pageable host memory, IPC and shareable mappings), else
+ *  0. For code that maps memory at a fixed address (mmap's MAP_FIXED) and must not replace
+ *  memory memarea keeps records of. Size 0: MEMAREA_ERROR_INVALID_VALUE. */
+MEMAREA_API memarea_status memarea_range_overlaps(int *overlaps, const void *ptr, size_t size);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Pools (docs/pools.md)                                                                    */
 
@@ -207,11 +233,21 @@ MEMAREA_API memarea_status memarea_pool_alloc(memarea_pool_t pool, void **ptr, s
  *  memory is reused once work queued on stream before this call has completed. */
 MEMAREA_API memarea_status memarea_pool_free(memarea_pool_t pool, void *ptr,
                                              memarea_stream_t stream);
+/** memarea_pool_free with the size the caller allocated (sized deallocation):
+ *  MEMAREA_ERROR_INVALID_VALUE, freeing nothing, when size is 0 or larger than the piece (its
+ *  capacity, memarea_allocation_info.capacity), so that a size mix-up is caught, not absorbed. */
+MEMAREA_API memarea_status memarea_pool_free_sized(memarea_pool_t pool, void *ptr, size_t size,
+                                                   memarea_stream_t stream);
 /** An area whose memarea_area_mmap draws from pool (on the pool's device's default stream) and
  *  whose memarea_area_munmap gives back to it (size: at most the piece's). Device and flags
  *  are the pool's; per-call mmap options are INVALID_VALUE. The pool must outlive the area; a
  *  pool of pageable host memory is INVALID_VALUE. Destroy it with memarea_area_destroy. */
 MEMAREA_API memarea_status memarea_area_create_pooled(memarea_area_t *area, memarea_pool_t pool);
+/** What area was made with: *device (-1: the calling thread's current device at each mmap),
+ *  *flags (MEMAREA_AREA_*), *pool (the pool of memarea_area_create_pooled, else NULL). Any
+ *  output may be NULL. */
+MEMAREA_API memarea_status memarea_area_get_attributes(memarea_area_t area, int *device,
+                                                       unsigned *flags, memarea_pool_t *pool);
 /** Gives free blocks back to the driver until at most keep_bytes stay reserved (blocks still
  *  holding live memory, or freed on a stream whose work has not completed, stay). */
 MEMAREA_API memarea_status memarea_pool_trim(memarea_pool_t pool, size_t keep_bytes);
@@ -304,6 +340,35 @@ MEMAREA_API memarea_status memarea_mem_advise_host_numa(const void *ptr, size_t 
  *  MEMAREA_ERROR_INVALID_DEVICE. */
 MEMAREA_API memarea_status memarea_host_malloc(void **ptr, size_t size, int numa_node);
 
+/** A NUMA memory policy: where the pages of pageable host memory go when first touched. */
+typedef enum memarea_host_policy {
+  MEMAREA_HOST_POLICY_DEFAULT = 0,   /**< the process's policy (first touch, or numactl's) */
+  MEMAREA_HOST_POLICY_BIND = 1,      /**< the set's nodes only (MPOL_BIND) */
+  MEMAREA_HOST_POLICY_PREFERRED = 2, /**< the set's nodes first, others when they are full */
+  MEMAREA_HOST_POLICY_INTERLEAVE = 3 /**< page by page, round robin over the set */
+} memarea_host_policy;
+/** Options of memarea_host_malloc_placed; start from MEMAREA_HOST_MALLOC_OPTIONS_INIT. */
+typedef struct memarea_host_malloc_options {
+  memarea_host_policy policy; /**< the pages' policy */
+  const unsigned long *nodes; /**< its node set (ignored for DEFAULT): node n is bit n % B of
+                                   word n / B, B the bits of an unsigned long (libnuma's
+                                   bitmask and mbind(2)'s layout) */
+  size_t node_words;          /**< words at nodes */
+  void *hint;                 /**< mmap(2)'s address hint (NULL: none); never MAP_FIXED, so the
+                                   memory may land elsewhere */
+  const void *tag;            /**< the allocation's tag (NULL: none): see memarea_pointer_get_tag */
+} memarea_host_malloc_options;
+#define MEMAREA_HOST_MALLOC_OPTIONS_INIT {MEMAREA_HOST_POLICY_DEFAULT, NULL, 0, NULL, NULL}
+/** memarea_host_malloc with any policy over any set of nodes (options NULL: the default
+ *  policy). The pages get the policy before any is touched, and it is what advice "unset
+ *  preferred location" puts back. PREFERRED over several nodes is MPOL_PREFERRED_MANY where the
+ *  kernel has it (Linux 5.15), else the lowest node of the set; without NUMA support the
+ *  placement is only checked. MEMAREA_ERROR_INVALID_VALUE: size 0, an unknown policy, an empty
+ *  node set (other than for DEFAULT), nodes NULL with node_words not 0;
+ *  MEMAREA_ERROR_INVALID_DEVICE: a node that does not exist or has no memory. */
+MEMAREA_API memarea_status memarea_host_malloc_placed(void **ptr, size_t size,
+                                                      const memarea_host_malloc_options *options);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Inter-process sharing (seed 001)                                                         */
 
@@ -320,6 +385,16 @@ MEMAREA_API memarea_status memarea_ipc_close_mem_handle(void *ptr);
  *  (killed, aborted, _exit), never a live process's or another user's; *removed (if not NULL)
  *  gets how many. memarea's background thread also does it (docs/ipc.md, "Liveness"). */
 MEMAREA_API memarea_status memarea_ipc_remove_stale_objects(size_t *removed);
+/** What a sweep of /dev/shm found (memarea_ipc_sweep). */
+typedef struct memarea_ipc_sweep_report {
+  size_t removed;     /**< objects of dead processes removed (a dry run: to remove) */
+  size_t live_owners; /**< processes alive: their objects left alone */
+  size_t left_alone;  /**< objects of other users, or whose owner could not be read */
+  size_t busy;        /**< dead processes another sweep held on to: the next sweep's */
+} memarea_ipc_sweep_report;
+/** memarea_ipc_remove_stale_objects with the whole report; dry_run not 0: removes nothing and
+ *  counts what it would remove. report may be NULL. */
+MEMAREA_API memarea_status memarea_ipc_sweep(memarea_ipc_sweep_report *report, int dry_run);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Shareable memory and file descriptors (seed 001: what legacy IPC cannot share)           */

@@ -45,6 +45,24 @@ allocation_info lookup(const void* ptr);
 /// As lookup, but empty instead of throwing not_found.
 std::optional<allocation_info> find(const void* ptr);
 
+// Tags: an allocation may carry a tag, an address its maker chose (mmap_options::tag,
+// host::allocate_placed), by which a library on top of memarea tells its own allocations from
+// everyone else's. memarea never reads through a tag.
+
+/// The tag of the allocation that holds ptr; nullptr when it was made without one (pool pieces
+/// and IPC mappings have none). Throws not_found when ptr is not inside memory memarea allocated
+/// or mapped.
+const void* tag_of(const void* ptr);
+/// Frees the allocation that starts at ptr, as memarea_free does, only when it was made with
+/// tag (not nullptr) and, for size other than 0, asked for exactly size bytes; anything else
+/// throws invalid_value and frees nothing. The check and the free are one step: another
+/// thread's free and a new allocation at the same address cannot come between them.
+void free_tagged(void* ptr, std::size_t size, const void* tag);
+/// Whether a byte of [ptr, ptr+size) lies in memory memarea allocated or mapped (an area's, a
+/// pool's blocks, managed and pageable host memory, IPC and shareable mappings): what code
+/// that maps at a fixed address (MAP_FIXED) must not replace. invalid_value for size 0.
+bool overlaps_allocation(const void* ptr, std::size_t size);
+
 namespace detail {
 /// How managed_buffer and host_buffer give memory back: memarea's free by base pointer alone
 /// (as memarea_free does).

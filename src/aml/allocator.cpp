@@ -1,8 +1,8 @@
 // AML's generic allocator calls (aml/higher/allocator.h) and what the three allocators share:
 // the pool behind an allocator over memarea's CUDA, HIP or linux area, and the table of chunks.
-#include "aml/allocator_impl.hpp"
-#include "capi/c_call.hpp"
-#include "core/pool_impl.hpp"
+#include "allocator_impl.hpp"
+
+#include <memarea/area.hpp>
 
 #include <aml/area/cuda.h>
 #include <aml/area/hip.h>
@@ -16,33 +16,36 @@ namespace {
 
 /// A pool for an allocator: over the area (device, flags) or, both NULL, pageable host memory
 /// on host_node; every freed byte kept (an allocator caches), pieces aligned on alignment.
-/// nullptr when the pool cannot be made.
-memarea_pool_t make_allocator_pool(const int* device, const unsigned* flags,
-                                   std::size_t alignment, int host_node) noexcept {
-  memarea_pool_options po = MEMAREA_POOL_OPTIONS_INIT;
+/// Empty when the pool cannot be made.
+std::optional<memarea::pool> make_allocator_pool(const int* device, const unsigned* flags,
+                                                 std::size_t alignment, int host_node) noexcept {
+  memarea::pool_options po;
   po.release_threshold = SIZE_MAX;
   po.alignment = alignment;
   po.host_node = host_node;
-  memarea_pool_t pool = nullptr;
-  const memarea_status s = detail::c_call("aml allocator create", [&] {
-    pool = detail::pool_create_c(device, flags, &po);
+  std::optional<memarea::pool> pool;
+  (void)call("aml allocator create", [&] {
+    if (device)
+      pool.emplace(memarea::area(*device, *flags), po);
+    else
+      pool.emplace(memarea::pool::host(po));
   });
-  return s == MEMAREA_SUCCESS ? pool : nullptr;
+  return pool;
 }
 
 }  // namespace
 
-memarea_pool_t pool_for_area(const aml_area* area, const aml_area_mmap_options* opts,
-                             std::size_t alignment) noexcept {
-  if (!area || !area->data) return nullptr;
+std::optional<memarea::pool> pool_for_area(const aml_area* area, const aml_area_mmap_options* opts,
+                                           std::size_t alignment) noexcept {
+  if (!area || !area->data) return std::nullopt;
   if (area->ops == &aml_area_linux_ops) {
     // Without options (files, shared or fixed mappings take the area's own calls), when a
     // pool places pages as the area would.
     int node = -1;
-    if (opts || !linux_area_pool_node(area->data, &node)) return nullptr;
+    if (opts || !linux_area_pool_node(area->data, &node)) return std::nullopt;
     return make_allocator_pool(nullptr, nullptr, alignment, node);
   }
-  if (area->ops != &aml_area_cuda_ops && area->ops != &aml_area_hip_ops) return nullptr;
+  if (area->ops != &aml_area_cuda_ops && area->ops != &aml_area_hip_ops) return std::nullopt;
   // Both flavours' data and options share one layout (src/aml/gpu_area.cpp checks it).
   const auto* data = reinterpret_cast<const aml_area_cuda_data*>(area->data);
   const auto* options = reinterpret_cast<const aml_area_cuda_mmap_options*>(opts);
@@ -50,39 +53,37 @@ memarea_pool_t pool_for_area(const aml_area* area, const aml_area_mmap_options* 
   // Managed memory ignores MAPPED (the area documents it), which a pool would refuse.
   if (flags & MEMAREA_AREA_UNIFIED) flags &= ~static_cast<unsigned>(MEMAREA_AREA_MAPPED);
   // MAPPED without HOST registers the options' host range at each mmap: nothing to pool.
-  if ((flags & MEMAREA_AREA_MAPPED) && !(flags & MEMAREA_AREA_HOST)) return nullptr;
+  if ((flags & MEMAREA_AREA_MAPPED) && !(flags & MEMAREA_AREA_HOST)) return std::nullopt;
   const int device = (options && options->device >= 0) ? options->device
                                                         : (data->device < 0 ? -1 : data->device);
   return make_allocator_pool(&device, &flags, alignment, -1);
 }
 
-void* pooled_alloc(memarea_pool_t pool, std::size_t size) noexcept {
+void* pooled_alloc(memarea::pool& pool, std::size_t size) noexcept {
   void* p = nullptr;
-  const memarea_status s =
-      detail::c_call("aml_alloc", [&] { p = detail::pool_alloc_c(pool, size, nullptr); });
+  const memarea_status s = call("aml_alloc", [&] { p = pool.allocate(size); });
   if (s != MEMAREA_SUCCESS) return fail_null(s);
   return p;
 }
 
-int pooled_free(memarea_pool_t pool, void* ptr) noexcept {
-  const memarea_status s =
-      detail::c_call("aml_free", [&] { detail::pool_free_c(pool, ptr, nullptr); });
+int pooled_free(memarea::pool& pool, void* ptr) noexcept {
+  const memarea_status s = call("aml_free", [&] { pool.deallocate(ptr); });
   return s == MEMAREA_SUCCESS ? AML_SUCCESS : -code_of(s);
 }
 
-bool pooled_live(memarea_pool_t pool) noexcept {
-  if (!pool) return false;
+bool pooled_live(const memarea::pool& pool) noexcept {
   memarea_pool_stats st{};
-  const memarea_status s =
-      detail::c_call("aml allocator destroy", [&] { st = detail::pool_stats_c(pool); });
+  const memarea_status s = call("aml allocator destroy", [&] { st = pool.stats(); });
   // bytes_in_use counts live pieces and pieces held for IPC; a failing read refuses too.
   return s != MEMAREA_SUCCESS || st.live_allocations > 0 || st.bytes_in_use > 0;
 }
 
-int pooled_destroy(memarea_pool_t pool, bool force) noexcept {
-  const memarea_status s = detail::c_call("aml allocator destroy",
-                                          [&] { detail::pool_destroy_c(pool, force); });
-  return s == MEMAREA_SUCCESS ? AML_SUCCESS : -code_of(s);
+int pooled_destroy(std::optional<memarea::pool>& pool) noexcept {
+  if (!pool) return AML_SUCCESS;
+  const memarea_status s = call("aml allocator destroy", [&] { pool->destroy(); });
+  if (s != MEMAREA_SUCCESS) return -code_of(s);
+  pool.reset();
+  return AML_SUCCESS;
 }
 
 // --- chunk_table ------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 // bookkeeping of the other path, and the table of chunks handed out by alloc_chunk.
 #pragma once
 
-#include "aml/aml_impl.hpp"
+#include "aml_impl.hpp"
+
+#include <memarea/pool.hpp>
 
 #include <aml.h>
 #include <aml/higher/allocator.h>
@@ -13,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace memarea::aml {
@@ -20,29 +23,30 @@ namespace memarea::aml {
 /// The memarea pool an allocator over area with opts draws from: one over the same memory as
 /// the area's mmap would give (the options' device when >= 0, else the area's; an area of "the
 /// current device" takes the calling thread's current device now), keeping every freed byte
-/// (release threshold at the maximum), each piece aligned on alignment. nullptr when area is
-/// not memarea's CUDA or HIP area, when the options ask for what a pool cannot give (MAPPED
-/// without HOST registers the caller's memory), or when the pool cannot be made (no device, a
-/// bad device or flags): the allocator then works through the area's own calls, which report
-/// the area's error. Over AML's linux area without options: a pool of pageable host memory
-/// when the area's policy is DEFAULT or BIND to one node (others: nullptr).
-memarea_pool_t pool_for_area(const aml_area* area, const aml_area_mmap_options* opts,
-                             std::size_t alignment) noexcept;
+/// (release threshold at the maximum), each piece aligned on alignment. Empty when area is not
+/// memarea's CUDA or HIP area, when the options ask for what a pool cannot give (MAPPED without
+/// HOST registers the caller's memory), or when the pool cannot be made (no device, a bad
+/// device or flags): the allocator then works through the area's own calls, which report the
+/// area's error. Over AML's linux area without options: a pool of pageable host memory when
+/// the area's policy is DEFAULT or BIND to one node (others: empty).
+std::optional<memarea::pool> pool_for_area(const aml_area* area, const aml_area_mmap_options* opts,
+                                           std::size_t alignment) noexcept;
 
-/// pool_alloc_c without exceptions: the pointer, or NULL with aml_errno set to the AML code of
+/// pool.allocate without exceptions: the pointer, or NULL with aml_errno set to the AML code of
 /// the failure (and memarea's last error message set).
-void* pooled_alloc(memarea_pool_t pool, std::size_t size) noexcept;
+void* pooled_alloc(memarea::pool& pool, std::size_t size) noexcept;
 
-/// pool_free_c without exceptions: AML_SUCCESS or the negative AML code (-AML_EINVAL for a
+/// pool.deallocate without exceptions: AML_SUCCESS or the negative AML code (-AML_EINVAL for a
 /// pointer the pool did not hand out or that was freed already; nothing changes then).
-int pooled_free(memarea_pool_t pool, void* ptr) noexcept;
+int pooled_free(memarea::pool& pool, void* ptr) noexcept;
 
 /// Whether pool has live pieces (or pieces held for IPC): what makes a destroy refuse.
-bool pooled_live(memarea_pool_t pool) noexcept;
+bool pooled_live(const memarea::pool& pool) noexcept;
 
-/// Destroys pool (force: live pieces are freed too). AML_SUCCESS, or the negative AML code
-/// (-AML_EBUSY while pieces are live and force is false; the pool is unchanged then).
-int pooled_destroy(memarea_pool_t pool, bool force) noexcept;
+/// Destroys pool (pool.destroy(): -AML_EBUSY while pieces are live, the pool unchanged then)
+/// and empties it: AML_SUCCESS or the negative AML code. A forced destroy, which gives back live
+/// pieces too, is pool.reset().
+int pooled_destroy(std::optional<memarea::pool>& pool) noexcept;
 
 /// Sets aml_errno to code (positive) and returns NULL: the failure of a chunk call.
 inline aml_allocator_chunk* fail_chunk(int code) noexcept {

@@ -1,7 +1,8 @@
 // libmemarea-aml's generic part: aml_errno, the error strings, aml_init/aml_finalize,
 // aml_support_backends, the version constants and the generic area calls (aml.h).
-#include "aml/aml_impl.hpp"
-#include "core/system.hpp"
+#include "aml_impl.hpp"
+
+#include <memarea/device.hpp>
 
 #include <aml.h>
 
@@ -68,6 +69,15 @@ void* fail_null_code(int code) noexcept {
   return nullptr;
 }
 
+memarea_status report(const char* fn, memarea_status s, const char* message) noexcept {
+  try {
+    const std::string text = std::string(fn) + ": " + (message ? message : "");
+    return memarea_set_last_error(s, text.c_str());
+  } catch (...) {  // out of host memory: the call's name alone
+    return memarea_set_last_error(s, fn);
+  }
+}
+
 int fail_code(int code) noexcept {
   t_errno = code;
   t_reason.clear();
@@ -115,7 +125,7 @@ int aml_init(int* argc, char** argv[]) {
   (void)argc;
   (void)argv;
   try {
-    (void)memarea::detail::system::get();  // starts the backend now, not at the first mmap
+    (void)memarea::device_count();  // starts the backend now, not at the first mmap
   } catch (...) {
     return -AML_FAILURE;  // MEMAREA_BACKEND or the sim settings are malformed
   }
@@ -129,7 +139,7 @@ int aml_support_backends(const unsigned long backends) {
   if (backends & never) return 0;
   if (backends & (AML_BACKEND_CUDA | AML_BACKEND_HIP)) {
     try {
-      if (memarea::detail::system::get().device_count() <= 0) return 0;
+      if (memarea::device_count() <= 0) return 0;
     } catch (...) {
       return 0;
     }

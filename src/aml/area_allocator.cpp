@@ -2,8 +2,8 @@
 // Over memarea's CUDA or HIP area the pieces come from a memarea pool (no driver call, no lock
 // of ours, no host allocation per call); over any other area each allocation is one
 // aml_area_mmap, remembered with its size for the munmap.
-#include "aml/allocator_impl.hpp"
-#include "base/fork_safety.hpp"
+#include "allocator_impl.hpp"
+#include "fork_lock.hpp"
 
 #include <aml/higher/allocator/area.h>
 
@@ -18,9 +18,9 @@ using memarea::aml::fail_null_code;
 struct area_allocator {
   aml_allocator allocator{};
   aml_allocator_area_data data{};
-  memarea_pool_t pool = nullptr;  // nullptr: through the area's own mmap and munmap
-  /// Guards live (the area path). Ranked: fork() never leaves it held in the child.
-  memarea::detail::ranked_mutex m{memarea::detail::lock_rank::aml_allocator};
+  std::optional<memarea::pool> pool;  // empty: through the area's own mmap and munmap
+  /// Guards live (the area path). Fork-safe: fork() never leaves it held in the child.
+  memarea::aml::fork_safe_mutex m{memarea::aml::lock_rank::allocator};
   memarea::aml::ptr_map<std::size_t> live;  // the area path: each live piece's size
 };
 
@@ -59,7 +59,7 @@ int aml_allocator_area_destroy(aml_allocator** allocator) {
   if (!a) return -AML_EINVAL;
   if (a->pool) {
     // The pool refuses while pieces are live (BUSY): nothing changes then.
-    const int err = memarea::aml::pooled_destroy(a->pool, false);
+    const int err = memarea::aml::pooled_destroy(a->pool);
     if (err != AML_SUCCESS) return err;
   } else {
     std::lock_guard lock(a->m);
@@ -74,7 +74,7 @@ int aml_allocator_area_destroy(aml_allocator** allocator) {
 void* aml_allocator_area_alloc(aml_allocator_data* data, size_t size) {
   area_allocator* a = state_of(data);
   if (!a || size == 0) return fail_null_code(AML_EINVAL);
-  if (a->pool) return memarea::aml::pooled_alloc(a->pool, size);
+  if (a->pool) return memarea::aml::pooled_alloc(*a->pool, size);
   aml_area* area = a->data.area;
   // The area is called without our lock: other threads' frees need not wait for the driver.
   void* p = aml_area_mmap(area, size, a->data.opts);
@@ -95,7 +95,7 @@ void* aml_allocator_area_alloc(aml_allocator_data* data, size_t size) {
 int aml_allocator_area_free(aml_allocator_data* data, void* ptr) {
   area_allocator* a = state_of(data);
   if (!a) return -AML_EINVAL;
-  if (a->pool) return memarea::aml::pooled_free(a->pool, ptr);
+  if (a->pool) return memarea::aml::pooled_free(*a->pool, ptr);
   std::size_t size = 0;
   {
     std::lock_guard lock(a->m);

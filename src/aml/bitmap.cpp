@@ -2,7 +2,7 @@
 // aml_bitmap; no call allocates except create, dup and to_string. Every call takes NULL without
 // crashing, and a call that refuses its input (a bit out of range, text it cannot read) leaves
 // the bitmap as it was. docs/aml.md lists where this differs from AML.
-#include "aml/aml_impl.hpp"
+#include "aml_impl.hpp"
 
 #include <aml.h>
 

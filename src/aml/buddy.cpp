@@ -9,8 +9,8 @@
 // The user-level allocator draws from a memarea pool over memarea's CUDA or HIP area (the
 // speed AML code gets by relinking), and otherwise maps regions from its area, each at least
 // twice the last, into its own low-level allocator.
-#include "aml/allocator_impl.hpp"
-#include "base/fork_safety.hpp"
+#include "allocator_impl.hpp"
+#include "fork_lock.hpp"
 
 #include <aml/higher/allocator/buddy.h>
 
@@ -205,10 +205,10 @@ struct buddy_state {
   aml_allocator_buddy data{};
   /// The pool path: aml_alloc draws from pool; chunks from a pool of their own (made with it,
   /// so on the same device), so that aml_free of a chunk's memory is the other pool's, refused.
-  memarea_pool_t pool = nullptr;
-  memarea_pool_t chunk_pool = nullptr;
+  std::optional<memarea::pool> pool;
+  std::optional<memarea::pool> chunk_pool;
   /// Guards the chunk table and chunk_pool, and on the area path everything below.
-  memarea::detail::ranked_mutex m{memarea::detail::lock_rank::aml_allocator};
+  memarea::aml::fork_safe_mutex m{memarea::aml::lock_rank::allocator};
   memarea::aml::chunk_table chunks;
   /// The area path: the regions mapped (each in the low-level allocator data.allocator).
   struct mapping {
@@ -239,8 +239,8 @@ int plan_region(const buddy_state& s, std::size_t size, std::size_t* want, std::
 }
 
 /// Maps a region of *want bytes from the area, halving the request while the area refuses,
-/// down to need. Called WITHOUT s.m: an area's mmap may do anything (memarea's own areas make
-/// objects lazily, which no ranked lock may be held across). AML_SUCCESS (*region, *want set)
+/// down to need. Called WITHOUT s.m: an area's mmap may do anything, and no lock of this library
+/// is held across a call into memarea (fork_lock.hpp). AML_SUCCESS (*region, *want set)
 /// or the negative code (the area's, else out of memory).
 int map_region(const buddy_state& s, std::size_t* want, std::size_t need, void** region) {
   const int caller_errno = aml_errno;
@@ -262,7 +262,7 @@ int map_region(const buddy_state& s, std::size_t* want, std::size_t need, void**
 /// the low-level allocator; when none is free, a region mapped with the lock released (see
 /// map_region) is added and the allocation tried again (another thread may take the new
 /// region first: three tries, then out of memory).
-int alloc_from_regions(buddy_state& s, std::unique_lock<memarea::detail::ranked_mutex>& lock,
+int alloc_from_regions(buddy_state& s, std::unique_lock<memarea::aml::fork_safe_mutex>& lock,
                        void** p, std::size_t size, block_owner owner) {
   for (int attempt = 0;; ++attempt) {
     // A destroy that failed halfway left no low-level allocator.
@@ -302,7 +302,7 @@ aml_allocator_chunk* alloc_chunk_impl(aml_allocator_data* data, size_t size) {
     // The pool outside the lock: it has its own, and may make objects lazily.
     if (!s->chunk_pool) return memarea::aml::fail_chunk(AML_EINVAL);  // destroyed
     usable = size ? size : 1;
-    p = memarea::aml::pooled_alloc(s->chunk_pool, usable);
+    p = memarea::aml::pooled_alloc(*s->chunk_pool, usable);
     if (!p) return nullptr;
     aml_allocator_chunk* c = nullptr;
     {
@@ -310,7 +310,7 @@ aml_allocator_chunk* alloc_chunk_impl(aml_allocator_data* data, size_t size) {
       c = s->chunks.take(p, usable);
     }
     if (!c) {
-      (void)memarea::aml::pooled_free(s->chunk_pool, p);
+      (void)memarea::aml::pooled_free(*s->chunk_pool, p);
       return memarea::aml::fail_chunk(AML_ENOMEM);
     }
     return c;
@@ -339,7 +339,7 @@ int free_chunk_impl(aml_allocator_data* data, aml_allocator_chunk* chunk) {
     // objects lazily. The record goes first, so that a second free of it is refused.
     s->chunks.give_back(chunk);
     lock.unlock();
-    return memarea::aml::pooled_free(s->chunk_pool, p);
+    return memarea::aml::pooled_free(*s->chunk_pool, p);
   }
   if (!s->data.allocator) return -AML_EINVAL;  // a destroy failed halfway
   const int err = s->data.allocator->free(p, block_owner::chunk);
@@ -404,10 +404,7 @@ int aml_allocator_buddy_create(aml_allocator** allocator, aml_area* area,
     // Made now, not at the first alloc_chunk: an area of "the current device" means the
     // creating thread's, for chunks too.
     s->chunk_pool = memarea::aml::pool_for_area(area, opts, 256);
-    if (!s->chunk_pool) {
-      (void)memarea::aml::pooled_destroy(s->pool, true);  // empty: the area path instead
-      s->pool = nullptr;
-    }
+    if (!s->chunk_pool) s->pool.reset();  // empty: the area path instead
   }
   if (!s->pool) {
     const int err = buddy_allocator_create(&s->data.allocator);
@@ -428,18 +425,17 @@ int aml_allocator_buddy_destroy(aml_allocator** allocator) {
   if (!s) return -AML_EINVAL;
   // No other thread may use an allocator being destroyed (AML's contract); the lock is
   // taken once, to wait for calls still inside, and not held across pools' destruction or the
-  // area's munmap (no ranked lock may be held across those).
+  // area's munmap (no lock of this library is held across those: fork_lock.hpp).
   { std::lock_guard lock(s->m); }
   if (s->pool) {
     // Both pools checked before either goes, so that a refusal changes nothing.
-    if (memarea::aml::pooled_live(s->pool) || memarea::aml::pooled_live(s->chunk_pool))
+    if (memarea::aml::pooled_live(*s->pool) ||
+        (s->chunk_pool && memarea::aml::pooled_live(*s->chunk_pool)))
       return -AML_EBUSY;
-    int err = memarea::aml::pooled_destroy(s->chunk_pool, false);
+    int err = memarea::aml::pooled_destroy(s->chunk_pool);
     if (err != AML_SUCCESS) return err;
-    s->chunk_pool = nullptr;
-    err = memarea::aml::pooled_destroy(s->pool, false);
+    err = memarea::aml::pooled_destroy(s->pool);
     if (err != AML_SUCCESS) return err;
-    s->pool = nullptr;
   } else {
     // A failed munmap below leaves data.allocator NULL and the unmapped regions popped: a
     // second destroy goes on with the rest.
@@ -463,7 +459,7 @@ int aml_allocator_buddy_destroy(aml_allocator** allocator) {
 void* aml_allocator_buddy_alloc(aml_allocator_data* data, size_t size) {
   buddy_state* s = state_of(data);
   if (!s) return fail_null_code(AML_EINVAL);
-  if (s->pool) return memarea::aml::pooled_alloc(s->pool, size ? size : 1);
+  if (s->pool) return memarea::aml::pooled_alloc(*s->pool, size ? size : 1);
   std::unique_lock lock(s->m);
   void* p = nullptr;
   const int err = alloc_from_regions(*s, lock, &p, size, block_owner::plain);
@@ -474,7 +470,7 @@ void* aml_allocator_buddy_alloc(aml_allocator_data* data, size_t size) {
 int aml_allocator_buddy_free(aml_allocator_data* data, void* ptr) {
   buddy_state* s = state_of(data);
   if (!s) return -AML_EINVAL;
-  if (s->pool) return memarea::aml::pooled_free(s->pool, ptr);
+  if (s->pool) return memarea::aml::pooled_free(*s->pool, ptr);
   std::lock_guard lock(s->m);
   if (!s->data.allocator) return -AML_EINVAL;  // a destroy failed halfway
   return s->data.allocator->free(ptr, block_owner::plain);

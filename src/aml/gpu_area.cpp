@@ -2,10 +2,11 @@
 // they never change the calling thread's device (memarea's areas never do), validate flags,
 // honour an mmap option's device 0, map every backend error to an AML code (never success
 // with NULL) and keep aml_errno positive and per thread. docs/aml.md lists the differences.
-#include "aml/aml_impl.hpp"
-#include "capi/c_call.hpp"
-#include "core/area_impl.hpp"
-#include "core/system.hpp"
+#include "aml_impl.hpp"
+
+#include <memarea/area.hpp>
+#include <memarea/device.hpp>
+#include <memarea/pointer.hpp>
 
 #include <aml.h>
 #include <aml/area/cuda.h>
@@ -32,6 +33,10 @@ static_assert(AML_AREA_HIP_FLAG_ALLOC_HOST == MEMAREA_AREA_HOST &&
               AML_AREA_CUDA_FLAG_ALLOC_MAPPED == MEMAREA_AREA_MAPPED &&
               AML_AREA_CUDA_FLAG_ALLOC_GLOBAL == MEMAREA_AREA_GLOBAL);
 
+/// The tag of the CUDA and HIP areas' memory (memarea::tag_of): its address, never its value.
+const char g_tag = 0;
+const void* tag() noexcept { return &g_tag; }
+
 /// One block holds the area and its data, freed together by destroy.
 struct area_block {
   aml_area area;
@@ -43,7 +48,7 @@ int create(aml_area** out, int device, int flags, aml_area_ops* ops) {
   *out = nullptr;
   int count = 0;
   try {
-    count = memarea::detail::system::get().device_count();
+    count = memarea::device_count();
   } catch (...) {
     return -AML_FAILURE;  // the backend could not tell how many devices there are
   }
@@ -75,28 +80,22 @@ void* mmap_impl(const aml_area_data* data, size_t size, aml_area_mmap_options* o
   const int option_device = o ? o->device : -1;
   void* option_ptr = o ? o->ptr : nullptr;
   void* result = nullptr;
-  memarea_status s = memarea::detail::c_call("aml_area_mmap", [&] {
+  memarea_status s = memarea::aml::call("aml_area_mmap", [&] {
     if (static_cast<unsigned>(a->flags) & ~kAllFlags)
       throw memarea::error(memarea::errc::invalid_value, "unknown flag bits");
-    result = memarea::detail::area_mmap(a->device,
-                                        static_cast<unsigned>(a->flags), size, option_device,
-                                        option_ptr);
+    result = memarea::area(a->device, static_cast<unsigned>(a->flags))
+                 .mmap(size, memarea::mmap_options{option_device, option_ptr, tag()});
   });
   if (s != MEMAREA_SUCCESS) return memarea::aml::fail_null(s);
   return result;
 }
 
 int munmap_impl(const aml_area_data*, void* ptr, size_t size) {
-  memarea_status s = memarea::detail::c_call("aml_area_munmap", [&] {
-    memarea::detail::free_record(
-        ptr,
-        [&](const memarea::detail::record& r) {
-          if (r.made_by != memarea::detail::origin::area)
-            throw memarea::error(memarea::errc::invalid_value, "not an area allocation");
-          if (r.requested != size)
-            throw memarea::error(memarea::errc::invalid_value, "size does not match");
-        },
-        "aml_area_munmap");
+  // Any CUDA or HIP area of this library's memory (its tag), with exactly the mmap's size.
+  memarea_status s = memarea::aml::call("aml_area_munmap", [&] {
+    if (ptr && size == 0)
+      throw memarea::error(memarea::errc::invalid_value, "size 0 does not match the mmap's");
+    memarea::free_tagged(ptr, size, tag());
   });
   if (s == MEMAREA_SUCCESS) return AML_SUCCESS;
   return memarea::aml::fail_status(s);

@@ -1,17 +1,15 @@
 // AML's linux area (aml/area/linux.h) on memarea's pageable host memory. Without options (or
 // with options that ask for exactly that memory) an mmap is memarea host memory placed by the
-// area's policy before any page is touched (core/host.cpp's host_malloc_placed, tagged as this
+// area's policy before any page is touched (memarea::host::allocate_placed, tagged as this
 // area's); other options are the caller's own mmap(2), kept in a list of this file so that
 // munmap frees exactly what was mapped and refuses anything else. docs/aml.md lists the
 // differences from AML (its bugs included).
-#include "aml/aml_impl.hpp"
-#include "base/fork_safety.hpp"
-#include "base/fresh_mmap.hpp"
-#include "capi/c_call.hpp"
-#include "core/area_impl.hpp"
-#include "core/host_impl.hpp"
-#include "core/registry.hpp"
-#include "driver/host/host.hpp"
+#include "aml_impl.hpp"
+#include "fork_lock.hpp"
+#include "linux_numa.hpp"
+
+#include <memarea/host.hpp>
+#include <memarea/pointer.hpp>
 
 #include <aml.h>
 #include <aml/area/linux.h>
@@ -20,7 +18,12 @@
 #include <numaif.h>
 #include <sys/mman.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -29,19 +32,20 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 
 namespace {
 
-namespace dh = memarea::detail::host;
+namespace dh = memarea::aml::numa;
 
 constexpr std::size_t kWordBits = sizeof(unsigned long) * CHAR_BIT;
 
 /// MPOL_PREFERRED_MANY (Linux 5.15), which numaif.h before libnuma 2.0.15 does not name.
 constexpr int kPreferredMany = 5;
 
-/// The tag host_malloc_placed records on this area's memory: its address, never its value.
-const char g_maker_tag = 0;
-const void* maker() noexcept { return &g_maker_tag; }
+/// The tag of this area's memory (memarea::tag_of): its address, never its value.
+const char g_tag = 0;
+const void* tag() noexcept { return &g_tag; }
 
 using memarea::aml::fail_code;
 
@@ -50,7 +54,7 @@ using memarea::aml::fail_code;
 /// The policy a C caller stored, read through its bytes (any int may be there); -1 when it is
 /// none of the four.
 int policy_value(const aml_area_linux_policy& p) noexcept {
-  const int v = memarea::detail::enum_bits(p);
+  const int v = memarea::aml::enum_bits(p);
   return v >= AML_AREA_LINUX_POLICY_DEFAULT && v <= AML_AREA_LINUX_POLICY_INTERLEAVE ? v : -1;
 }
 
@@ -127,14 +131,33 @@ std::size_t count(const dh::node_mask& m) noexcept {
 /// protections or flags): base -> the size mmap was given. Never destroyed, so that a munmap
 /// from another static's destructor still finds it.
 struct own_mappings {
-  /// Ranked, so that fork() from another thread never leaves it held in the child.
-  memarea::detail::ranked_mutex m{memarea::detail::lock_rank::aml_linux_mappings};
+  /// Fork-safe, so that fork() from another thread never leaves it held in the child.
+  memarea::aml::fork_safe_mutex m{memarea::aml::lock_rank::linux_mappings};
   std::map<std::uintptr_t, std::size_t> by_base;
 };
 
 own_mappings& mappings() {
-  static own_mappings* const table = new own_mappings;
-  return *table;
+  // Made on first use without a guard (a function-local static's guard could be left pending
+  // by fork() in the child): a thread that loses the race deletes its copy.
+  static constinit std::atomic<own_mappings*> made{nullptr};
+  if (own_mappings* t = made.load(std::memory_order_acquire)) [[likely]]
+    return *t;
+  auto* mine = new own_mappings;
+  own_mappings* expected = nullptr;
+  if (made.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) return *mine;
+  delete mine;
+  return *expected;
+}
+
+/// mmap(2), with a clean shadow under AddressSanitizer: a child of a multi-threaded fork()
+/// inherits the poisoned shadow of its parent's other threads' stacks, and a mapping that lands
+/// there would read as a stack overflow on first access.
+void* fresh_mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t off) {
+  void* p = ::mmap(addr, len, prot, flags, fd, off);
+#if defined(__SANITIZE_ADDRESS__)
+  if (p != MAP_FAILED) __asan_unpoison_memory_region(p, len);
+#endif
+  return p;
 }
 
 std::uintptr_t addr(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
@@ -165,12 +188,13 @@ void forget_overlapping(own_mappings& t, std::uintptr_t begin, std::uintptr_t en
   }
 }
 
-/// Whether [begin, end) overlaps memory in memarea's registry.
+/// Whether [begin, end) (not empty) overlaps memory memarea keeps records of.
 bool overlaps_memarea(std::uintptr_t begin, std::uintptr_t end) {
-  return memarea::detail::allocations().count_if([&](const memarea::detail::record& r) {
-    const std::uintptr_t b = addr(r.base);
-    return b < end && b + r.size > begin;
-  }) > 0;
+  try {
+    return memarea::overlaps_allocation(reinterpret_cast<const void*>(begin), end - begin);
+  } catch (...) {  // out of host memory: the range is not known to be free
+    return true;
+  }
 }
 
 /// The AML code of an mmap(2)/mbind(2) errno.
@@ -207,17 +231,21 @@ void* map_own(const dh::placement& where, std::size_t size, const aml_area_linux
     }
     if (taken || overlaps_memarea(begin, end)) return memarea::aml::fail_null_code(AML_EINVAL);
   }
-  void* p = memarea::detail::fresh_mmap(o.ptr, size, o.mode, o.flags, o.fd, o.offset);
+  void* p = fresh_mmap(o.ptr, size, o.mode, o.flags, o.fd, o.offset);
   if (p == MAP_FAILED) return memarea::aml::fail_null_code(code_of_errno(errno));
   if (where.mode != dh::policy::default_policy) {
-    const memarea::detail::dstatus s = dh::set_policy(p, size, where, true);
+    const dh::status s = dh::set_policy(p, size, where, true);
     if (!s.ok()) {
       ::munmap(p, size);
       if (s.native != 0) {
         errno = s.native;
         return memarea::aml::fail_null_code(AML_FAILURE);  // the kernel refused the policy
       }
-      return memarea::aml::fail_null(static_cast<memarea_status>(s.code));
+      return memarea::aml::fail_null(memarea::aml::report(
+          "aml_area_mmap", static_cast<memarea_status>(s.code),
+          s.code == memarea::errc::invalid_device
+              ? "the area's node set names a NUMA node that does not exist"
+              : "the area's policy or node set is not valid"));
     }
   }
   try {
@@ -239,8 +267,8 @@ void* map_memory(const dh::placement& where, std::size_t size, aml_area_mmap_opt
   if (o && !plain_memory(*o)) return map_own(where, size, *o);
   void* hint = o ? o->ptr : nullptr;
   void* p = nullptr;
-  const memarea_status s = memarea::detail::c_call("aml_area_mmap", [&] {
-    p = memarea::detail::host_malloc_placed(size, where, hint, maker());
+  const memarea_status s = memarea::aml::call("aml_area_mmap", [&] {
+    p = memarea::host::allocate_placed(size, where, hint, tag());
   });
   if (s != MEMAREA_SUCCESS) return memarea::aml::fail_null(s);
   // An own-mapping entry overlapping this fresh memory is stale (its mapping was removed with
@@ -381,7 +409,7 @@ void aml_area_linux_destroy(aml_area** area) {
 int aml_area_linux_mbind(aml_area_linux_data* bind, void* ptr, size_t size) {
   if (!bind || !ptr || size == 0) return fail_code(AML_EINVAL);
   if (addr(ptr) % dh::page_size() != 0) return fail_code(AML_EINVAL);
-  memarea::detail::dstatus s;
+  dh::status s;
   try {
     dh::placement where;
     if (const int code = placement_of(*bind, &where); code != AML_SUCCESS)
@@ -406,7 +434,7 @@ int aml_area_linux_check_binding(aml_area_linux_data* area_data, void* ptr, size
     dh::placement expected;
     if (const int code = placement_of(*area_data, &expected); code != AML_SUCCESS)
       return fail_code(code);
-    if (!dh::numa_available())
+    if (!dh::available())
       return policy == AML_AREA_LINUX_POLICY_DEFAULT || dh::mask_has(expected.nodes, 0) ? 1 : 0;
     dh::node_mask allowed;
     if (!dh::allowed_nodes(&allowed).ok()) return fail_code(AML_FAILURE);
@@ -459,23 +487,16 @@ void* aml_area_linux_mmap(const aml_area_data* area_data, size_t size,
 int aml_area_linux_munmap(const aml_area_data* area_data, void* ptr, const size_t size) {
   (void)area_data;  // any linux area may unmap any linux area's memory, as in AML
   if (!ptr || size == 0) return fail_code(AML_EINVAL);
-  // memarea's own memory first: a stale own-mapping entry may share its base.
-  const auto found = memarea::detail::allocations().find(ptr);
+  // memarea's own memory first: a stale own-mapping entry may share its base. Freed only when
+  // it is a linux area's (its tag) with the size its mmap was given, in one step with the check.
+  std::optional<memarea::allocation_info> found;
+  try {
+    found = memarea::find(ptr);
+  } catch (...) {  // no backend to ask about a pointer memarea does not know: not memarea's
+  }
   if (found && found->base == ptr) {
-    const memarea_status s = memarea::detail::c_call("aml_area_munmap", [&] {
-      memarea::detail::free_record(
-          ptr,
-          [&](const memarea::detail::record& r) {
-            if (r.made_by != memarea::detail::origin::host ||
-                memarea::detail::host_maker(r) != maker())
-              throw memarea::error(memarea::errc::invalid_value,
-                                   "not memory of a linux area's mmap");
-            if (r.requested != size)
-              throw memarea::error(memarea::errc::invalid_value,
-                                   "size does not match the mmap's");
-          },
-          "aml_area_munmap");
-    });
+    const memarea_status s =
+        memarea::aml::call("aml_area_munmap", [&] { memarea::free_tagged(ptr, size, tag()); });
     return s == MEMAREA_SUCCESS ? AML_SUCCESS : memarea::aml::fail_status(s);
   }
   auto& t = mappings();
@@ -508,7 +529,7 @@ int aml_area_linux_fprintf(const aml_area_data* data, FILE* stream, const char* 
     for (std::size_t i = 0; i < shown; ++i) std::fprintf(stream, " %#lx", set.maskp[i]);
     std::fprintf(stream, "\n");
   }
-  const int policy = memarea::detail::enum_bits(d->policy);
+  const int policy = memarea::aml::enum_bits(d->policy);
   if (const char* name = policy_name(policy))
     std::fprintf(stream, "%s: policy: %s\n", prefix, name);
   else

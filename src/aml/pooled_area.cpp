@@ -1,7 +1,5 @@
 // memarea's pooled AML area (memarea_aml.h): aml_area_mmap / aml_area_munmap on a memarea pool.
-#include "aml/aml_impl.hpp"
-#include "capi/c_call.hpp"
-#include "core/pool_impl.hpp"
+#include "aml_impl.hpp"
 
 #include <memarea_aml.h>
 
@@ -23,8 +21,7 @@ void* pooled_mmap(const aml_area_data* data, size_t size, aml_area_mmap_options*
   memarea_pool_t pool = pool_of(data);
   if (!pool || opts) return memarea::aml::fail_null_code(AML_EINVAL);
   void* p = nullptr;
-  const memarea_status s = memarea::detail::c_call(
-      "aml_area_mmap", [&] { p = memarea::detail::pool_alloc_c(pool, size, nullptr); });
+  const memarea_status s = memarea_pool_alloc(pool, &p, size, nullptr);
   if (s != MEMAREA_SUCCESS) return memarea::aml::fail_null(s);
   return p;
 }
@@ -32,8 +29,7 @@ void* pooled_mmap(const aml_area_data* data, size_t size, aml_area_mmap_options*
 int pooled_munmap(const aml_area_data* data, void* ptr, size_t size) {
   memarea_pool_t pool = pool_of(data);
   if (!pool) return memarea::aml::fail_code(AML_EINVAL);
-  const memarea_status s = memarea::detail::c_call(
-      "aml_area_munmap", [&] { memarea::detail::pool_free_sized_c(pool, ptr, size); });
+  const memarea_status s = memarea_pool_free_sized(pool, ptr, size, nullptr);
   if (s == MEMAREA_SUCCESS) return AML_SUCCESS;
   return memarea::aml::fail_status(s);
 }

@@ -2,8 +2,8 @@
 // CUDA or HIP area they come from a memarea pool; over any other area each piece is one
 // aml_area_mmap of the chunk size, kept for reuse when freed and unmapped at destruction.
 // Unlike AML's, it is thread safe on both paths.
-#include "aml/allocator_impl.hpp"
-#include "base/fork_safety.hpp"
+#include "allocator_impl.hpp"
+#include "fork_lock.hpp"
 
 #include <aml/higher/allocator/sized.h>
 
@@ -20,10 +20,10 @@ struct sized_state {
   aml_allocator allocator{};
   struct aml_allocator_sized data{};
   std::size_t chunk_size = 0;     // the size at creation (data.chunk_size is the caller's)
-  memarea_pool_t pool = nullptr;  // nullptr: through the area's own mmap and munmap
+  std::optional<memarea::pool> pool;  // empty: through the area's own mmap and munmap
   // The area path, guarded by m: pieces mapped and free, and pieces handed out. idle's
   // capacity always covers every piece mapped, so that a free never allocates.
-  memarea::detail::ranked_mutex m{memarea::detail::lock_rank::aml_allocator};
+  memarea::aml::fork_safe_mutex m{memarea::aml::lock_rank::allocator};
   std::vector<void*> idle;
   memarea::aml::ptr_map<bool> live;
 };
@@ -77,10 +77,10 @@ int aml_allocator_sized_create(aml_allocator** allocator, size_t size, aml_area*
   s->pool = memarea::aml::pool_for_area(area, opts, alignment_for(size));
   // One piece now, as AML maps its first: an area that cannot give one fails here.
   if (s->pool) {
-    void* p = memarea::aml::pooled_alloc(s->pool, size);
-    if (!p || memarea::aml::pooled_free(s->pool, p) != AML_SUCCESS) {
+    void* p = memarea::aml::pooled_alloc(*s->pool, size);
+    if (!p || memarea::aml::pooled_free(*s->pool, p) != AML_SUCCESS) {
       const int code = p ? AML_FAILURE : aml_errno;
-      (void)memarea::aml::pooled_destroy(s->pool, true);
+      s->pool.reset();  // a forced destroy
       delete s;
       return -code;
     }
@@ -108,8 +108,8 @@ int aml_allocator_sized_destroy(aml_allocator** allocator) {
   sized_state* s = state_of((*allocator)->data);
   if (!s) return -AML_EINVAL;
   // AML documents that destruction unmaps everything, pieces still allocated included: a
-  // forced destroy of the pool gives back its live pieces too.
-  const int err = s->pool ? memarea::aml::pooled_destroy(s->pool, true) : unmap_all(*s);
+  // forced destroy of the pool (its destructor) gives back its live pieces too.
+  const int err = s->pool ? AML_SUCCESS : unmap_all(*s);
   delete s;
   *allocator = nullptr;
   return err;
@@ -118,7 +118,7 @@ int aml_allocator_sized_destroy(aml_allocator** allocator) {
 void* aml_allocator_sized_alloc(aml_allocator_data* data, size_t size) {
   sized_state* s = state_of(data);
   if (!s || size > s->chunk_size) return fail_null_code(AML_EINVAL);
-  if (s->pool) return memarea::aml::pooled_alloc(s->pool, s->chunk_size);
+  if (s->pool) return memarea::aml::pooled_alloc(*s->pool, s->chunk_size);
   void* p = nullptr;
   {
     std::lock_guard lock(s->m);
@@ -153,7 +153,7 @@ void* aml_allocator_sized_alloc(aml_allocator_data* data, size_t size) {
 int aml_allocator_sized_free(aml_allocator_data* data, void* ptr) {
   sized_state* s = state_of(data);
   if (!s) return -AML_EINVAL;
-  if (s->pool) return memarea::aml::pooled_free(s->pool, ptr);
+  if (s->pool) return memarea::aml::pooled_free(*s->pool, ptr);
   std::lock_guard lock(s->m);
   if (!ptr || !s->live.erase(ptr)) return -AML_EINVAL;
   s->idle.push_back(ptr);  // within the capacity reserved at its allocation

@@ -15,7 +15,6 @@ const char* to_string(lock_rank r) noexcept {
     case lock_rank::lease: return "lease";
     case lock_rank::housekeeper: return "housekeeper";
     case lock_rank::peer: return "peer";
-    case lock_rank::aml_allocator: return "aml_allocator";
     case lock_rank::ipc_import: return "ipc_import";
     case lock_rank::pool_list: return "pool_list";
     case lock_rank::pool_caches: return "pool_caches";
@@ -25,7 +24,6 @@ const char* to_string(lock_rank r) noexcept {
     case lock_rank::registry: return "registry";
     case lock_rank::ipc_export: return "ipc_export";
     case lock_rank::host_table: return "host_table";
-    case lock_rank::aml_linux_mappings: return "aml_linux_mappings";
     case lock_rank::staging: return "staging";
     case lock_rank::device_caps: return "device_caps";
     case lock_rank::release_failures: return "release_failures";

@@ -28,8 +28,6 @@ enum class lock_rank : std::uint16_t {
   system_init = 10,     ///< choosing the backend (system::get's first call)
   sim_config = 20,      ///< memarea::sim::configure's settings
   peer = 40,            ///< memarea's peer-access table and scope counts
-  aml_allocator = 45,   ///< one AML allocator's state (src/aml; a leaf: never held across
-                        ///< its area's calls or its pools')
   ipc_import = 50,      ///< the IPC importer's mappings (takes the registry inside)
   pool_list = 52,       ///< the live pools (core/pool.cpp)
   pool_caches = 54,     ///< one pool's list of per-thread caches
@@ -39,7 +37,6 @@ enum class lock_rank : std::uint16_t {
   registry = 70,        ///< the allocation registry (its free hook takes ipc_export inside)
   ipc_export = 80,      ///< the IPC exporter's table (frees deferred memory through the driver)
   host_table = 90,      ///< pageable host allocations' NUMA bookkeeping
-  aml_linux_mappings = 95, ///< AML's linux area: the mappings made with mmap options (a leaf)
   staging = 100,        ///< idle stagers of the pipelined peer copy
   device_caps = 110,    ///< per-device capabilities read once
   release_failures = 120, ///< failures of destructors and reset() kept for the user (a leaf)

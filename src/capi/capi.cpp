@@ -35,6 +35,15 @@ const char* memarea_last_error_message(void) {
   return memarea::detail::t_last_error.c_str();
 }
 
+memarea_status memarea_set_last_error(memarea_status status, const char* message) {
+  try {
+    memarea::detail::t_last_error = message ? message : "";
+  } catch (...) {  // out of host memory: no message rather than a stale one
+    memarea::detail::t_last_error.clear();
+  }
+  return status;
+}
+
 memarea_status memarea_get_device_count(int* count) {
   return c_call(__func__, [&] {
     require(count, "count");
@@ -123,15 +132,16 @@ memarea_status memarea_area_mmap(memarea_area_t area, void** ptr, size_t size,
     if (area->pool) {
       if (options && options->device < -1)
         memarea::detail::system::get().check_device(options->device, "area mmap");
-      if (options && (options->device >= 0 || options->ptr))
+      if (options && (options->device >= 0 || options->ptr || options->tag))
         throw memarea::error(memarea::errc::invalid_value,
-                             "area mmap: a pooled area takes no per-call device or pointer");
+                             "area mmap: a pooled area takes no per-call device, pointer or tag");
       *ptr = memarea::detail::pool_alloc_c(area->pool, size, nullptr);
       return;
     }
     *ptr = memarea::detail::area_mmap(area->device, area->flags, size,
                                       options ? options->device : -1,
-                                      options ? options->ptr : nullptr);
+                                      options ? options->ptr : nullptr,
+                                      options ? options->tag : nullptr);
   });
 }
 
@@ -165,6 +175,24 @@ memarea_status memarea_pointer_get_info(memarea_allocation_info* info, const voi
     auto i = memarea::lookup(ptr);
     *info = memarea_allocation_info{i.base, i.size, static_cast<memarea_memory_kind>(i.kind),
                                     i.device, i.capacity};
+  });
+}
+
+memarea_status memarea_pointer_get_tag(const void** tag, const void* ptr) {
+  return c_call(__func__, [&] {
+    require(tag, "tag");
+    *tag = memarea::tag_of(ptr);
+  });
+}
+
+memarea_status memarea_free_tagged(void* ptr, size_t size, const void* tag) {
+  return c_call(__func__, [&] { memarea::free_tagged(ptr, size, tag); });
+}
+
+memarea_status memarea_range_overlaps(int* overlaps, const void* ptr, size_t size) {
+  return c_call(__func__, [&] {
+    require(overlaps, "overlaps");
+    *overlaps = memarea::overlaps_allocation(ptr, size) ? 1 : 0;
   });
 }
 

@@ -38,6 +38,14 @@ memarea_status memarea_ipc_remove_stale_objects(size_t* removed) {
   });
 }
 
+memarea_status memarea_ipc_sweep(memarea_ipc_sweep_report* report, int dry_run) {
+  return c_call(__func__, [&] {
+    const auto r = memarea::ipc::sweep(dry_run != 0);
+    if (report) *report = memarea_ipc_sweep_report{r.removed.size(), r.live_owners, r.left_alone,
+                                                   r.busy};
+  });
+}
+
 memarea_status memarea_shareable_create(void** ptr, size_t* allocated, size_t size, int device) {
   return c_call(__func__, [&] {
     require(ptr, "ptr");

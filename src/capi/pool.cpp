@@ -35,6 +35,13 @@ memarea_status memarea_pool_free(memarea_pool_t pool, void* ptr, memarea_stream_
   return c_call(__func__, [&] { memarea::detail::pool_free_c(pool, ptr, stream); });
 }
 
+memarea_status memarea_pool_free_sized(memarea_pool_t pool, void* ptr, size_t size,
+                                       memarea_stream_t stream) {
+  return c_call(__func__, [&] {
+    memarea::detail::pool_free_sized_c(pool, ptr, size, stream, "pool free");
+  });
+}
+
 memarea_status memarea_area_create_pooled(memarea_area_t* area, memarea_pool_t pool) {
   return c_call(__func__, [&] {
     require(area, "area");
@@ -42,6 +49,16 @@ memarea_status memarea_area_create_pooled(memarea_area_t* area, memarea_pool_t p
     unsigned flags = 0;
     memarea::detail::pool_area_of_c(pool, &device, &flags);
     *area = new memarea_area{device, flags, pool};
+  });
+}
+
+memarea_status memarea_area_get_attributes(memarea_area_t area, int* device, unsigned* flags,
+                                           memarea_pool_t* pool) {
+  return c_call(__func__, [&] {
+    require(area, "area");
+    if (device) *device = area->device;
+    if (flags) *flags = area->flags;
+    if (pool) *pool = area->pool;
   });
 }
 

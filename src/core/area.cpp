@@ -41,7 +41,7 @@ void validate_area(int device, unsigned flags, const char* what) {
 }
 
 void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_device,
-                void* option_ptr) {
+                void* option_ptr, const void* tag) {
   validate_area(area_device, flags, "area mmap");
   auto& sys = system::get();
   if (size == 0) throw error(errc::invalid_value, "area mmap: size is 0");
@@ -115,6 +115,7 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
   r.made_by = origin::area;
   r.area_flags = flags;
   r.area_device = area_device;
+  r.tag = tag;
   adopt(r);
   return ptr;
 }
@@ -201,6 +202,22 @@ void area_munmap(int area_device, unsigned flags, void* ptr, std::size_t size) {
       "area munmap");
 }
 
+void free_tagged(void* ptr, std::size_t size, const void* tag) {
+  if (!tag) throw error(errc::invalid_value, "free tagged: the tag is NULL");
+  free_record(
+      ptr,
+      [&](const record& r) {
+        if (r.tag != tag)
+          throw error(errc::invalid_value,
+                      fmt::format("free tagged: {} was not allocated with tag {}", ptr, tag));
+        if (size != 0 && r.requested != size)
+          throw error(errc::invalid_value,
+                      fmt::format("free tagged: size {} does not match the allocation's {}", size,
+                                  r.requested));
+      },
+      "free tagged");
+}
+
 }  // namespace detail
 
 // --- C++ API ----------------------------------------------------------------------------------
@@ -230,12 +247,12 @@ memory_kind area::kind() const noexcept {
 void* area::mmap(std::size_t size, const mmap_options& options) const {
   if (pool_) {
     if (options.device < -1) system::get().check_device(options.device, "area mmap");
-    if (options.device >= 0 || options.ptr)
+    if (options.device >= 0 || options.ptr || options.tag)
       throw error(errc::invalid_value,
-                  "area mmap: a pooled area takes no per-call device or pointer");
+                  "area mmap: a pooled area takes no per-call device, pointer or tag");
     return detail::pool_alloc_c(detail::handle_of(pool_), size, nullptr);
   }
-  return detail::area_mmap(device_, flags_, size, options.device, options.ptr);
+  return detail::area_mmap(device_, flags_, size, options.device, options.ptr, options.tag);
 }
 
 void area::munmap(void* ptr, std::size_t size) const {
@@ -283,6 +300,20 @@ allocation_info lookup(const void* ptr) {
               fmt::format("lookup: {} is in no memarea allocation and the {} driver does not "
                           "know it",
                           ptr, system::get().gpu().name()));
+}
+
+const void* tag_of(const void* ptr) {
+  if (auto r = detail::allocations().find(ptr)) return r->tag;
+  throw error(errc::not_found, fmt::format("tag_of: {} is in no memarea allocation", ptr));
+}
+
+void free_tagged(void* ptr, std::size_t size, const void* tag) {
+  detail::free_tagged(ptr, size, tag);
+}
+
+bool overlaps_allocation(const void* ptr, std::size_t size) {
+  if (size == 0) throw error(errc::invalid_value, "overlaps_allocation: size is 0");
+  return detail::allocations().overlaps(ptr, size);
 }
 
 void* host_get_device_pointer(void* host_ptr) {

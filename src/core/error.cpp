@@ -43,8 +43,6 @@ std::vector<release_failure> take_release_failures(std::size_t* dropped) {
   return out;
 }
 
-namespace detail {
-
 void report_release_failure(const void* ptr, std::size_t size, const std::exception& e) noexcept {
   try {
     release_failure r;
@@ -75,7 +73,5 @@ void report_release_failure(const void* ptr, std::size_t size, const std::except
     // Out of memory while recording, or a handler that threw: nothing more can be done here.
   }
 }
-
-}  // namespace detail
 
 }  // namespace memarea

@@ -30,7 +30,6 @@ struct host_entry {
   /// The policy allocate() gave the pages: what advice "the host, no particular node" and
   /// "unset preferred location" put back.
   detail::host::placement placement;
-  const void* maker = nullptr;  ///< host_malloc_placed's maker tag (nullptr: host_malloc)
   page_attributes pages;        ///< one entry per managed_granularity bytes
 };
 
@@ -102,7 +101,7 @@ void* host_malloc(std::size_t size, int node) {
 }
 
 void* host_malloc_placed(std::size_t size, const detail::host::placement& where, void* hint,
-                         const void* maker) {
+                         const void* tag) {
   const char* what = "host_malloc";
   if (size == 0) throw error(errc::invalid_value, fmt::format("{}: size is 0", what));
   const std::size_t ps = detail::host::page_size();
@@ -115,7 +114,6 @@ void* host_malloc_placed(std::size_t size, const detail::host::placement& where,
   // leave a mapping behind.
   host_entry e;
   e.placement = where;
-  e.maker = maker;
   e.pages = page_attributes(span / managed_granularity);
   void* p = nullptr;
   // The message is built only on failure: building it after a success could throw with the
@@ -137,18 +135,11 @@ void* host_malloc_placed(std::size_t size, const detail::host::placement& where,
   r.device = MEMAREA_CPU_DEVICE_ID;
   r.context_device = -1;  // no device context: copies run where the other end says
   r.made_by = origin::host;
+  r.tag = tag;
   adopt(r);  // on failure release() drops the entry and unmaps
   std::lock_guard lock(t.m);
   if (auto it = t.by_base.find(addr(p)); it != t.by_base.end()) it->second.id = r.id;
   return p;
-}
-
-const void* host_maker(const record& r) {
-  auto& t = table();
-  std::lock_guard lock(t.m);
-  auto it = t.by_base.find(addr(r.base));
-  if (it == t.by_base.end() || (it->second.id != r.id && it->second.id != 0)) return nullptr;
-  return it->second.maker;
 }
 
 dstatus host_release(const record& r) {
@@ -310,6 +301,21 @@ std::vector<numa_node> numa_nodes() {
 }
 
 void* allocate(std::size_t size, int node) { return detail::host_malloc(size, node); }
+
+void* allocate_placed(std::size_t size, const placement& where, void* hint, const void* tag) {
+  detail::host::placement p;
+  switch (where.mode) {
+    case policy::default_policy: p.mode = detail::host::policy::default_policy; break;
+    case policy::bind: p.mode = detail::host::policy::bind; break;
+    case policy::preferred: p.mode = detail::host::policy::preferred; break;
+    case policy::interleave: p.mode = detail::host::policy::interleave; break;
+    default:
+      throw error(errc::invalid_value,
+                  fmt::format("host_malloc: unknown policy {}", static_cast<int>(where.mode)));
+  }
+  if (p.mode != detail::host::policy::default_policy) p.nodes = where.nodes;
+  return detail::host_malloc_placed(size, p, hint, tag);
+}
 
 void free(void* ptr) { detail::managed_free(ptr); }
 

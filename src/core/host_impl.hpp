@@ -20,15 +20,11 @@ void* host_malloc(std::size_t size, int node);
 /// host_malloc with any placement: the pages get `where`'s policy over its node set before any
 /// is touched, and that policy is what advice "unset preferred location" (or "the host") puts
 /// back. hint is mmap's address hint (nullptr: none; the kernel may place the memory
-/// elsewhere). maker tags the allocation for host_maker (nullptr: none, as host_malloc).
+/// elsewhere). tag goes on the allocation's record (nullptr: none, as host_malloc).
 /// invalid_value for size 0, an unknown policy or an empty node set; invalid_device for a node
 /// that does not exist or has no memory.
 void* host_malloc_placed(std::size_t size, const detail::host::placement& where, void* hint,
-                         const void* maker);
-/// The maker tag host_malloc_placed gave r (nullptr for host_malloc's, or when r is not a live
-/// host allocation). Takes the host table's lock, which ranks after the registry's, so a
-/// free_record validator may call it.
-const void* host_maker(const record& r);
+                         const void* tag);
 /// Gives memarea's host memory back to the kernel (release() of a MEMAREA_MEMORY_HOST record),
 /// after dropping its attributes.
 dstatus host_release(const record& r);

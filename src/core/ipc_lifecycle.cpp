@@ -463,6 +463,10 @@ std::size_t driver_opens() { return state::get().in.driver_opens(); }
 std::size_t deferred_frees() { return state::get().out.deferred(); }
 std::size_t collect() { return state::get().tick(); }
 std::size_t remove_stale_objects() { return detail::lease::sweep().removed.size(); }
+sweep_report sweep(bool dry_run) {
+  auto r = detail::lease::sweep(dry_run);
+  return sweep_report{std::move(r.removed), r.live_owners, r.left_alone, r.busy};
+}
 
 }  // namespace memarea::ipc
 

@@ -248,9 +248,10 @@ void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s) {
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s) {
   state_of(h, "pool free").free(p, s);
 }
-void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size) {
-  if (size == 0) throw error(errc::invalid_value, "area munmap: size is 0");
-  state_of(h, "area munmap").free(p, nullptr, size);
+void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size, memarea_stream_t s,
+                       const char* what) {
+  if (size == 0) throw error(errc::invalid_value, fmt::format("{}: size is 0", what));
+  state_of(h, what).free(p, s, size);
 }
 void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags) {
   auto& s = state_of(h, "area create pooled");

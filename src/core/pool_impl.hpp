@@ -84,8 +84,10 @@ void pool_destroy_c(memarea_pool_t h, bool force);
 pool_state& pool_state_of(memarea_pool_t h);
 void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s);
-/// Frees p (size, when not 0, at most its piece's): a pooled area's munmap.
-void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size);
+/// Frees p, ordered on s, when size (not 0) is at most its piece's: a pooled area's munmap,
+/// memarea_pool_free_sized. what names the call in messages.
+void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size, memarea_stream_t s = nullptr,
+                       const char* what = "area munmap");
 /// The area the pool draws from; invalid_value for a pool of pageable host memory.
 void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags);
 void pool_trim_c(memarea_pool_t h, std::size_t keep);

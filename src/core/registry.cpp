@@ -39,6 +39,19 @@ std::optional<record> registry::find(const void* p) const {
   return std::nullopt;
 }
 
+bool registry::overlaps(const void* p, std::size_t size) const {
+  const auto begin = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t end = size > UINTPTR_MAX - begin ? UINTPTR_MAX : begin + size;
+  std::shared_lock lock(mutex_);
+  // Allocations never overlap one another: the last one starting before end is the only one
+  // that may reach into the range (any earlier one ends before it starts).
+  auto it = by_base_.lower_bound(end);
+  if (it == by_base_.begin()) return false;
+  --it;
+  const std::size_t span = it->second.size ? it->second.size : 1;
+  return it->first + span > begin;
+}
+
 std::optional<record> registry::erase_if(void* base,
                                          const std::function<bool(const record&)>& accept,
                                          std::optional<record>* found) {

@@ -39,6 +39,7 @@ struct record {
   int area_device = -1;
   std::uint64_t id = 0;             ///< unique for the process's lifetime
   const void* owner = nullptr;      ///< origin::pool: the pool (core/pool_impl.hpp)
+  const void* tag = nullptr;        ///< its maker's tag (tag_of; never read through)
 };
 
 /// Where the allocation holding a pointer lives: what a copy needs of its record (a copy of
@@ -110,6 +111,9 @@ class registry {
                                  std::optional<record>* found = nullptr);
   /// Number of live allocations.
   std::size_t size() const;
+  /// Whether an allocation holds a byte of [p, p+size) (size > 0; the range is cut at the end of
+  /// the address space).
+  bool overlaps(const void* p, std::size_t size) const;
   /// Number of live allocations for which count(record) is true (count must not take locks).
   std::size_t count_if(const std::function<bool(const record&)>& count) const;
 

@@ -1,6 +1,7 @@
-// The C API of libmemarea_mpi (include/memarea/mpi.h) over the C++ one.
-#include "capi/c_call.hpp"
-#include "mpi/shared.hpp"
+// The C API of libmemarea_mpi (include/memarea/mpi.h) over the C++ one. Failures report as
+// memarea's own C calls do, a status and this thread's memarea_last_error_message (set through
+// memarea_set_last_error: libmemarea_mpi uses memarea's public API only).
+#include "shared.hpp"
 
 #include <memarea/mpi.h>
 #include <memarea/mpi.hpp>
@@ -24,8 +25,9 @@ namespace memarea::mpi::detail {
 struct window_access {
   static shared_window make(MPI_Comm comm, std::size_t bytes, memarea_area_t a,
                             const options& o) {
-    memarea_pool_t pool = a->pool;
-    unsigned flags = a->flags;
+    memarea_pool_t pool = nullptr;
+    unsigned flags = 0;
+    require_ok(memarea_area_get_attributes(a, nullptr, &flags, &pool), "reading the area");
     auto allocate = [a, bytes, flags](int) -> void* {
       if (flags != 0) {
         throw error(errc::not_supported,
@@ -54,25 +56,49 @@ namespace {
 
 using memarea::errc;
 using memarea::error;
-using memarea::detail::require;
 
 thread_local memarea_mpi_failure t_failure = MEMAREA_MPI_FAILURE_NONE;
 thread_local int t_failed_rank = -1;
 
-/// c_call, recording why a collective failed for memarea_mpi_last_failure.
+/// Makes "fn: message" this thread's memarea message and returns s.
+memarea_status report(const char* fn, memarea_status s, const char* message) noexcept {
+  try {
+    return memarea_set_last_error(s, fmt::format("{}: {}", fn, message).c_str());
+  } catch (...) {  // out of host memory: the call's name alone
+    return memarea_set_last_error(s, fn);
+  }
+}
+
+/// Runs f: success, or the status of what it threw with "fn: <its message>" as this thread's
+/// memarea message (as memarea's own C calls), recording why a collective failed for
+/// memarea_mpi_last_failure.
 template <class F>
 memarea_status mpi_call(const char* fn, F&& f) noexcept {
   t_failure = MEMAREA_MPI_FAILURE_NONE;
   t_failed_rank = -1;
-  return memarea::detail::c_call(fn, [&] {
+  try {
     try {
       f();
+      return MEMAREA_SUCCESS;
     } catch (const memarea::mpi::collective_error& e) {
       t_failure = static_cast<memarea_mpi_failure>(e.kind());
       t_failed_rank = e.rank();
       throw;
     }
-  });
+  } catch (const error& e) {
+    return report(fn, static_cast<memarea_status>(e.status()), e.message().c_str());
+  } catch (const std::bad_alloc&) {
+    return report(fn, MEMAREA_ERROR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return report(fn, MEMAREA_ERROR_UNKNOWN, e.what());
+  } catch (...) {
+    return report(fn, MEMAREA_ERROR_UNKNOWN, "unknown exception");
+  }
+}
+
+/// Throws invalid_value when an output pointer is NULL.
+void require(const void* p, const char* name) {
+  if (!p) throw error(errc::invalid_value, fmt::format("{} is NULL", name));
 }
 
 memarea::mpi::options to_options(const memarea_mpi_options* c) {

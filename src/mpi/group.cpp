@@ -1,5 +1,5 @@
 // The node group: a private communicator, and steps that never wait past a deadline.
-#include "mpi/group.hpp"
+#include "group.hpp"
 
 #include <fmt/format.h>
 

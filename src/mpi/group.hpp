@@ -7,7 +7,7 @@
 // rank dies between the two).
 #pragma once
 
-#include "mpi/record.hpp"
+#include "record.hpp"
 
 #include <memarea/mpi.hpp>
 

@@ -1,6 +1,6 @@
 // Records' wire form. Decoding reads only its arguments: bytes from another process are judged
 // whole before anything of them reaches the group's state.
-#include "mpi/record.hpp"
+#include "record.hpp"
 
 #include <fmt/format.h>
 

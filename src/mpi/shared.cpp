@@ -1,5 +1,5 @@
 // share() and shared_window: IPC handles exchanged within a node, opened in every process.
-#include "mpi/shared.hpp"
+#include "shared.hpp"
 
 #include <memarea/c_interop.hpp>
 #include <memarea/copy.hpp>
@@ -421,10 +421,9 @@ void shared_window::free_segment() noexcept {
   try {
     release_(segment_, size_);
   } catch (const std::exception& e) {
-    memarea::detail::report_release_failure(segment_, size_, e);
+    memarea::report_release_failure(segment_, size_, e);
   } catch (...) {
-    memarea::detail::report_release_failure(segment_, size_,
-                                            std::runtime_error("an unknown exception"));
+    memarea::report_release_failure(segment_, size_, std::runtime_error("an unknown exception"));
   }
   segment_ = nullptr;
   size_ = 0;

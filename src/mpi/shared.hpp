@@ -1,7 +1,7 @@
 // What share() and shared_window hold: the node group and every node peer's opened memory.
 #pragma once
 
-#include "mpi/group.hpp"
+#include "group.hpp"
 
 #include <memarea/memarea.h>
 #include <memarea/mpi.hpp>

@@ -1,0 +1,463 @@
+// The API that libraries on top of memarea build on (libmemarea-aml and libmemarea_mpi use
+// nothing else): allocation tags and the free that checks them, pageable host memory with any
+// placement, the range query, a pool's sized free, an area's attributes, the error hook of C
+// add-ons, the release-failure report and the sweep with a dry run. C and C++ alike; runs in
+// every configuration (host memory needs no device; the rest skips where it needs one).
+#include "api/common.hpp"
+#include "api/process_util.hpp"
+
+#include <memarea/area.hpp>
+#include <memarea/error.hpp>
+#include <memarea/host.hpp>
+#include <memarea/ipc.hpp>
+#include <memarea/managed.hpp>
+#include <memarea/memarea.h>
+#include <memarea/pointer.hpp>
+#include <memarea/pool.hpp>
+
+#include <numaif.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+
+using namespace memarea;
+using namespace memarea::test;
+
+namespace {
+
+// Two tags: the addresses of two objects, as a library makes its own.
+const char g_mine = 0;
+const char g_theirs = 0;
+const void* const kMine = &g_mine;
+const void* const kTheirs = &g_theirs;
+
+std::size_t host_page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
+
+/// Expects f to throw memarea::error with status e.
+template <class F>
+void expect_errc(errc e, F&& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected " << to_string(e);
+  } catch (const error& x) {
+    EXPECT_EQ(x.status(), e) << x.what();
+  }
+}
+
+/// The kernel's policy (MPOL_*) of the page at p, and its nodes' first word.
+int kernel_policy(const void* p, unsigned long* first_word = nullptr) {
+  int mode = -1;
+  unsigned long mask[16] = {};
+  EXPECT_EQ(::get_mempolicy(&mode, mask, sizeof mask * CHAR_BIT, const_cast<void*>(p),
+                            MPOL_F_ADDR),
+            0);
+  if (first_word) *first_word = mask[0];
+  return mode;
+}
+
+/// Every node of the host, as a node mask.
+std::vector<unsigned long> all_nodes() {
+  std::vector<unsigned long> mask;
+  for (const auto& n : host::numa_nodes()) {
+    const auto bits = sizeof(unsigned long) * CHAR_BIT;
+    const auto i = static_cast<std::size_t>(n.id);
+    if (mask.size() <= i / bits) mask.resize(i / bits + 1, 0UL);
+    mask[i / bits] |= 1UL << (i % bits);
+  }
+  return mask;
+}
+
+/// A node id that does not exist on this host.
+int missing_node() {
+  int max = 0;
+  for (const auto& n : host::numa_nodes()) max = std::max(max, n.id);
+  return max + 1;
+}
+
+}  // namespace
+
+// A tag goes with the allocation: lookups of any interior pointer read it, the tagged free
+// frees only with the tag and the size, and memory made without a tag has none.
+TEST(AddonTags, HostMemoryCarriesItsTagAndFreesOnlyWithIt) {
+  const std::size_t before = live_allocations();
+  const std::size_t n = 3 * host_page() + 10;
+  void* p = host::allocate_placed(n, host::placement{}, nullptr, kMine);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(tag_of(p), kMine);
+  EXPECT_EQ(tag_of(static_cast<char*>(p) + n - 1), kMine);
+  expect_errc(errc::invalid_value, [&] { free_tagged(p, n, kTheirs); });
+  expect_errc(errc::invalid_value, [&] { free_tagged(p, n + 1, kMine); });
+  expect_errc(errc::invalid_value, [&] { free_tagged(p, n - 1, kMine); });
+  expect_errc(errc::invalid_value, [&] { free_tagged(static_cast<char*>(p) + 1, n, kMine); });
+  expect_errc(errc::invalid_value, [&] { free_tagged(p, n, nullptr); });
+  EXPECT_EQ(lookup(p).base, p) << "a refused free frees nothing";
+  std::memset(p, 0x5a, n);  // still the caller's
+  free_tagged(p, n, kMine);
+  EXPECT_FALSE(find(p).has_value());
+  expect_errc(errc::invalid_value, [&] { free_tagged(p, n, kMine); });  // twice
+
+  // Size 0 skips the size's check; memarea_free frees tagged memory too.
+  p = host::allocate_placed(n, host::placement{}, nullptr, kMine);
+  free_tagged(p, 0, kMine);
+  p = host::allocate_placed(n, host::placement{}, nullptr, kMine);
+  EXPECT_EQ(memarea_free(p), MEMAREA_SUCCESS);
+
+  // Without a tag: none, and no tag frees it.
+  host::host_buffer plain(4096);
+  EXPECT_EQ(tag_of(plain.data()), nullptr);
+  expect_errc(errc::invalid_value, [&] { free_tagged(plain.data(), 4096, kMine); });
+  plain.reset();
+
+  // Memory memarea knows nothing of.
+  int local = 0;
+  expect_errc(errc::not_found, [&] { (void)tag_of(&local); });
+  expect_errc(errc::invalid_value, [&] { free_tagged(&local, sizeof local, kMine); });
+  EXPECT_EQ(live_allocations(), before);
+}
+
+TEST(AddonTags, TheCApiReadsAndChecksTags) {
+  const std::size_t n = 5000;
+  memarea_host_malloc_options o = MEMAREA_HOST_MALLOC_OPTIONS_INIT;
+  o.tag = kMine;
+  void* p = nullptr;
+  ASSERT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_SUCCESS);
+  const void* tag = nullptr;
+  EXPECT_EQ(memarea_pointer_get_tag(&tag, static_cast<char*>(p) + 100), MEMAREA_SUCCESS);
+  EXPECT_EQ(tag, kMine);
+  EXPECT_EQ(memarea_pointer_get_tag(nullptr, p), MEMAREA_ERROR_INVALID_VALUE);
+  int local = 0;
+  EXPECT_EQ(memarea_pointer_get_tag(&tag, &local), MEMAREA_ERROR_NOT_FOUND);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("no memarea allocation"),
+            std::string::npos);
+  EXPECT_EQ(memarea_free_tagged(p, n, kTheirs), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("tag"), std::string::npos);
+  EXPECT_EQ(memarea_free_tagged(p, 2 * n, kMine), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_free_tagged(p, n, kMine), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_free_tagged(p, n, kMine), MEMAREA_ERROR_INVALID_VALUE);
+}
+
+// An area's allocation takes its tag from the mmap options; a pooled area takes none (its pieces
+// are the pool's).
+TEST(AddonTags, AreaAllocationsCarryTheOptionsTag) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  const std::size_t before = live_allocations();
+  const area a(0);
+  mmap_options o;
+  o.tag = kMine;
+  void* p = a.mmap(1000, o);
+  EXPECT_EQ(tag_of(p), kMine);
+  EXPECT_EQ(tag_of(static_cast<char*>(p) + 999), kMine);
+  expect_errc(errc::invalid_value, [&] { free_tagged(p, 1000, kTheirs); });
+  // The area's own munmap still frees it (the tag restricts only the tagged free).
+  a.munmap(p, 1000);
+
+  // C: the options' tag; area munmap of a tagged allocation, and a tagged free across areas.
+  memarea_area_t ca = nullptr;
+  ASSERT_EQ(memarea_area_create(&ca, 0, MEMAREA_AREA_DEFAULT), MEMAREA_SUCCESS);
+  memarea_mmap_options co = MEMAREA_MMAP_OPTIONS_INIT;
+  EXPECT_EQ(co.tag, nullptr);
+  co.tag = kTheirs;
+  ASSERT_EQ(memarea_area_mmap(ca, &p, 4096, &co), MEMAREA_SUCCESS);
+  const void* tag = nullptr;
+  EXPECT_EQ(memarea_pointer_get_tag(&tag, p), MEMAREA_SUCCESS);
+  EXPECT_EQ(tag, kTheirs);
+  EXPECT_EQ(memarea_free_tagged(p, 4096, kTheirs), MEMAREA_SUCCESS);
+  ASSERT_EQ(memarea_area_mmap(ca, &p, 4096, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pointer_get_tag(&tag, p), MEMAREA_SUCCESS);
+  EXPECT_EQ(tag, nullptr);
+  EXPECT_EQ(memarea_area_munmap(ca, p, 4096), MEMAREA_SUCCESS);
+
+  // A pool's pieces have no tag, and a pooled area refuses one.
+  pool pl(a);
+  void* piece = pl.allocate(512);
+  EXPECT_EQ(tag_of(piece), nullptr);
+  expect_errc(errc::invalid_value, [&] { free_tagged(piece, 512, kMine); });
+  pl.deallocate(piece);
+  expect_errc(errc::invalid_value, [&] { (void)pl.as_area().mmap(512, o); });
+  memarea_area_t pooled = nullptr;
+  ASSERT_EQ(memarea_area_create_pooled(&pooled, pl.get()), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_mmap(pooled, &p, 512, &co), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_area_destroy(pooled), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_destroy(ca), MEMAREA_SUCCESS);
+  EXPECT_EQ(live_allocations(), before + 1);  // the pool's block
+}
+
+// Pageable host memory with any policy over any node set: the kernel holds the policy before a
+// page is touched, advice puts it back, and every bad placement is refused before anything is
+// mapped.
+TEST(AddonHostPlacement, EveryPolicyOverTheHostsNodes) {
+  const std::size_t n = 8 * host_page();
+  const std::vector<unsigned long> nodes = all_nodes();
+  struct want {
+    host::policy mode;
+    int kernel;
+  };
+  for (const want w :
+       {want{host::policy::bind, MPOL_BIND}, want{host::policy::interleave, MPOL_INTERLEAVE},
+        want{host::policy::preferred, -1}, want{host::policy::default_policy, MPOL_DEFAULT}}) {
+    SCOPED_TRACE(static_cast<int>(w.mode));
+    void* p = host::allocate_placed(n, host::placement{w.mode, nodes});
+    EXPECT_EQ(lookup(p).kind, memory_kind::host);
+    EXPECT_EQ(lookup(p).size, n);
+    if (host::numa_available()) {
+      unsigned long word = 0;
+      const int mode = kernel_policy(p, &word);
+      if (w.kernel >= 0) {
+        EXPECT_EQ(mode, w.kernel);
+      } else {  // preferred: one node is MPOL_PREFERRED, several MPOL_PREFERRED_MANY (5)
+        EXPECT_TRUE(mode == MPOL_PREFERRED || mode == 5) << mode;
+      }
+      if (w.mode != host::policy::default_policy) {
+        EXPECT_EQ(word, nodes[0]);
+      }
+    }
+    std::memset(p, 1, n);
+    if (w.mode == host::policy::interleave && host::numa_available()) {
+      // Advice over it, then "unset": the allocation's own policy comes back.
+      managed::advise(p, n, managed::advice::set_preferred_location,
+                      managed::location::host_numa(0));
+      EXPECT_EQ(kernel_policy(p), MPOL_PREFERRED);
+      managed::advise(p, n, managed::advice::unset_preferred_location);
+      EXPECT_EQ(kernel_policy(p), MPOL_INTERLEAVE);
+    }
+    host::free(p);
+  }
+}
+
+TEST(AddonHostPlacement, BadPlacementsAreRefused) {
+  const std::size_t before = live_allocations();
+  const std::size_t n = host_page();
+  expect_errc(errc::invalid_value, [&] { (void)host::allocate_placed(0, host::placement{}); });
+  expect_errc(errc::invalid_value,
+              [&] { (void)host::allocate_placed(n, host::placement{host::policy::bind, {}}); });
+  expect_errc(errc::invalid_value, [&] {
+    (void)host::allocate_placed(n, host::placement{host::policy::interleave, {0UL, 0UL}});
+  });
+  expect_errc(errc::invalid_value, [&] {
+    (void)host::allocate_placed(n, host::placement{static_cast<host::policy>(7), all_nodes()});
+  });
+  std::vector<unsigned long> missing;
+  const int m = missing_node();
+  missing.resize(static_cast<std::size_t>(m) / (sizeof(unsigned long) * CHAR_BIT) + 1, 0UL);
+  missing.back() |= 1UL << (static_cast<std::size_t>(m) % (sizeof(unsigned long) * CHAR_BIT));
+  expect_errc(errc::invalid_device, [&] {
+    (void)host::allocate_placed(n, host::placement{host::policy::bind, missing});
+  });
+  // The default policy ignores the set.
+  host::free(host::allocate_placed(n, host::placement{host::policy::default_policy, missing}));
+
+  // C: options NULL, the same refusals, and nodes NULL with words.
+  void* p = nullptr;
+  EXPECT_EQ(memarea_host_malloc_placed(&p, n, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_free(p), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_host_malloc_placed(nullptr, n, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  memarea_host_malloc_options o = MEMAREA_HOST_MALLOC_OPTIONS_INIT;
+  o.policy = MEMAREA_HOST_POLICY_BIND;
+  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_VALUE);  // empty set
+  o.node_words = 1;
+  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_VALUE);  // NULL nodes
+  o.nodes = missing.data();
+  o.node_words = missing.size();
+  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_DEVICE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("does not exist"), std::string::npos);
+  const std::vector<unsigned long> nodes = all_nodes();
+  o.nodes = nodes.data();
+  o.node_words = nodes.size();
+  o.policy = static_cast<memarea_host_policy>(9);
+  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_VALUE);
+  o.policy = MEMAREA_HOST_POLICY_INTERLEAVE;
+  ASSERT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_SUCCESS);
+  if (host::numa_available()) {
+    EXPECT_EQ(kernel_policy(p), MPOL_INTERLEAVE);
+  }
+  EXPECT_EQ(memarea_free(p), MEMAREA_SUCCESS);
+  EXPECT_EQ(live_allocations(), before);
+}
+
+// The hint is mmap's: honoured where that range is free, and never over memory already mapped.
+TEST(AddonHostPlacement, TheHintIsOnlyAHint) {
+  const std::size_t n = 4 * host_page();
+  // A free range: reserved, then released, so that nothing else is there.
+  void* hole = ::mmap(nullptr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(hole, MAP_FAILED);
+  ASSERT_EQ(::munmap(hole, n), 0);
+  void* p = host::allocate_placed(n, host::placement{}, hole, kMine);
+  EXPECT_EQ(p, hole) << "the kernel takes a free hint";
+  // Over memory already mapped: elsewhere, the mapping untouched.
+  void* q = host::allocate_placed(n, host::placement{}, p, kMine);
+  EXPECT_NE(q, p);
+  free_tagged(q, n, kMine);
+  free_tagged(p, n, kMine);
+}
+
+TEST(AddonRange, OverlapsAnswersForMemareasMemoryOnly) {
+  const std::size_t page = host_page();
+  const std::size_t n = 3 * page;
+  void* p = host::allocate(n);
+  char* c = static_cast<char*>(p);
+  EXPECT_TRUE(overlaps_allocation(p, 1));
+  EXPECT_TRUE(overlaps_allocation(c + n - 1, 1));
+  EXPECT_TRUE(overlaps_allocation(c - 1, 2)) << "a range that reaches into it";
+  EXPECT_TRUE(overlaps_allocation(c + page, 100 * page)) << "a range that starts inside";
+  // The caller's own mapping, a heap block, a stack variable: not memarea's.
+  void* own = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(own, MAP_FAILED);
+  EXPECT_FALSE(overlaps_allocation(own, n));
+  std::string heap(100, 'x');
+  EXPECT_FALSE(overlaps_allocation(heap.data(), heap.size()));
+  int local = 0;
+  EXPECT_FALSE(overlaps_allocation(&local, sizeof local));
+  // A range that runs past the end of the address space is cut there.
+  EXPECT_FALSE(overlaps_allocation(reinterpret_cast<void*>(UINTPTR_MAX - 10), 100));
+  expect_errc(errc::invalid_value, [&] { (void)overlaps_allocation(p, 0); });
+
+  int yes = -1;
+  EXPECT_EQ(memarea_range_overlaps(&yes, c + 10, 10), MEMAREA_SUCCESS);
+  EXPECT_EQ(yes, 1);
+  EXPECT_EQ(memarea_range_overlaps(&yes, own, n), MEMAREA_SUCCESS);
+  EXPECT_EQ(yes, 0);
+  EXPECT_EQ(memarea_range_overlaps(nullptr, p, 1), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_range_overlaps(&yes, p, 0), MEMAREA_ERROR_INVALID_VALUE);
+  host::free(p);
+  EXPECT_FALSE(overlaps_allocation(p, n)) << "freed";
+  ASSERT_EQ(::munmap(own, n), 0);
+}
+
+// The sized free catches a size mix-up: a piece is freed only with a size it can hold.
+TEST(AddonPool, SizedFreeChecksTheSize) {
+  pool pl = pool::host();
+  void* p = pl.allocate(1000);
+  const std::size_t capacity = lookup(p).capacity;
+  ASSERT_GE(capacity, 1000u);
+  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, capacity + 1, nullptr),
+            MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("holds"), std::string::npos);
+  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 0, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(pl.stats().live_allocations, 1u) << "refused: still live";
+  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 1000, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(pl.stats().live_allocations, 0u);
+  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 1000, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_pool_free_sized(nullptr, p, 1000, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  // Any size up to the piece's capacity.
+  p = pl.allocate(1000);
+  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, capacity, nullptr), MEMAREA_SUCCESS);
+}
+
+TEST(AddonPool, SizedFreeOnAStream) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  memarea::stream s(0);
+  pool pl{area(0)};
+  void* p = pl.allocate(4096, s.get());
+  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 4096, s.get()), MEMAREA_SUCCESS);
+  EXPECT_EQ(pl.stats().live_allocations, 0u);
+}
+
+TEST(AddonArea, AttributesSayWhatAnAreaWasMadeWith) {
+  memarea_area_t a = nullptr;
+  ASSERT_EQ(memarea_area_create(&a, -1, MEMAREA_AREA_HOST | MEMAREA_AREA_GLOBAL),
+            MEMAREA_SUCCESS);
+  int device = 7;
+  unsigned flags = 0;
+  memarea_pool_t p = reinterpret_cast<memarea_pool_t>(&device);
+  EXPECT_EQ(memarea_area_get_attributes(a, &device, &flags, &p), MEMAREA_SUCCESS);
+  EXPECT_EQ(device, -1);
+  EXPECT_EQ(flags, static_cast<unsigned>(MEMAREA_AREA_HOST | MEMAREA_AREA_GLOBAL));
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(memarea_area_get_attributes(a, nullptr, nullptr, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_get_attributes(nullptr, &device, &flags, &p),
+            MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
+  if (devices() < 1) return;
+  pool pl{area(0, area_flags::host)};
+  ASSERT_EQ(memarea_area_create_pooled(&a, pl.get()), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_get_attributes(a, &device, &flags, &p), MEMAREA_SUCCESS);
+  EXPECT_EQ(device, 0);
+  EXPECT_EQ(flags, static_cast<unsigned>(MEMAREA_AREA_HOST));
+  EXPECT_EQ(p, pl.get());
+  EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
+}
+
+// An add-on's C function reports as memarea's do: the status it returns and this thread's
+// message.
+TEST(AddonErrors, SetLastErrorIsTheThreadsMessage) {
+  EXPECT_EQ(memarea_set_last_error(MEMAREA_ERROR_BUSY, "my_call: still mapped"),
+            MEMAREA_ERROR_BUSY);
+  EXPECT_STREQ(memarea_last_error_message(), "my_call: still mapped");
+  std::string other = "unset";
+  std::thread([&] { other = memarea_last_error_message(); }).join();
+  EXPECT_EQ(other, "") << "another thread's message is its own";
+  EXPECT_EQ(memarea_set_last_error(MEMAREA_SUCCESS, nullptr), MEMAREA_SUCCESS);
+  EXPECT_STREQ(memarea_last_error_message(), "");
+  // memarea's own next failure replaces it.
+  (void)memarea_set_last_error(MEMAREA_ERROR_UNKNOWN, "stale");
+  EXPECT_EQ(memarea_free(nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(memarea_last_error_message()).find("memarea_free"), std::string::npos);
+}
+
+// A library's own owning type reports a failure its destructor could not throw, as memarea's
+// types do.
+TEST(AddonErrors, ReportReleaseFailureReachesTheRecordAndTheHandler) {
+  (void)take_release_failures();
+  int object = 0;
+  report_release_failure(&object, 64, error(errc::busy, "my_window: still mapped"));
+  report_release_failure(nullptr, 0, std::runtime_error("something else"));
+  std::size_t dropped = 1;
+  auto kept = take_release_failures(&dropped);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_EQ(kept[0].ptr, &object);
+  EXPECT_EQ(kept[0].size, 64u);
+  EXPECT_EQ(kept[0].status, errc::busy);
+  EXPECT_EQ(kept[0].message, "my_window: still mapped");
+  EXPECT_EQ(kept[1].status, errc::unknown);
+  EXPECT_EQ(kept[1].message, "something else");
+
+  std::vector<release_failure> seen;
+  set_release_failure_handler([&](const release_failure& f) { seen.push_back(f); });
+  report_release_failure(&object, 8, error(errc::invalid_value, "bad"));
+  set_release_failure_handler(nullptr);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].status, errc::invalid_value);
+  EXPECT_TRUE(take_release_failures().empty()) << "the handler took it instead of the list";
+}
+
+// A dry run lists a dead process's objects and removes none; the sweep then removes them.
+TEST(AddonSweep, DryRunListsWhatTheSweepRemoves) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  child exporter({"export", "100000", str(new_seed())});
+  const std::uint64_t owner = owner_of(ipc::handle::from_hex(exporter.line()));
+  (void)exporter.ask("exit-now");  // _exit: its objects stay in /dev/shm
+  EXPECT_EQ(exporter.wait(), 0);
+  ipc::collect();  // drops this process's cached mapping of it
+  const std::set<std::string> left = objects_of(owner);
+  ASSERT_FALSE(left.empty());
+
+  const ipc::sweep_report dry = ipc::sweep(true);
+  const std::set<std::string> after = objects_of(owner);
+  // Any process's background sweep removes a dead owner's objects all at once.
+  if (after.empty()) GTEST_SKIP() << "another process's sweep removed them first";
+  EXPECT_EQ(after, left) << "a dry run removes nothing";
+  for (const auto& name : left)
+    EXPECT_NE(std::find(dry.removed.begin(), dry.removed.end(), name), dry.removed.end())
+        << name << " is not listed";
+
+  memarea_ipc_sweep_report r{};
+  EXPECT_EQ(memarea_ipc_sweep(&r, 1), MEMAREA_SUCCESS);
+  if (objects_of(owner).empty()) GTEST_SKIP() << "another process's sweep removed them first";
+  EXPECT_GE(r.removed, left.size());
+  EXPECT_EQ(objects_of(owner), left);
+  EXPECT_EQ(memarea_ipc_sweep(nullptr, 1), MEMAREA_SUCCESS);
+
+  EXPECT_EQ(memarea_ipc_sweep(&r, 0), MEMAREA_SUCCESS);
+  EXPECT_TRUE(objects_of(owner).empty()) << "the sweep removed them";
+  const ipc::sweep_report again = ipc::sweep(true);
+  for (const auto& name : left)
+    EXPECT_EQ(std::find(again.removed.begin(), again.removed.end(), name), again.removed.end());
+}
