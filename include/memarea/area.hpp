@@ -78,7 +78,7 @@ class area {
 namespace detail {
 /// How a buffer gives its memory back: its area's munmap.
 struct area_release {
-  area source{};
+  area source{};  ///< the area the memory came from
   /// source.munmap(ptr, size).
   void free(void* ptr, std::size_t size) const { source.munmap(ptr, size); }
 };

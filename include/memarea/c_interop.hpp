@@ -25,8 +25,11 @@ namespace detail {
 /// only) base is detail::stream_object and detail::pool_object: the pointers convert both ways
 /// (src/core checks the layout).
 struct handle_access {
+  /// The stream s views (null: the default stream).
   static stream_object* of(stream_view s) noexcept { return s.handle_; }
+  /// A view of h.
   static stream_view view(stream_object* h) noexcept { return stream_view(h); }
+  /// p's pool (null once destroyed or moved from).
   static pool_object* of(const pool& p) noexcept { return p.handle_; }
 };
 }  // namespace detail

@@ -92,8 +92,8 @@ class pool {
 namespace detail {
 /// How a pool_buffer gives its piece back: to its pool, ordered on its stream.
 struct pool_release {
-  pool_object* pool = nullptr;
-  stream_view stream;
+  pool_object* pool = nullptr;  ///< the pool the piece came from
+  stream_view stream;           ///< the stream it was allocated on, and is freed on
   /// The pool's free of ptr on `stream`.
   void free(void* ptr, std::size_t size) const;
 };

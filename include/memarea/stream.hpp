@@ -38,7 +38,6 @@ class stream {
 
  private:
   friend class stream_view;
-  friend struct detail::handle_access;
   detail::stream_object* handle_ = nullptr;
 };
 
