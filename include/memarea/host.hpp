@@ -34,12 +34,13 @@ inline constexpr int any_node = -1;
 /// Throws invalid_value (size 0), invalid_device (a node that does not exist or has no memory),
 /// out_of_memory.
 [[nodiscard]] void* allocate(std::size_t size, int node = any_node);
-/// A NUMA memory policy: where the pages of a range go when first touched (memarea_host_policy).
+/// A NUMA memory policy: where the pages of a range go when first touched (memarea_host_policy,
+/// same values).
 enum class policy : int {
-  default_policy = MEMAREA_HOST_POLICY_DEFAULT,  ///< the process's (first touch, or numactl's)
-  bind = MEMAREA_HOST_POLICY_BIND,               ///< the set's nodes only (MPOL_BIND)
-  preferred = MEMAREA_HOST_POLICY_PREFERRED,     ///< the set's nodes first, others once full
-  interleave = MEMAREA_HOST_POLICY_INTERLEAVE,   ///< page by page, round robin over the set
+  default_policy = 0,  ///< the process's (first touch, or numactl's)
+  bind = 1,            ///< the set's nodes only (MPOL_BIND)
+  preferred = 2,       ///< the set's nodes first, others once full
+  interleave = 3,      ///< page by page, round robin over the set
 };
 
 /// A policy over a set of NUMA nodes.

@@ -72,7 +72,7 @@ int pooled_free(memarea::pool& pool, void* ptr) noexcept {
 }
 
 bool pooled_live(const memarea::pool& pool) noexcept {
-  memarea_pool_stats st{};
+  memarea::pool_stats st{};
   const memarea_status s = call("aml allocator destroy", [&] { st = pool.stats(); });
   // bytes_in_use counts live pieces and pieces held for IPC; a failing read refuses too.
   return s != MEMAREA_SUCCESS || st.live_allocations > 0 || st.bytes_in_use > 0;

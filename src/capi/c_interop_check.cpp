@@ -4,6 +4,7 @@
 // status names (src/base/error_category.cpp); the handles' layouts where they are defined
 // (src/core/stream_impl.hpp, src/core/pool_impl.hpp).
 #include <memarea/c_interop.hpp>
+#include <memarea/host.hpp>
 #include <memarea/memarea.h>
 
 #include <cstddef>
@@ -17,6 +18,10 @@ static_assert(area_flags::host == MEMAREA_AREA_HOST);
 static_assert(area_flags::unified == MEMAREA_AREA_UNIFIED);
 static_assert(area_flags::mapped == MEMAREA_AREA_MAPPED);
 static_assert(area_flags::global == MEMAREA_AREA_GLOBAL);
+static_assert(static_cast<int>(host::policy::default_policy) == MEMAREA_HOST_POLICY_DEFAULT);
+static_assert(static_cast<int>(host::policy::bind) == MEMAREA_HOST_POLICY_BIND);
+static_assert(static_cast<int>(host::policy::preferred) == MEMAREA_HOST_POLICY_PREFERRED);
+static_assert(static_cast<int>(host::policy::interleave) == MEMAREA_HOST_POLICY_INTERLEAVE);
 
 static_assert(cpu_device_id == MEMAREA_CPU_DEVICE_ID);
 static_assert(invalid_device_id == MEMAREA_INVALID_DEVICE_ID);

@@ -7,6 +7,7 @@
 #include "api/process_util.hpp"
 
 #include <memarea/area.hpp>
+#include <memarea/c_interop.hpp>
 #include <memarea/error.hpp>
 #include <memarea/host.hpp>
 #include <memarea/ipc.hpp>
@@ -181,7 +182,7 @@ TEST(AddonTags, AreaAllocationsCarryTheOptionsTag) {
   pl.deallocate(piece);
   expect_errc(errc::invalid_value, [&] { (void)pl.as_area().mmap(512, o); });
   memarea_area_t pooled = nullptr;
-  ASSERT_EQ(memarea_area_create_pooled(&pooled, pl.get()), MEMAREA_SUCCESS);
+  ASSERT_EQ(memarea_area_create_pooled(&pooled, memarea::to_c(pl)), MEMAREA_SUCCESS);
   EXPECT_EQ(memarea_area_mmap(pooled, &p, 512, &co), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_EQ(memarea_area_destroy(pooled), MEMAREA_SUCCESS);
   EXPECT_EQ(memarea_area_destroy(ca), MEMAREA_SUCCESS);
@@ -335,26 +336,27 @@ TEST(AddonPool, SizedFreeChecksTheSize) {
   void* p = pl.allocate(1000);
   const std::size_t capacity = lookup(p).capacity;
   ASSERT_GE(capacity, 1000u);
-  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, capacity + 1, nullptr),
+  EXPECT_EQ(memarea_pool_free_sized(memarea::to_c(pl), p, capacity + 1, nullptr),
             MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_NE(std::string(memarea_last_error_message()).find("holds"), std::string::npos);
-  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 0, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_pool_free_sized(memarea::to_c(pl), p, 0, nullptr), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_EQ(pl.stats().live_allocations, 1u) << "refused: still live";
-  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 1000, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pool_free_sized(memarea::to_c(pl), p, 1000, nullptr), MEMAREA_SUCCESS);
   EXPECT_EQ(pl.stats().live_allocations, 0u);
-  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 1000, nullptr), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memarea_pool_free_sized(memarea::to_c(pl), p, 1000, nullptr), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_EQ(memarea_pool_free_sized(nullptr, p, 1000, nullptr), MEMAREA_ERROR_INVALID_VALUE);
   // Any size up to the piece's capacity.
   p = pl.allocate(1000);
-  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, capacity, nullptr), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_pool_free_sized(memarea::to_c(pl), p, capacity, nullptr), MEMAREA_SUCCESS);
 }
 
 TEST(AddonPool, SizedFreeOnAStream) {
   MEMAREA_REQUIRE_DEVICES(1);
   memarea::stream s(0);
   pool pl{area(0)};
-  void* p = pl.allocate(4096, s.get());
-  EXPECT_EQ(memarea_pool_free_sized(pl.get(), p, 4096, s.get()), MEMAREA_SUCCESS);
+  void* p = pl.allocate(4096, s);
+  EXPECT_EQ(memarea_pool_free_sized(memarea::to_c(pl), p, 4096, memarea::to_c(memarea::stream_view(s))),
+            MEMAREA_SUCCESS);
   EXPECT_EQ(pl.stats().live_allocations, 0u);
 }
 
@@ -375,11 +377,11 @@ TEST(AddonArea, AttributesSayWhatAnAreaWasMadeWith) {
   EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
   if (devices() < 1) return;
   pool pl{area(0, area_flags::host)};
-  ASSERT_EQ(memarea_area_create_pooled(&a, pl.get()), MEMAREA_SUCCESS);
+  ASSERT_EQ(memarea_area_create_pooled(&a, memarea::to_c(pl)), MEMAREA_SUCCESS);
   EXPECT_EQ(memarea_area_get_attributes(a, &device, &flags, &p), MEMAREA_SUCCESS);
   EXPECT_EQ(device, 0);
   EXPECT_EQ(flags, static_cast<unsigned>(MEMAREA_AREA_HOST));
-  EXPECT_EQ(p, pl.get());
+  EXPECT_EQ(p, memarea::to_c(pl));
   EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
 }
 
