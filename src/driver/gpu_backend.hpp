@@ -341,10 +341,13 @@ class gpu_backend final : public driver {
           v_.ipc_get_handle(base, handle) == Vendor::success) {
         return {};
       }
+      // The retry runs inside the scope: the entered context must still be current for it.
       context_scope scope(v_);
       MEMAREA_GPU_TRY(enter_for(scope, base));
+      return call(v_.ipc_get_handle(base, handle), Vendor::fn.ipc_get_handle);
+    } else {
+      return call(v_.ipc_get_handle(base, handle), Vendor::fn.ipc_get_handle);
     }
-    return call(v_.ipc_get_handle(base, handle), Vendor::fn.ipc_get_handle);
   }
   dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
                           void** ptr) override {
