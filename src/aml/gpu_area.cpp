@@ -34,7 +34,9 @@ static_assert(AML_AREA_HIP_FLAG_ALLOC_HOST == MEMAREA_AREA_HOST &&
               AML_AREA_CUDA_FLAG_ALLOC_GLOBAL == MEMAREA_AREA_GLOBAL);
 
 /// The tag of the CUDA and HIP areas' memory (memarea::tag_of): its address, never its value.
-const char g_tag = 0;
+// Writable, not const: identical read-only constants may be merged (-fmerge-all-constants,
+// identical-code folding), which would give two areas one tag.
+char g_tag = 0;
 const void* tag() noexcept { return &g_tag; }
 
 /// One block holds the area and its data, freed together by destroy.

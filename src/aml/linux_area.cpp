@@ -44,7 +44,9 @@ constexpr std::size_t kWordBits = sizeof(unsigned long) * CHAR_BIT;
 constexpr int kPreferredMany = 5;
 
 /// The tag of this area's memory (memarea::tag_of): its address, never its value.
-const char g_tag = 0;
+// Writable, not const: identical read-only constants may be merged (-fmerge-all-constants,
+// identical-code folding), which would give two areas one tag.
+char g_tag = 0;
 const void* tag() noexcept { return &g_tag; }
 
 using memarea::aml::fail_code;
