@@ -6,7 +6,7 @@
 // here and not in memarea-bench, whose rows use the public API only (docs/bench.md). It
 // shows why the defaults are what they are (docs/peer.md, docs/gpu-results.md).
 //   memarea-dev-staging-sweep [--reps N]      (needs 2 devices with peer access off)
-#include "core/copy_impl.hpp"
+#include "core/copy/copy_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 

@@ -1,8 +1,8 @@
 // The IPC handle's wire format (core/ipc_wire): what parse refuses before anything is opened,
 // and the checksum. What the exporter's segment and the driver check is in
 // tests/api/ipc_forged_test.cpp.
-#include "core/ipc_segment.hpp"
-#include "core/ipc_wire.hpp"
+#include "core/ipc/ipc_segment.hpp"
+#include "core/ipc/ipc_wire.hpp"
 
 #include <memarea/error.hpp>
 #include <memarea/ipc.hpp>

@@ -1,6 +1,6 @@
 // The pool's per-thread cache (src/core/pool_state.hpp): per-class stacks, the entry and byte
 // limits, eviction of other classes, draining in batches and the recently handed-out table.
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // must be what find() would answer now. Removals, re-insertions at the same base with another
 // size, kind or device, insertions into a gap that was cached as empty, and several registries
 // sharing one cache; then a writer and a reader racing (TSan runs it: label concurrency).
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 
 #include <gtest/gtest.h>
 

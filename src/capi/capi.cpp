@@ -1,7 +1,7 @@
 // The C API (memarea.h): thin wrappers over the C++ core.
 #include "capi/c_call.hpp"
-#include "core/area_impl.hpp"
-#include "core/pool_impl.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/pool/pool_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 

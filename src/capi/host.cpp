@@ -1,6 +1,6 @@
 // The C API of memarea's pageable host memory (memarea.h): a thin wrapper over core/host.cpp.
 #include "capi/c_call.hpp"
-#include "core/host_impl.hpp"
+#include "core/memory/host_impl.hpp"
 
 #include <memarea/host.hpp>
 #include <memarea/memarea.h>

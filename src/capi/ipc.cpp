@@ -1,6 +1,6 @@
 // The C API of inter-process sharing (memarea.h): thin wrappers over memarea::ipc.
 #include "capi/c_call.hpp"
-#include "core/ipc_impl.hpp"
+#include "core/ipc/ipc_impl.hpp"
 
 #include <memarea/c_interop.hpp>
 #include <memarea/ipc.hpp>

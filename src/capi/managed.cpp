@@ -1,7 +1,7 @@
 // The managed-memory C API (memarea.h, seed 002): thin wrappers over core/managed_impl.hpp.
 #include <cstring>
 #include "capi/c_call.hpp"
-#include "core/managed_impl.hpp"
+#include "core/managed/managed_impl.hpp"
 
 #include <memarea/memarea.h>
 

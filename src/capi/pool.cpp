@@ -1,6 +1,6 @@
 // The C API of pools (include/memarea/memarea.h, "Pools").
 #include "capi/c_call.hpp"
-#include "core/pool_impl.hpp"
+#include "core/pool/pool_impl.hpp"
 
 #include <memarea/pool.hpp>
 

@@ -1,7 +1,7 @@
 // The C API of the info and topology reports (memarea/report.h): the JSON core/report.hpp
 // builds, handed over as a malloc'ed string.
 #include "capi/c_call.hpp"
-#include "core/report.hpp"
+#include "core/report/report.hpp"
 
 #include <memarea/report.h>
 

@@ -1,5 +1,5 @@
 // Devices, the current device, streams and the sim settings: the C++ API over the system.
-#include "core/pool_impl.hpp"
+#include "core/pool/pool_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 

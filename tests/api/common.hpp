@@ -1,8 +1,8 @@
 // Shared helpers of the API tests.
 #pragma once
 
-#include "core/ipc_impl.hpp"
-#include "core/registry.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/memory/registry.hpp"
 
 #include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>

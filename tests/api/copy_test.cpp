@@ -2,7 +2,7 @@
 // driver peer copy, memarea's pipelined staging), odd sizes and offsets, stream order, peer
 // copies' statuses and concurrent staged copies. Random data, checked byte for byte.
 #include "api/common.hpp"
-#include "core/copy_impl.hpp"
+#include "core/copy/copy_impl.hpp"
 
 #include <memarea/copy.hpp>
 #include <memarea/memarea.h>

@@ -5,7 +5,7 @@
 // it back) and on every node where there are more.
 #include "api/common.hpp"
 
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 #include "driver/host/host.hpp"  // MADV_POPULATE_WRITE where the C library lacks it
 
 #include <memarea/host.hpp>

@@ -6,8 +6,8 @@
 #include "api/common.hpp"
 #include "api/process_util.hpp"
 #include "base/housekeeper.hpp"
-#include "core/ipc_impl.hpp"
-#include "core/ipc_importer.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/ipc/ipc_importer.hpp"
 #include "core/system.hpp"
 
 #include <memarea/ipc.hpp>

@@ -3,8 +3,8 @@
 // leave every later IPC call working. Run against whichever backend is active.
 #include "api/common.hpp"
 #include "api/process_util.hpp"
-#include "core/ipc_impl.hpp"
-#include "core/ipc_segment.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/ipc/ipc_segment.hpp"
 
 #include <memarea/ipc.hpp>
 #include <memarea/pointer.hpp>

@@ -5,8 +5,8 @@
 #include "api/process_util.hpp"
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
-#include "core/ipc_impl.hpp"
-#include "core/ipc_segment.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/ipc/ipc_segment.hpp"
 
 #include <memarea/ipc.hpp>
 

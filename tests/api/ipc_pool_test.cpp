@@ -4,7 +4,7 @@
 // Real processes (tests/helper), run against whichever backend is active.
 #include "api/common.hpp"
 #include "api/process_util.hpp"
-#include "core/ipc_wire.hpp"
+#include "core/ipc/ipc_wire.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/ipc.hpp>

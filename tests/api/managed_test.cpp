@@ -3,7 +3,7 @@
 // small (<= 8 MiB: the sim8 configuration has 64 MiB per device).
 #include "api/common.hpp"
 
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 
 #include <aml/area/cuda.h>
 #include <aml/area/hip.h>

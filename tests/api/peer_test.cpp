@@ -8,7 +8,7 @@
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 
-#include "core/copy_impl.hpp"
+#include "core/copy/copy_impl.hpp"
 
 #include <atomic>
 #include <cstdlib>

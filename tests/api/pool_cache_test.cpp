@@ -3,8 +3,8 @@
 // as free in the statistics, and a pool short of memory takes back what any thread cached.
 #include "api/common.hpp"
 
-#include "core/pool_impl.hpp"
-#include "core/pool_state.hpp"
+#include "core/pool/pool_impl.hpp"
+#include "core/pool/pool_state.hpp"
 
 #include <memarea/memarea.h>
 

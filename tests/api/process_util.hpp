@@ -4,8 +4,8 @@
 
 #include "api/common.hpp"
 #include "base/lease.hpp"
-#include "core/ipc_segment.hpp"
-#include "core/ipc_wire.hpp"
+#include "core/ipc/ipc_segment.hpp"
+#include "core/ipc/ipc_wire.hpp"
 
 #include <memarea/copy.hpp>
 #include <memarea/ipc.hpp>

@@ -3,7 +3,7 @@
 // exporting child, with the checksum recomputed (an attacker can). Every open must return a
 // pointer inside the real allocation, or fail with a memarea status; nothing may crash, and
 // every open is closed.
-#include "core/ipc_impl.hpp"
+#include "core/ipc/ipc_impl.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>

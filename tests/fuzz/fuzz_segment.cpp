@@ -45,8 +45,8 @@
 #include <vector>
 
 #include "base/lease.hpp"
-#include "core/ipc_segment.hpp"
-#include "core/ipc_wire.hpp"
+#include "core/ipc/ipc_segment.hpp"
+#include "core/ipc/ipc_wire.hpp"
 #include "driver/sim/sim_internal.hpp"
 
 namespace {

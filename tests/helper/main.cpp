@@ -37,7 +37,7 @@
 // outcome of expect, 64 usage.
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
-#include "core/ipc_impl.hpp"
+#include "core/ipc/ipc_impl.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>

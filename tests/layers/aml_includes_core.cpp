@@ -1,2 +1,2 @@
 // Must not compile: libmemarea-aml uses memarea's public API only (tests/layers/CMakeLists.txt).
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"

@@ -2,5 +2,5 @@
 // must not compile; tests/layers/CMakeLists.txt).
 #include "base/lease.hpp"
 #include "capi/c_call.hpp"
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 #include "driver/driver.hpp"

@@ -1,2 +1,2 @@
 // Must not compile: driver sits below core (tests/layers/CMakeLists.txt).
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"

@@ -1,7 +1,7 @@
 // Shareable memory named by a POSIX file descriptor (CUDA VMM; memfd on sim) and passing
 // descriptors over Unix sockets (SCM_RIGHTS), as NCCL does for memory legacy IPC cannot share.
-#include "core/ipc_impl.hpp"
-#include "core/registry.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/memory/registry.hpp"
 #include "core/system.hpp"
 
 #include <memarea/ipc.hpp>

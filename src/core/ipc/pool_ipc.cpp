@@ -1,7 +1,7 @@
 // Pools' pieces as others see them: lookup() of the live piece that holds a pointer, and
 // pieces shared through IPC (marked exported; a free while another process has one open holds
 // it back until IPC gives it back). See pool_state.hpp for the files of pools.
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -1,11 +1,11 @@
-#include "core/ipc_exporter.hpp"
+#include "core/ipc/ipc_exporter.hpp"
 
 #include "base/fault_guard.hpp"
 #include "base/fresh_mmap.hpp"
 #include "base/lease.hpp"
 #include "base/random_name.hpp"
-#include "core/area_impl.hpp"
-#include "core/ipc_liveness.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/ipc/ipc_liveness.hpp"
 #include "core/system.hpp"
 
 #include <fmt/format.h>

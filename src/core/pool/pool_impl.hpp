@@ -1,7 +1,7 @@
 // Internals of pools (src/core/pool*.cpp) that the rest of core asks about.
 #pragma once
 
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 #include "driver/driver.hpp"
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -4,10 +4,10 @@
 #pragma once
 
 #include "base/fork_safety.hpp"
-#include "core/ipc_segment.hpp"
-#include "core/ipc_wire.hpp"
-#include "core/pool_impl.hpp"
-#include "core/registry.hpp"
+#include "core/ipc/ipc_segment.hpp"
+#include "core/ipc/ipc_wire.hpp"
+#include "core/pool/pool_impl.hpp"
+#include "core/memory/registry.hpp"
 
 #include <memarea/ipc.hpp>
 

@@ -4,9 +4,9 @@
 //   device A -> device B, no peer path     -> memarea's pipelined staging through pinned host
 //                                             buffers (faster than the driver's own staging,
 //                                             which does not overlap its two halves as well)
-#include "core/copy_impl.hpp"
-#include "core/peer_impl.hpp"
-#include "core/registry.hpp"
+#include "core/copy/copy_impl.hpp"
+#include "core/peer/peer_impl.hpp"
+#include "core/memory/registry.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 

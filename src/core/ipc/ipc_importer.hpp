@@ -6,9 +6,9 @@
 #pragma once
 
 #include "base/fork_safety.hpp"
-#include "core/ipc_liveness.hpp"
-#include "core/ipc_segment.hpp"
-#include "core/ipc_wire.hpp"
+#include "core/ipc/ipc_liveness.hpp"
+#include "core/ipc/ipc_segment.hpp"
+#include "core/ipc/ipc_wire.hpp"
 
 #include "driver/driver.hpp"
 

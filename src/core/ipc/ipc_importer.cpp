@@ -1,13 +1,13 @@
-#include "core/ipc_importer.hpp"
+#include "core/ipc/ipc_importer.hpp"
 
 #include "base/fault_guard.hpp"
 #include "base/fresh_mmap.hpp"
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
-#include "core/area_impl.hpp"
-#include "core/ipc_exporter.hpp"
-#include "core/ipc_impl.hpp"
-#include "core/registry.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/ipc/ipc_exporter.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/memory/registry.hpp"
 #include "core/system.hpp"
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "core/ipc_liveness.hpp"
+#include "core/ipc/ipc_liveness.hpp"
 
 #include "base/lease.hpp"
 

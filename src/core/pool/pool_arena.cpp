@@ -2,10 +2,10 @@
 // back), stream-ordered reclaim (spans freed on a stream become every stream's once an event
 // recorded after their free has completed), trim, statistics, and retiring a stream. See
 // pool_state.hpp for the files of pools.
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
 
-#include "core/area_impl.hpp"
-#include "core/host_impl.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/memory/host_impl.hpp"
 #include "core/system.hpp"
 
 #include <mutex>

@@ -1,7 +1,7 @@
-#include "core/ipc_wire.hpp"
+#include "core/ipc/ipc_wire.hpp"
 
 #include "base/lease.hpp"
-#include "core/ipc_segment.hpp"
+#include "core/ipc/ipc_segment.hpp"
 #include "core/system.hpp"
 
 #include <memarea/error.hpp>

@@ -1,7 +1,7 @@
 // Internals shared by the area, the C APIs and managed memory.
 #pragma once
 
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 #include "driver/driver.hpp"
 
 #include <cstddef>

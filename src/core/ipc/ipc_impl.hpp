@@ -5,7 +5,7 @@
 // memory over file descriptors.
 #pragma once
 
-#include "core/ipc_wire.hpp"
+#include "core/ipc/ipc_wire.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -14,7 +14,7 @@
 //   the refuse policy).
 #pragma once
 
-#include "core/ipc_segment.hpp"
+#include "core/ipc/ipc_segment.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -5,7 +5,7 @@
 // them on request. docs/topo.md says
 // exactly how each figure is made. In the library so that the CLI, the C API's
 // memarea_topo_json and the Python package's memarea.topo() give one document.
-#include "core/report.hpp"
+#include "core/report/report.hpp"
 
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"

@@ -3,10 +3,10 @@
 // This file: making and destroying pools, the list of live pools, the calls behind the C API
 // and the C++ classes. The pool's state, how the work is laid out, and the other files of
 // pools: pool_state.hpp.
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
 
-#include "core/area_impl.hpp"
-#include "core/host_impl.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/memory/host_impl.hpp"
 #include "core/system.hpp"
 
 #include <memarea/c_interop.hpp>

@@ -33,8 +33,8 @@
 #pragma once
 
 #include "base/fork_safety.hpp"
-#include "core/pool_impl.hpp"
-#include "core/registry.hpp"
+#include "core/pool/pool_impl.hpp"
+#include "core/memory/registry.hpp"
 
 #include <memarea/pool.hpp>
 

@@ -1,7 +1,7 @@
 // Peer access: ordinal validation, the process-wide table of enabled pairs, and the reference
 // counts behind peer::scoped_access. The driver owns the real state and its statuses; memarea
 // mirrors what it learns so that copies can choose a path without asking the driver.
-#include "core/peer_impl.hpp"
+#include "core/peer/peer_impl.hpp"
 #include "core/system.hpp"
 
 #include <memarea/c_interop.hpp>

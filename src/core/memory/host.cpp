@@ -1,10 +1,10 @@
 // The host: NUMA nodes, and memarea's pageable host memory — allocation on a node, release, and
 // the managed-memory calls on it (prefetch migrates between nodes, advice sets memory policies,
 // the rest is recorded per page so range queries answer what was set).
-#include "core/host_impl.hpp"
+#include "core/memory/host_impl.hpp"
 
-#include "core/area_impl.hpp"
-#include "core/managed_impl.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/managed/managed_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "driver/host/host.hpp"

@@ -2,9 +2,9 @@
 // of a like size on one thread stay in that thread's cache and touch no shared line; the rest
 // goes to the arena's free lists under its lock. Kept in one translation unit with the thread
 // cache, so that the fast path stays as it was compiled before the split.
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
 
-#include "core/area_impl.hpp"
+#include "core/memory/area_impl.hpp"
 #include "core/stream_impl.hpp"
 
 #include <chrono>

@@ -1,10 +1,10 @@
 // Areas: allocation by flag combination, the registry, lookup and synchronous copies.
-#include "core/area_impl.hpp"
-#include "core/pool_impl.hpp"
-#include "core/ipc_impl.hpp"
-#include "core/host_impl.hpp"
-#include "core/managed_impl.hpp"
-#include "core/registry.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/pool/pool_impl.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/memory/host_impl.hpp"
+#include "core/managed/managed_impl.hpp"
+#include "core/memory/registry.hpp"
 #include "core/system.hpp"
 
 #include <memarea/area.hpp>

@@ -10,12 +10,12 @@
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
 #include "base/warm_code.hpp"
-#include "core/area_impl.hpp"
-#include "core/ipc_exporter.hpp"
-#include "core/ipc_impl.hpp"
-#include "core/ipc_importer.hpp"
-#include "core/pool_impl.hpp"
-#include "core/registry.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/ipc/ipc_exporter.hpp"
+#include "core/ipc/ipc_impl.hpp"
+#include "core/ipc/ipc_importer.hpp"
+#include "core/pool/pool_impl.hpp"
+#include "core/memory/registry.hpp"
 #include "core/system.hpp"
 
 #include <memarea/ipc.hpp>

@@ -1,7 +1,7 @@
 // Internals of copies: validation, path choice and the pipelined staging path.
 #pragma once
 
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 #include "core/stream_impl.hpp"
 
 #include <cstddef>

@@ -1,11 +1,11 @@
 // Managed memory (seed 002): validation, page rounding, the no-op prefetch, the registry, and
 // the C++ API over them. The driver only ever sees a range that lies inside one managed
 // allocation memarea made, rounded out to whole 4 KiB pages.
-#include "core/managed_impl.hpp"
+#include "core/managed/managed_impl.hpp"
 
-#include "core/area_impl.hpp"
-#include "core/host_impl.hpp"
-#include "core/registry.hpp"
+#include "core/memory/area_impl.hpp"
+#include "core/memory/host_impl.hpp"
+#include "core/memory/registry.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "driver/host/host.hpp"

@@ -4,7 +4,7 @@
 // the kernel has no place for, per 4 KiB page, so range queries answer what was set.
 #pragma once
 
-#include "core/registry.hpp"
+#include "core/memory/registry.hpp"
 #include "driver/driver.hpp"
 #include "driver/host/host.hpp"
 
