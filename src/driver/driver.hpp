@@ -92,6 +92,21 @@ struct shareable_allocation {
   std::uint64_t opaque[4] = {0, 0, 0, 0};  ///< backend state (e.g. the CUmemGenericAllocationHandle)
 };
 
+/// A pitched 2D copy: `height` rows of `width` bytes, row i from src + i * src_pitch to
+/// dst + i * dst_pitch (each pitch at least `width`).
+struct copy_2d_params {
+  void* dst = nullptr;
+  size_t dst_pitch = 0;
+  const void* src = nullptr;
+  size_t src_pitch = 0;
+  size_t width = 0;   ///< bytes per row
+  size_t height = 0;  ///< rows
+  /// Whether dst / src is host memory the driver does not know (pageable memory nobody pinned):
+  /// CUDA names such an end as host memory rather than by its unified address.
+  bool dst_host = false;
+  bool src_host = false;
+};
+
 /// Flags of malloc_host / host_register.
 enum host_flags : unsigned {
   host_default = 0,
@@ -168,6 +183,14 @@ class driver {
                                     size_t size, int device, native_stream s) = 0;
   virtual dstatus memset_async(void* dst, int value, size_t size, int device,
                                native_stream s) = 0;
+  /// `count` elements of `width` bytes (1, 2 or 4) from dst, each set to the low `width` bytes
+  /// of value (cuMemsetD8/D16/D32Async); dst is aligned to `width`. not_supported where the
+  /// vendor library lacks the call.
+  virtual dstatus memset_elements_async(void* dst, std::uint32_t value, size_t count,
+                                        unsigned width, int device, native_stream s) = 0;
+  /// A pitched 2D copy between any memory the driver knows and pageable host memory (c's
+  /// *_host flags say which ends are that); not_supported where the vendor library lacks it.
+  virtual dstatus memcpy_2d_async(const copy_2d_params& c, int device, native_stream s) = 0;
 
   // --- streams and events --------------------------------------------------------------------
   virtual dstatus stream_create(int device, native_stream* s) = 0;

@@ -80,6 +80,35 @@ dstatus driver_front::refuse_peer_copy(bool null_pointer, int dst_device, int sr
   return no_such_device(what, device);
 }
 
+dstatus driver_front::refuse_memset(const void* dst, size_t count, unsigned width,
+                                    int device) const {
+  const char* what = "memset_elements_async";
+  if (width != 1 && width != 2 && width != 4)
+    return refusal(errc::invalid_value,
+                   fmt::format("{}: element width {} is not 1, 2 or 4", what, width));
+  if (count > 0 && !dst) return null_argument(what, "the destination of a non-empty range");
+  if (reinterpret_cast<std::uintptr_t>(dst) % width != 0)
+    return refusal(errc::invalid_value,
+                   fmt::format("{}: destination {} is not aligned to its {}-byte elements", what,
+                               dst, width));
+  return no_such_device(what, device);
+}
+
+dstatus driver_front::refuse_copy_2d(const copy_2d_params& c, int device) const {
+  const char* what = "memcpy_2d_async";
+  if (c.width > 0 && c.height > 0) {
+    if (!c.dst) return null_argument(what, "the destination");
+    if (!c.src) return null_argument(what, "the source");
+    for (auto [pitch, end] : {std::pair{c.dst_pitch, "destination"}, {c.src_pitch, "source"}}) {
+      if (pitch < c.width)
+        return refusal(errc::invalid_value,
+                       fmt::format("{}: {} pitch {} is less than the width {}", what, end, pitch,
+                                   c.width));
+    }
+  }
+  return no_such_device(what, device);
+}
+
 dstatus driver_front::refuse_event(const char* what, native_event e, int device) const {
   if (!e) return null_argument(what, "the event");
   return no_such_device(what, device);

@@ -110,6 +110,28 @@ class driver_front {
       return refuse_copy("memset_async", null_pointer, device);
     return backend_->memset_async(dst, value, size, device, s);
   }
+  /// Refuses a width other than 1, 2 or 4 and a dst not aligned to it; count 0 is success
+  /// without a call.
+  dstatus memset_elements_async(void* dst, std::uint32_t value, size_t count, unsigned width,
+                                int device, native_stream s) {
+    const bool bad_width = (width != 1 && width != 2 && width != 4) ||
+                           reinterpret_cast<std::uintptr_t>(dst) % width != 0;
+    if ((count > 0 && !dst) || bad_width || bad_device(device)) [[unlikely]]
+      return refuse_memset(dst, count, width, device);
+    if (count == 0) return {};
+    return backend_->memset_elements_async(dst, value, count, width, device, s);
+  }
+  /// Refuses a pitch below the width; an empty copy (width or height 0) is success without a
+  /// call.
+  dstatus memcpy_2d_async(const copy_2d_params& c, int device, native_stream s) {
+    const bool empty = c.width == 0 || c.height == 0;
+    const bool bad = !empty && (!c.dst || !c.src || c.dst_pitch < c.width ||
+                                c.src_pitch < c.width);
+    if (bad || bad_device(device)) [[unlikely]]
+      return refuse_copy_2d(c, device);
+    if (empty) return {};
+    return backend_->memcpy_2d_async(c, device, s);
+  }
 
   // --- streams and events --------------------------------------------------------------------
   dstatus stream_create(int device, native_stream* s);
@@ -187,6 +209,9 @@ class driver_front {
   [[gnu::cold]] dstatus refuse_copy(const char* what, bool null_pointer, int device) const;
   [[gnu::cold]] dstatus refuse_peer_copy(bool null_pointer, int dst_device, int src_device,
                                          int device) const;
+  [[gnu::cold]] dstatus refuse_memset(const void* dst, size_t count, unsigned width,
+                                      int device) const;
+  [[gnu::cold]] dstatus refuse_copy_2d(const copy_2d_params& c, int device) const;
   [[gnu::cold]] dstatus refuse_event(const char* what, native_event e, int device) const;
 
   std::unique_ptr<driver> backend_;

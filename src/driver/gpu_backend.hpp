@@ -16,9 +16,9 @@
 //     named stream runs in the stream's own context without one (streams_carry_context: CUDA);
 //   - whether it loaded: ready() on every call (one load), unavailable(what) when not;
 //   - its checks that come before the library's (check_location, check_fd), its optional entry
-//     points (can_prefetch, can_advise), and a few operations that are its own alone
-//     (get_properties, get_current_device, pointer_query, shareable_check, vmm_calls),
-//     specialised in its file.
+//     points (can_prefetch, can_advise, can_memset, can_copy_2d), and a few operations that
+//     are its own alone (get_properties, get_current_device, pointer_query, shareable_check,
+//     vmm_calls), specialised in its file.
 // Arguments are the front's (driver/front.hpp): pointers, flags, enums and device ordinals are
 // checked before a call reaches a backend, so no operation here checks them again.
 #pragma once
@@ -56,7 +56,10 @@ struct entry_names {
   const char* get_p2p_attribute;
   const char* memcpy_async;
   const char* memcpy_peer_async;
-  const char* memset_async;
+  const char* memset_async;      ///< bytes: also memset_elements_async's call for width 1
+  const char* memset_d16_async;  ///< memset_elements_async of 2-byte elements
+  const char* memset_d32_async;  ///< memset_elements_async of 4-byte elements
+  const char* memcpy_2d_async;
   const char* stream_create;
   const char* stream_destroy;
   const char* stream_synchronize;
@@ -267,6 +270,24 @@ class gpu_backend final : public driver {
     MEMAREA_GPU_READY("memset_async");
     return on_stream(device, s, Vendor::fn.memset_async,
                      [&] { return v_.memset_async(dst, value, size, s); });
+  }
+  /// The vendor's can_memset / can_copy_2d say not_supported where its library lacks the call.
+  dstatus memset_elements_async(void* dst, std::uint32_t value, size_t count, unsigned width,
+                                int device, native_stream s) override {
+    MEMAREA_GPU_READY("memset_elements_async");
+    MEMAREA_GPU_TRY(v_.can_memset(width));
+    const char* fn = width == 4   ? Vendor::fn.memset_d32_async
+                     : width == 2 ? Vendor::fn.memset_d16_async
+                                  : Vendor::fn.memset_async;
+    return on_stream(device, s, fn, [&] {
+      return v_.memset_elements_async(dst, value, count, width, s);
+    });
+  }
+  dstatus memcpy_2d_async(const copy_2d_params& c, int device, native_stream s) override {
+    MEMAREA_GPU_READY("memcpy_2d_async");
+    MEMAREA_GPU_TRY(v_.can_copy_2d());
+    return on_stream(device, s, Vendor::fn.memcpy_2d_async,
+                     [&] { return v_.memcpy_2d_async(c, s); });
   }
 
   // --- streams and events --------------------------------------------------------------------

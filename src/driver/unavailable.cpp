@@ -46,6 +46,8 @@ class unavailable_driver final : public driver {
   dstatus memcpy_sync(void*, const void*, size_t, int, native_stream) override { return fail(); }
   dstatus memcpy_peer_async(void*, int, const void*, int, size_t, int, native_stream) override { return fail(); }
   dstatus memset_async(void*, int, size_t, int, native_stream) override { return fail(); }
+  dstatus memset_elements_async(void*, std::uint32_t, size_t, unsigned, int, native_stream) override { return fail(); }
+  dstatus memcpy_2d_async(const copy_2d_params&, int, native_stream) override { return fail(); }
   dstatus stream_create(int, native_stream*) override { return fail(); }
   dstatus stream_destroy(int, native_stream) override { return fail(); }
   dstatus stream_synchronize(int, native_stream) override { return fail(); }

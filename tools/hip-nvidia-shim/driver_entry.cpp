@@ -1,6 +1,6 @@
-// The four CUDA driver calls that HIP's NVIDIA platform makes for the shim's exports (hipDeviceGet,
-// hipDeviceGetName, hipDeviceTotalMem and hipMemGetAddressRange call cu* functions, not the
-// runtime). Linking libcuda would make the shim unloadable wherever the driver is absent, and
+// The six CUDA driver calls that HIP's NVIDIA platform makes for the shim's exports (hipDeviceGet,
+// hipDeviceGetName, hipDeviceTotalMem, hipMemGetAddressRange, hipMemsetD16Async and
+// hipMemsetD32Async call cu* functions, not the runtime). Linking libcuda would make the shim unloadable wherever the driver is absent, and
 // "no driver" must be a reason for zero devices, not a failure to load; so they are defined here,
 // hidden, each looking its driver entry up through the statically linked runtime
 // (cudaGetDriverEntryPointByVersion), at the ABI version cuda.h's name stands for.
@@ -63,4 +63,16 @@ extern "C" CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr* base, size_t* size
                                                  CUdeviceptr ptr) {
   static const auto e = lookup<decltype(&cuMemGetAddressRange)>("cuMemGetAddressRange", 3020);
   return e.fn ? e.fn(base, size, ptr) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t count,
+                                             CUstream stream) {
+  static const auto e = lookup<decltype(&cuMemsetD16Async)>("cuMemsetD16Async", 3020);
+  return e.fn ? e.fn(dst, value, count, stream) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
+                                             CUstream stream) {
+  static const auto e = lookup<decltype(&cuMemsetD32Async)>("cuMemsetD32Async", 3020);
+  return e.fn ? e.fn(dst, value, count, stream) : e.missing;
 }

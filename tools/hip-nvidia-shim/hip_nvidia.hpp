@@ -79,7 +79,8 @@ cudaError_t cudaLaunchCooperativeKernelMultiDevice(cudaLaunchParams* launches, u
 // --- the NVIDIA platform, its exported calls renamed ------------------------------------------
 
 // Every call the shim exports: memarea's HIP backend resolves exactly these (hip_driver.cpp's
-// MEMAREA_HIP_REQUIRED, plus hipMalloc, hipHostMalloc and hipMallocManaged). The virtual memory
+// MEMAREA_HIP_REQUIRED and MEMAREA_HIP_OPTIONAL, plus hipMalloc, hipHostMalloc and
+// hipMallocManaged). The virtual memory
 // calls it also tries (hipMemCreate & co.) are absent from HIP 5.2's NVIDIA platform, so the
 // backend finds them missing and reports shareable memory as not supported.
 #define hipGetDeviceCount hip_nvidia_hipGetDeviceCount
@@ -108,6 +109,9 @@ cudaError_t cudaLaunchCooperativeKernelMultiDevice(cudaLaunchParams* launches, u
 #define hipMemcpyAsync hip_nvidia_hipMemcpyAsync
 #define hipMemcpyPeerAsync hip_nvidia_hipMemcpyPeerAsync
 #define hipMemsetAsync hip_nvidia_hipMemsetAsync
+#define hipMemsetD16Async hip_nvidia_hipMemsetD16Async
+#define hipMemsetD32Async hip_nvidia_hipMemsetD32Async
+#define hipMemcpy2DAsync hip_nvidia_hipMemcpy2DAsync
 #define hipStreamCreateWithFlags hip_nvidia_hipStreamCreateWithFlags
 #define hipStreamDestroy hip_nvidia_hipStreamDestroy
 #define hipStreamSynchronize hip_nvidia_hipStreamSynchronize
@@ -163,6 +167,9 @@ cudaError_t cudaLaunchCooperativeKernelMultiDevice(cudaLaunchParams* launches, u
 #undef hipMemcpyAsync
 #undef hipMemcpyPeerAsync
 #undef hipMemsetAsync
+#undef hipMemsetD16Async
+#undef hipMemsetD32Async
+#undef hipMemcpy2DAsync
 #undef hipStreamCreateWithFlags
 #undef hipStreamDestroy
 #undef hipStreamSynchronize

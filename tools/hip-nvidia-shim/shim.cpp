@@ -203,6 +203,28 @@ HIP_NVIDIA_EXPORT hipError_t hipMemsetAsync(void* dst, int value, size_t size,
   return hip_nvidia_hipMemsetAsync(dst, value, size, stream);
 }
 
+/// An asynchronous fill of 2-byte elements; AMD's hipDeviceptr_t (a pointer) in, the NVIDIA
+/// platform's (an integer of the same size) out.
+HIP_NVIDIA_EXPORT hipError_t hipMemsetD16Async(void* dst, unsigned short value, size_t count,
+                                               hipStream_t stream) {
+  return hip_nvidia_hipMemsetD16Async(reinterpret_cast<hipDeviceptr_t>(dst), value, count,
+                                      stream);
+}
+
+/// An asynchronous fill of 4-byte elements (hipDeviceptr_t as for hipMemsetD16Async).
+HIP_NVIDIA_EXPORT hipError_t hipMemsetD32Async(void* dst, int value, size_t count,
+                                               hipStream_t stream) {
+  return hip_nvidia_hipMemsetD32Async(reinterpret_cast<hipDeviceptr_t>(dst), value, count,
+                                      stream);
+}
+
+/// An asynchronous pitched 2D copy (memarea passes hipMemcpyDefault).
+HIP_NVIDIA_EXPORT hipError_t hipMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src,
+                                              size_t src_pitch, size_t width, size_t height,
+                                              hipMemcpyKind kind, hipStream_t stream) {
+  return hip_nvidia_hipMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, kind, stream);
+}
+
 /// A stream on the current device (flags equal CUDA's).
 HIP_NVIDIA_EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
   return hip_nvidia_hipStreamCreateWithFlags(stream, flags);

@@ -116,12 +116,13 @@ load_result load(api* out) {
     }
   }
 
-  if (res.driver_version >= 12020) {
 #define MEMAREA_CUDA_LOAD_OPTIONAL(name, pfn, req) \
   a.name = reinterpret_cast<PFN_cu##name##_v##pfn>(gpa.get("cu" #name, req));
+  if (res.driver_version >= 12020) {
     MEMAREA_CUDA_OPTIONAL(MEMAREA_CUDA_LOAD_OPTIONAL)
-#undef MEMAREA_CUDA_LOAD_OPTIONAL
   }
+  MEMAREA_CUDA_OPTIONAL_ANY(MEMAREA_CUDA_LOAD_OPTIONAL)
+#undef MEMAREA_CUDA_LOAD_OPTIONAL
 
   CUresult r = a.Init(0);
   if (r != CUDA_SUCCESS) {

@@ -83,12 +83,21 @@ namespace memarea::detail::cuda {
   X(MemPrefetchAsync, 12020, 12020) \
   X(MemAdvise, 12020, 12020)
 
+// Entry points loaded from any driver but not required: one missing leaves the library usable,
+// and only the calls that need it report not_supported (memset of 2- and 4-byte elements, 2D
+// copies).
+#define MEMAREA_CUDA_OPTIONAL_ANY(X) \
+  X(MemsetD16Async, 3020, 12000)     \
+  X(MemsetD32Async, 3020, 12000)     \
+  X(Memcpy2DAsync, 3020, 12000)
+
 /// The loaded entry points; a null member was not found.
 struct api {
   PFN_cuInit_v2000 Init = nullptr;
 #define MEMAREA_CUDA_MEMBER(name, pfn, req) PFN_cu##name##_v##pfn name = nullptr;
   MEMAREA_CUDA_REQUIRED(MEMAREA_CUDA_MEMBER)
   MEMAREA_CUDA_OPTIONAL(MEMAREA_CUDA_MEMBER)
+  MEMAREA_CUDA_OPTIONAL_ANY(MEMAREA_CUDA_MEMBER)
 #undef MEMAREA_CUDA_MEMBER
 };
 

@@ -53,6 +53,8 @@ class cuda_vendor {
       .disable_peer_access = "cuCtxDisablePeerAccess",
       .get_p2p_attribute = "cuDeviceGetP2PAttribute", .memcpy_async = "cuMemcpyAsync",
       .memcpy_peer_async = "cuMemcpyPeerAsync", .memset_async = "cuMemsetD8Async",
+      .memset_d16_async = "cuMemsetD16Async", .memset_d32_async = "cuMemsetD32Async",
+      .memcpy_2d_async = "cuMemcpy2DAsync",
       .stream_create = "cuStreamCreate", .stream_destroy = "cuStreamDestroy",
       .stream_synchronize = "cuStreamSynchronize", .stream_query = "cuStreamQuery",
       .event_create = "cuEventCreate", .event_destroy = "cuEventDestroy",
@@ -169,6 +171,16 @@ class cuda_vendor {
   dstatus can_advise() const {
     return cu_.MemAdvise ? dstatus{} : missing_location_api("cuMemAdvise");
   }
+  dstatus can_memset(unsigned width) const {
+    if (width == 2 && !cu_.MemsetD16Async) [[unlikely]]
+      return missing_entry_point("cuMemsetD16Async");
+    if (width == 4 && !cu_.MemsetD32Async) [[unlikely]]
+      return missing_entry_point("cuMemsetD32Async");
+    return {};
+  }
+  dstatus can_copy_2d() const {
+    return cu_.Memcpy2DAsync ? dstatus{} : missing_entry_point("cuMemcpy2DAsync");
+  }
 
   // --- the entry points ----------------------------------------------------------------------
 
@@ -248,6 +260,39 @@ class cuda_vendor {
   }
   CUresult memset_async(void* dst, int value, size_t size, native_stream s) const {
     return cu_.MemsetD8Async(dptr(dst), static_cast<unsigned char>(value), size, cu_stream(s));
+  }
+  CUresult memset_elements_async(void* dst, std::uint32_t value, size_t count, unsigned width,
+                                 native_stream s) const {
+    if (width == 4) return cu_.MemsetD32Async(dptr(dst), value, count, cu_stream(s));
+    if (width == 2)
+      return cu_.MemsetD16Async(dptr(dst), static_cast<unsigned short>(value), count,
+                                cu_stream(s));
+    return cu_.MemsetD8Async(dptr(dst), static_cast<unsigned char>(value), count, cu_stream(s));
+  }
+  /// Ends the driver knows by their unified address (CU_MEMORYTYPE_UNIFIED: device, pinned,
+  /// mapped, managed, registered, IPC-opened memory); pageable memory as host memory.
+  CUresult memcpy_2d_async(const copy_2d_params& c, native_stream s) const {
+    CUDA_MEMCPY2D p;
+    std::memset(&p, 0, sizeof p);
+    if (c.src_host) {
+      p.srcMemoryType = CU_MEMORYTYPE_HOST;
+      p.srcHost = c.src;
+    } else {
+      p.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+      p.srcDevice = dptr(c.src);
+    }
+    p.srcPitch = c.src_pitch;
+    if (c.dst_host) {
+      p.dstMemoryType = CU_MEMORYTYPE_HOST;
+      p.dstHost = c.dst;
+    } else {
+      p.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+      p.dstDevice = dptr(c.dst);
+    }
+    p.dstPitch = c.dst_pitch;
+    p.WidthInBytes = c.width;
+    p.Height = c.height;
+    return cu_.Memcpy2DAsync(&p, cu_stream(s));
   }
   CUresult stream_create(native_stream* s) const {
     CUstream st = nullptr;
@@ -351,6 +396,11 @@ class cuda_vendor {
     return out;
   }
 
+  [[gnu::cold]] dstatus missing_entry_point(const char* fn) const {
+    return refusal(errc::not_supported,
+                   fmt::format("{} is not in this CUDA driver ({}.{})", fn,
+                               driver_version_ / 1000, (driver_version_ % 1000) / 10));
+  }
   [[gnu::cold]] dstatus missing_location_api(const char* fn) const {
     return refusal(
         errc::not_supported,

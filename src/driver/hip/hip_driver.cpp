@@ -93,6 +93,9 @@ if (ok && !resolve(lib_, #name, &api_.name)) {                      \
   MEMAREA_HIP_VMM(MEMAREA_HIP_LOAD_VMM)
 #undef MEMAREA_HIP_LOAD_VMM
   api_.have_vmm = vmm;
+#define MEMAREA_HIP_LOAD_OPTIONAL(name) (void)resolve(lib_, #name, &api_.name);
+  MEMAREA_HIP_OPTIONAL(MEMAREA_HIP_LOAD_OPTIONAL)
+#undef MEMAREA_HIP_LOAD_OPTIONAL
 
   // Versions first: they decide the ROCm 5/6 differences and work without a device.
   int v = 0;

@@ -41,11 +41,16 @@ using hipMallocManaged_fn =
   X(hipMemUnmap) X(hipMemSetAccess) X(hipMemGetAllocationGranularity)                         \
   X(hipMemExportToShareableHandle) X(hipMemImportFromShareableHandle)
 
+// Calls only some operations need (memset of 2- and 4-byte elements, 2D copies): a runtime
+// without one stays usable, and those operations report not_supported.
+#define MEMAREA_HIP_OPTIONAL(X) X(hipMemsetD16Async) X(hipMemsetD32Async) X(hipMemcpy2DAsync)
+
 /// The runtime's entry points, resolved by dlsym.
 struct hip_api {
 #define MEMAREA_HIP_FIELD(name) decltype(&::name) name = nullptr;
   MEMAREA_HIP_REQUIRED(MEMAREA_HIP_FIELD)
   MEMAREA_HIP_VMM(MEMAREA_HIP_FIELD)
+  MEMAREA_HIP_OPTIONAL(MEMAREA_HIP_FIELD)
 #undef MEMAREA_HIP_FIELD
   hipMalloc_fn hipMalloc = nullptr;
   hipHostMalloc_fn hipHostMalloc = nullptr;

@@ -41,6 +41,8 @@ class hip_vendor {
       .disable_peer_access = "hipDeviceDisablePeerAccess",
       .get_p2p_attribute = "hipDeviceGetP2PAttribute", .memcpy_async = "hipMemcpyAsync",
       .memcpy_peer_async = "hipMemcpyPeerAsync", .memset_async = "hipMemsetAsync",
+      .memset_d16_async = "hipMemsetD16Async", .memset_d32_async = "hipMemsetD32Async",
+      .memcpy_2d_async = "hipMemcpy2DAsync",
       .stream_create = "hipStreamCreateWithFlags", .stream_destroy = "hipStreamDestroy",
       .stream_synchronize = "hipStreamSynchronize", .stream_query = "hipStreamQuery",
       .event_create = "hipEventCreateWithFlags", .event_destroy = "hipEventDestroy",
@@ -157,6 +159,20 @@ class hip_vendor {
   }
   dstatus can_prefetch() const { return {}; }
   dstatus can_advise() const { return {}; }
+  /// Bytes go to hipMemsetAsync, which every runtime has; wider elements need the D16 / D32 call.
+  dstatus can_memset(unsigned width) const {
+    if (width == 2 && !api_.hipMemsetD16Async) [[unlikely]]
+      return missing_entry_point("hipMemsetD16Async");
+    if (width == 4 && !api_.hipMemsetD32Async) [[unlikely]]
+      return missing_entry_point("hipMemsetD32Async");
+    return {};
+  }
+  dstatus can_copy_2d() const {
+    return api_.hipMemcpy2DAsync ? dstatus{} : missing_entry_point("hipMemcpy2DAsync");
+  }
+  [[gnu::cold]] dstatus missing_entry_point(const char* fn) const {
+    return refusal(errc::not_supported, fmt::format("{} is not in {}", fn, lib_name_));
+  }
 
   /// Whether `device` supports hipMemCreate & co. The attribute exists from ROCm 6; ROCm 5's
   /// VMM API was a beta whose support cannot be queried, so it is not advertised.
@@ -234,6 +250,20 @@ class hip_vendor {
   }
   hipError_t memset_async(void* dst, int value, size_t size, native_stream s) const {
     return api_.hipMemsetAsync(dst, value, size, as_stream(s));
+  }
+  hipError_t memset_elements_async(void* dst, std::uint32_t value, size_t count, unsigned width,
+                                   native_stream s) const {
+    if (width == 4)
+      return api_.hipMemsetD32Async(dst, static_cast<int>(value), count, as_stream(s));
+    if (width == 2)
+      return api_.hipMemsetD16Async(dst, static_cast<unsigned short>(value), count,
+                                    as_stream(s));
+    return api_.hipMemsetAsync(dst, static_cast<int>(value), count, as_stream(s));
+  }
+  /// hipMemcpyDefault resolves every end, pageable memory included (c's *_host flags unused).
+  hipError_t memcpy_2d_async(const copy_2d_params& c, native_stream s) const {
+    return api_.hipMemcpy2DAsync(c.dst, c.dst_pitch, c.src, c.src_pitch, c.width, c.height,
+                                 hipMemcpyDefault, as_stream(s));
   }
   /// Non-blocking: memarea streams must not serialise with the legacy default stream.
   hipError_t stream_create(native_stream* s) const {

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -96,5 +97,12 @@ dstatus policy_at(const void* addr, int* mode, node_mask* nodes);
 /// The nodes this process may allocate memory on (its cpuset's mems_allowed); node 0 alone
 /// without NUMA support.
 dstatus allowed_nodes(node_mask* nodes);
+
+/// Sets `count` elements of `width` bytes (1, 2 or 4) from dst, each to the low `width` bytes of
+/// value, on the calling thread; dst is aligned to `width`. For memory no GPU driver knows.
+void fill(void* dst, std::uint32_t value, size_t count, unsigned width) noexcept;
+/// Copies c's rows on the calling thread, each as memmove (rows that overlap each other in a
+/// way that reordering would matter are the caller's to avoid, as for the drivers' 2D copies).
+void copy_2d(const copy_2d_params& c) noexcept;
 
 }  // namespace memarea::detail::host

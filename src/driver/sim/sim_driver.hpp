@@ -101,6 +101,9 @@ class sim_driver final : public driver {
   dstatus memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t size,
                             int device, native_stream s) override;
   dstatus memset_async(void* dst, int value, size_t size, int device, native_stream s) override;
+  dstatus memset_elements_async(void* dst, std::uint32_t value, size_t count, unsigned width,
+                                int device, native_stream s) override;  // sim_fill.cpp
+  dstatus memcpy_2d_async(const copy_2d_params& c, int device, native_stream s) override;
 
   dstatus stream_create(int device, native_stream* s) override;
   dstatus stream_destroy(int device, native_stream s) override;
