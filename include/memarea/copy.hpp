@@ -13,6 +13,7 @@
 #include <memarea/stream.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace memarea {
 
@@ -32,5 +33,28 @@ void copy_peer(void* dst, int dst_device, const void* src, int src_device, std::
 /// device's): ordered after the work queued on s so far, and work queued on s later waits for it.
 void copy_peer_async(void* dst, int dst_device, const void* src, int src_device, std::size_t n,
                      stream_view s);
+
+/// Sets `count` elements of `element_size` bytes (1, 2 or 4) from dst to `value` (as
+/// cuMemsetD8/D16/D32), in any memory copy() takes; returns when done. count == 0 sets nothing.
+/// Throws invalid_value for an element size other than 1, 2 or 4, a value that does not fit in
+/// one element, a NULL or misaligned (to the element size) dst, and a range that runs past its
+/// allocation (docs/copies.md).
+void memset(void* dst, std::uint32_t value, std::size_t count, std::size_t element_size = 1);
+/// As memset, queued on stream s (the default stream: of dst's device, else the current
+/// device's). Plain host memory no driver knows is filled by the calling thread once the work
+/// queued on s so far is done.
+void memset_async(void* dst, std::uint32_t value, std::size_t count, std::size_t element_size,
+                  stream_view s);
+
+/// Copies `height` rows of `width` bytes, row i from src + i * src_pitch to dst + i * dst_pitch,
+/// between any memory copy() takes (as cudaMemcpy2D with cudaMemcpyDefault); returns when done.
+/// width or height 0 copies nothing. Throws invalid_value for NULL pointers, a pitch below the
+/// width, an extent ((height - 1) * pitch + width) that overflows, and an extent that runs past
+/// its allocation (docs/copies.md).
+void copy_2d(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+             std::size_t width, std::size_t height);
+/// As copy_2d, queued on stream s (the default stream: as copy_async's).
+void copy_2d_async(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                   std::size_t width, std::size_t height, stream_view s);
 
 }  // namespace memarea

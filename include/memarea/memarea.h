@@ -429,6 +429,32 @@ MEMAREA_API memarea_status memarea_ipc_recv_fd_timeout(int socket, int *fd, void
                                                        int timeout_ms);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Memset and pitched 2D copies (docs/copies.md)                                            */
+
+/** Sets count elements of element_size bytes (1, 2 or 4: cuMemsetD8, D16, D32) from dst to
+ *  value, in any memory memarea_memcpy takes; returns when done. One call for the three widths,
+ *  as memarea::memset: the width is a checked argument, not a name to pick. count 0 sets
+ *  nothing. MEMAREA_ERROR_INVALID_VALUE for another element_size, a value wider than an
+ *  element, a NULL or misaligned dst, or a range past its allocation. */
+MEMAREA_API memarea_status memarea_memset(void *dst, unsigned int value, size_t count,
+                                          size_t element_size);
+/** memarea_memset queued on stream (NULL: the default stream of dst's device, else of the
+ *  current device). Plain host memory is filled by the calling thread once the stream's
+ *  earlier work is done. */
+MEMAREA_API memarea_status memarea_memset_async(void *dst, unsigned int value, size_t count,
+                                                size_t element_size, memarea_stream_t stream);
+/** Copies height rows of width bytes, row i from src + i * src_pitch to dst + i * dst_pitch,
+ *  between any two pointers memarea_memcpy takes; returns when done. width or height 0 copies
+ *  nothing. MEMAREA_ERROR_INVALID_VALUE for NULL pointers, a pitch below width, an extent
+ *  ((height - 1) * pitch + width) that overflows or runs past its allocation. */
+MEMAREA_API memarea_status memarea_memcpy_2d(void *dst, size_t dst_pitch, const void *src,
+                                             size_t src_pitch, size_t width, size_t height);
+/** memarea_memcpy_2d queued on stream (NULL: as memarea_memcpy_async's default stream). */
+MEMAREA_API memarea_status memarea_memcpy_2d_async(void *dst, size_t dst_pitch, const void *src,
+                                                   size_t src_pitch, size_t width, size_t height,
+                                                   memarea_stream_t stream);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Language bindings                                                                        */
 
 /** The PyCapsule destructor of DLPack capsules made in Python (the memarea package): a capsule

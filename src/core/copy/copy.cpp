@@ -364,8 +364,8 @@ void run_pipeline(stager& st, char* dst, const char* src, std::size_t n, stream_
   check(gpu.stream_wait_event(on.device, on.native, st.dst_done), what);
 }
 
-/// The device whose default stream runs a copy when the caller names no stream: the device
-/// side of the copy, else whoever allocated either end, else the current device.
+}  // namespace
+
 int default_device(const endpoint& d, const endpoint& s) {
   for (const auto* e : {&d, &s})
     if (e->on_device()) return e->device;
@@ -375,6 +375,8 @@ int default_device(const endpoint& d, const endpoint& s) {
     if (e->context >= 0) return e->context;
   return current_device();
 }
+
+namespace {
 
 /// What dispatch() did: the stream it queued on and the path it took.
 struct dispatched {

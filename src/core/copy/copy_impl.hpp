@@ -26,6 +26,11 @@ struct endpoint {
 /// memory the driver made for someone else may come and go without memarea seeing it.
 endpoint locate(const void* p, std::size_t n, const char* role, const char* what);
 
+/// The device whose default stream runs a copy when the caller names no stream: the device
+/// side of the copy, else whoever allocated either end, else the current device. (A memset
+/// passes its one end twice.)
+int default_device(const endpoint& d, const endpoint& s);
+
 /// How a copy was carried out (for tests and benches: the last copy of the calling thread).
 enum class copy_path {
   none,         ///< nothing was copied (n == 0)
