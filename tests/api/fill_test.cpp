@@ -8,6 +8,7 @@
 #include <memarea/copy.hpp>
 #include <memarea/host.hpp>
 #include <memarea/memarea.h>
+#include <memarea/peer.hpp>
 #include <memarea/pool.hpp>
 
 #include <cstdint>
@@ -34,22 +35,26 @@ class every_kind {
     std::string name;
     unsigned char* p;
     std::size_t room;  ///< checked_room(p)
+    int device;        ///< the device it was made on (0 for host memory)
   };
 
   explicit every_kind(std::size_t n) {
     const std::size_t rounded = (n + kPage - 1) / kPage * kPage;
     for (int d = 0; d < std::min(devices(), 2); ++d) {
       const std::string at = "@" + std::to_string(d);
-      add("device" + at, buffers_.emplace_back(area(d).allocate(n)).data());
-      add("pinned" + at, buffers_.emplace_back(area(d, area_flags::host).allocate(n)).data());
+      add("device" + at, buffers_.emplace_back(area(d).allocate(n)).data(), d);
+      add("pinned" + at, buffers_.emplace_back(area(d, area_flags::host).allocate(n)).data(), d);
       add("mapped" + at,
           buffers_.emplace_back(area(d, area_flags::host | area_flags::mapped).allocate(n))
-              .data());
+              .data(),
+          d);
       if (has_managed(d))
-        add("managed" + at, buffers_.emplace_back(area(d, area_flags::unified).allocate(n)).data());
+        add("managed" + at, buffers_.emplace_back(area(d, area_flags::unified).allocate(n)).data(),
+            d);
       void* range = blocks_.emplace_back(std::make_unique<host_block>(rounded))->ptr;
       add("registered" + at,
-          buffers_.emplace_back(area(d, area_flags::mapped).allocate(rounded, {0, range})).data());
+          buffers_.emplace_back(area(d, area_flags::mapped).allocate(rounded, {0, range})).data(),
+          d);
     }
     if (devices() > 0) {
       pool_ = std::make_unique<pool>(area(0));
@@ -69,8 +74,8 @@ class every_kind {
   std::vector<slot> slots;
 
  private:
-  void add(std::string name, void* p) {
-    slots.push_back({std::move(name), static_cast<unsigned char*>(p), checked_room(p)});
+  void add(std::string name, void* p, int device = 0) {
+    slots.push_back({std::move(name), static_cast<unsigned char*>(p), checked_room(p), device});
   }
   /// The bytes from p to the end of the range a copy checks p against (memarea's registry: the
   /// allocation, or the pool block holding a piece); 0 where memarea holds none (pageable).
@@ -158,9 +163,9 @@ void wait_for_every_device() {
   for (int d = 0; d < devices(); ++d) device_synchronize(d);
 }
 
-/// Runs the C++ or C form of a call as `h` says, and waits for it.
+/// Runs the C++ or C form of a call as `h` says, and waits for it (s: the named stream).
 template <class Cpp, class CppAsync, class C, class CAsync>
-void run(how h, std::optional<stream>& s, Cpp&& cpp, CppAsync&& cpp_async, C&& c, CAsync&& c_async) {
+void run(how h, stream* s, Cpp&& cpp, CppAsync&& cpp_async, C&& c, CAsync&& c_async) {
   switch (h) {
     case how::cpp: cpp(); return;
     case how::cpp_stream: cpp_async(stream_view(*s)); s->synchronize(); return;
@@ -190,8 +195,10 @@ bool can_run(how h) {
 TEST(Memset, EveryKindEveryWidthEveryWay) {
   constexpr std::size_t n = 2 * kPage + 64;
   every_kind kinds(n);
-  std::optional<stream> s;
-  if (devices() > 0) s.emplace(0);
+  // A stream of each device: a memset runs on its stream's device (another device's memory
+  // needs peer access: Memset.OnAnotherDevicesStreamNeedsPeerAccess).
+  std::vector<stream> streams;
+  for (int d = 0; d < std::min(devices(), 2); ++d) streams.emplace_back(d);
   struct width_value {
     std::size_t width;
     std::uint32_t value;
@@ -213,7 +220,8 @@ TEST(Memset, EveryKindEveryWidthEveryWay) {
         fill(k.p, before);
         unsigned char* at = k.p + off;
         run(
-            h, s, [&] { memarea::memset(at, value, count, width); },
+            h, streams.empty() ? nullptr : &streams[static_cast<std::size_t>(k.device)],
+            [&] { memarea::memset(at, value, count, width); },
             [&](stream_view v) { memset_async(at, value, count, width, v); },
             [&] { return memarea_memset(at, value, count, width); },
             [&](memarea_stream_t c) { return memarea_memset_async(at, value, count, width, c); });
@@ -221,6 +229,36 @@ TEST(Memset, EveryKindEveryWidthEveryWay) {
       }
     }
   }
+}
+
+// A memset runs on its stream's device: another device's memory needs peer access from it (the
+// drivers' rule: CUDA refuses with CUDA_ERROR_INVALID_VALUE, and the sim models it).
+TEST(Memset, OnAnotherDevicesStreamNeedsPeerAccess) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  constexpr std::size_t n = kPage;
+  buffer theirs = area(1).allocate(n);
+  stream mine(0);
+  const auto before = random_bytes(n);
+  fill(theirs.data(), before);
+  if (!peer::is_enabled(0, 1)) {
+    EXPECT_MEMAREA_ERROR(memset_async(theirs.data(), 0xDEADBEEF, n / 4, 4, mine),
+                         errc::invalid_value);
+    EXPECT_STATUS(memarea_memset_async(theirs.data(), 0xA5, n, 1, to_c(mine)),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_NE(std::string(memarea_last_error_message()).find("peer access"), std::string::npos)
+        << memarea_last_error_message();
+    mine.synchronize();
+    EXPECT_EQ(read(theirs.data(), n), before);
+  }
+  // Its own device's default stream (no stream named) reaches it.
+  memset_async(theirs.data(), 0xA5C3, 10, 2, {});
+  device_synchronize(1);
+  EXPECT_EQ(read(theirs.data(), n), with_pattern(before, 0, 0xA5C3, 10, 2));
+  if (!peer::can_access(0, 1)) return;
+  peer::scoped_access access(0, 1);
+  memset_async(theirs.data(), 0xDEADBEEF, n / 4, 4, mine);
+  mine.synchronize();
+  EXPECT_EQ(read(theirs.data(), n), with_pattern(before, 0, 0xDEADBEEF, n / 4, 4));
 }
 
 TEST(Memset, RefusalsWriteNothing) {
@@ -292,7 +330,7 @@ TEST(Copy2D, EveryKindPairLeavesTheGapsAlone) {
       unsigned char* d = dst.p + doff;
       const unsigned char* from = src.p + soff;
       run(
-          h, s, [&] { copy_2d(d, dpitch, from, spitch, width, height); },
+          h, s ? &*s : nullptr, [&] { copy_2d(d, dpitch, from, spitch, width, height); },
           [&](stream_view v) { copy_2d_async(d, dpitch, from, spitch, width, height, v); },
           [&] { return memarea_memcpy_2d(d, dpitch, from, spitch, width, height); },
           [&](memarea_stream_t c) {
@@ -391,7 +429,9 @@ TEST(Copy2D, MemsetAndCopiesAreOrderedOnTheirStream) {
   constexpr std::size_t width = 1000, height = 33, pitch = 1024, n = pitch * height;
   const int last = devices() - 1;
   stream s(last);
-  buffer dev = area(0).allocate(n), other = area(last).allocate(n);
+  // Both on the stream's device: a memset reaches another device's memory only through peer
+  // access (Memset.OnAnotherDevicesStreamNeedsPeerAccess).
+  buffer dev = area(last).allocate(n), other = area(last).allocate(n);
   buffer out = area(0, area_flags::host).allocate(n);
   const auto in = random_bytes(n), old = random_bytes(n);
   fill(other.data(), old);

@@ -57,6 +57,18 @@ namespace {
   return count * width;
 }
 
+/// memset_async's driver refusal, with the likely cause named where the stream is another
+/// device's than the memory's (a memset runs on the stream's device, which reaches another
+/// device's memory only through peer access; CUDA and the sim refuse it otherwise).
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_queued(const dstatus& s, const endpoint& e,
+                                                         const void* dst, int stream_device) {
+  if (s.code == errc::invalid_value && e.on_device() && e.device != stream_device)
+    throw_status(s, fmt::format("memset_async (destination {} is device {}'s memory and the "
+                                "stream is device {}'s, which needs peer access to it)",
+                                dst, e.device, stream_device));
+  throw_status(s, "memset_async");
+}
+
 /// Memory no GPU driver knows: the host fills it (pageable memory nobody manages, memarea's
 /// pageable host area).
 inline bool plain_host(const endpoint& e) noexcept {
@@ -104,8 +116,10 @@ void memset_async(void* dst, std::uint32_t value, std::size_t count, std::size_t
   }
   const detail::stream_ref on = s ? detail::stream_ref{s->device, s->native}
                                   : detail::stream_ref{detail::default_device(e, e), nullptr};
-  detail::check(gpu.memset_elements_async(dst, value, count, width, on.device, on.native),
-                "memset_async");
+  const detail::dstatus queued =
+      gpu.memset_elements_async(dst, value, count, width, on.device, on.native);
+  if (!queued.ok()) [[unlikely]]
+    detail::refuse_queued(queued, e, dst, on.device);
 }
 
 }  // namespace memarea

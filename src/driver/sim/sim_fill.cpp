@@ -1,8 +1,9 @@
 // The sim driver's memset of 1-, 2- and 4-byte elements and its pitched 2D copies, queued on its
 // streams and run there by the host's loops (driver/host/host.hpp): the sim's device memory is
 // host memory. It refuses what the vendors refuse (a width other than 1, 2 or 4, a misaligned
-// destination, a pitch below the width, a range past its allocation), as its other calls do for
-// tests that call it directly.
+// destination, a pitch below the width, a range past its allocation, a memset of device memory
+// that the stream's device has no peer access to), as its other calls do for tests that call it
+// directly.
 #include "driver/host/host.hpp"
 #include "driver/sim/sim_internal.hpp"
 
@@ -24,6 +25,19 @@ dstatus sim_driver::memset_elements_async(void* dst, std::uint32_t value, size_t
   {
     std::lock_guard lk(m_);
     if (auto r = check_range_locked(dst, count * width, "destination"); !r.ok()) return r;
+    // A memset runs on the stream's device, which reaches another device's memory only through
+    // peer access: CUDA refuses it otherwise (CUDA_ERROR_INVALID_VALUE).
+    auto it = find_locked(dst);
+    const bool device_memory =
+        it != allocations_.end() &&
+        (it->second.from == origin::device || it->second.from == origin::shareable ||
+         it->second.from == origin::ipc_imported ||
+         it->second.from == origin::shareable_imported);
+    if (device_memory && it->second.device >= 0 && it->second.device != device &&
+        !peer_enabled_[static_cast<size_t>(device)][static_cast<size_t>(it->second.device)])
+      return fail(errc::invalid_value,
+                  "destination {} is device {}'s memory, which device {} has no peer access to",
+                  fmt::ptr(dst), it->second.device, device);
   }
   return enqueue(st, [dst, value, count, width] { host::fill(dst, value, count, width); });
 }
