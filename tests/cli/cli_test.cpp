@@ -644,7 +644,7 @@ TEST(CliBench, ListNamesCasesAndRowsWithoutADevice) {
 // A copy whose bytes differ fails the run loudly. MEMAREA_BENCH_TEST_CORRUPT=1 (for this test
 // only) flips one byte of what the check reads back.
 TEST(CliBench, BytesThatDifferFailTheRun) {
-  for (const char* c : {"peer", "copy", "managed", "ipc"}) {
+  for (const char* c : {"peer", "copy", "managed", "ipc", "fill"}) {
     const auto r = run_bench({"--quick", "--reps", "2", "--filter", c},
                              {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2",
                               "MEMAREA_BENCH_TEST_CORRUPT=1"});
