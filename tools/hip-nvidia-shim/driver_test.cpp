@@ -73,4 +73,16 @@ TEST(HipNvidiaShim, ExportsNoVirtualMemoryCalls) {
   // unloaded.
 }
 
+// The calls the backend resolves only when present (memset of 2- and 4-byte elements, 2D
+// copies): the shim exports them, so that those operations run over HIP's NVIDIA platform rather
+// than answer not_supported; and the driver calls behind the two memsets stay inside.
+TEST(HipNvidiaShim, ExportsTheOptionalCallsTheBackendUses) {
+  void* lib = ::dlopen(MEMAREA_HIP_NVIDIA_SHIM, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  for (const char* name : {"hipMemsetD16Async", "hipMemsetD32Async", "hipMemcpy2DAsync"})
+    EXPECT_NE(::dlsym(lib, name), nullptr) << name;
+  EXPECT_EQ(::dlsym(lib, "cuMemsetD16Async"), nullptr);
+  EXPECT_EQ(::dlsym(lib, "cuMemsetD32Async"), nullptr);
+}
+
 }  // namespace
