@@ -1,8 +1,8 @@
 // Shared helpers of the API tests.
 #pragma once
 
-#include "core/ipc/ipc_impl.hpp"
 #include "core/memory/registry.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>
@@ -34,13 +34,9 @@ inline int devices() { return memarea::device_count(); }
 /// Live allocations of this process, not counting other processes' memory that legacy IPC
 /// keeps mapped: memarea's background thread drops cached mappings of exporters that died, at
 /// any moment (an exporter of an earlier test may die while a later test counts).
-inline std::size_t live_allocations() {
-  return memarea::detail::allocations().count_if([](const memarea::detail::record& r) {
-    return r.area_device != memarea::detail::ipc_internal::kImportedSentinel;
-  });
-}
+inline std::size_t live_allocations() { return memarea::detail::testing::live_allocations(); }
 /// Every registry record, legacy IPC mappings included (tests of IPC that control its cache).
-inline std::size_t live_records() { return memarea::detail::allocations().size(); }
+inline std::size_t live_records() { return memarea::detail::testing::live_records(); }
 
 /// Whether device d has managed memory (config sim2_no_managed: none; unified areas are then
 /// NOT_SUPPORTED, which the suites check instead).

@@ -3,6 +3,7 @@
 // copies' statuses and concurrent staged copies. Random data, checked byte for byte.
 #include "api/common.hpp"
 #include "core/copy/copy_impl.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/copy.hpp>
 #include <memarea/memarea.h>
@@ -21,7 +22,8 @@
 
 using namespace memarea;
 using namespace memarea::test;
-using memarea::detail::copy_path;
+namespace mt = memarea::detail::testing;
+using mt::copy_path;
 
 namespace {
 
@@ -115,8 +117,8 @@ TEST(Copy, EveryKindPairOnEveryDevicePair) {
       auto in = random_bytes(n);
       fill(src->data() + src_off, in);
       copy(dst->data() + dst_off, src->data() + src_off, n);
-      EXPECT_EQ(detail::last_copy_path(), expected_path(*dst, *src))
-          << detail::to_string(detail::last_copy_path());
+      EXPECT_EQ(mt::last_copy_path(), expected_path(*dst, *src))
+          << mt::to_string(mt::last_copy_path());
       ASSERT_EQ(read(dst->data() + dst_off, n), in);
     }
   }
@@ -137,17 +139,17 @@ TEST(Copy, DevicePairsWithPeerAccessUseThePeerCopy) {
         peer::scoped_access s(a, b);
         // Either direction's access gives the direct path, both ways.
         copy(y.data(), static_cast<char*>(x.data()) + 1, n);
-        EXPECT_EQ(detail::last_copy_path(), copy_path::driver_peer);
+        EXPECT_EQ(mt::last_copy_path(), copy_path::driver_peer);
         EXPECT_EQ(read(y.data(), n), in);
         auto back = random_bytes(n);
         fill(y.data(), back);
         copy_peer(x.data(), a, y.data(), b, n);
-        EXPECT_EQ(detail::last_copy_path(), copy_path::driver_peer);
+        EXPECT_EQ(mt::last_copy_path(), copy_path::driver_peer);
         EXPECT_EQ(read(x.data(), n), back);
       }
       // Access off again: staged.
       copy(y.data(), x.data(), n);
-      EXPECT_EQ(detail::last_copy_path(), copy_path::staged);
+      EXPECT_EQ(mt::last_copy_path(), copy_path::staged);
       if (devices() > 4) return;  // enough pairs on large configurations
     }
   }
@@ -170,7 +172,7 @@ TEST(Copy, StagedSizesAndOffsets) {
         auto before = read(y.data(), max);
         copy_peer(static_cast<char*>(y.data()) + (off + 3) % 64, 1,
                   static_cast<char*>(x.data()) + off, 0, n);
-        EXPECT_EQ(detail::last_copy_path(),
+        EXPECT_EQ(mt::last_copy_path(),
                   n > 2 * chunk ? copy_path::staged : copy_path::driver_staged);
         auto after = read(y.data(), max);
         const std::size_t at = (off + 3) % 64;
@@ -328,12 +330,12 @@ TEST(Copy, PeerCopyOnANamedStreamRefusesWhatItAlwaysRefused) {
     fill(x.data(), in);
     copy_peer_async(y.data(), 1, x.data(), 0, n, s);  // warms the lookups of x and y
     s.synchronize();
-    EXPECT_EQ(detail::last_copy_path(), across);
+    EXPECT_EQ(mt::last_copy_path(), across);
     EXPECT_EQ(read(y.data(), n), in);
     // Within one device, named as such: the driver's copy.
     copy_peer_async(x2.data(), 0, x.data(), 0, n, s);
     s.synchronize();
-    EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+    EXPECT_EQ(mt::last_copy_path(), copy_path::driver);
     EXPECT_EQ(read(x2.data(), n), in);
 
     auto* xc = static_cast<char*>(x.data());
@@ -347,7 +349,7 @@ TEST(Copy, PeerCopyOnANamedStreamRefusesWhatItAlwaysRefused) {
     EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, x.data(), -1, 16, s), errc::invalid_device);
     EXPECT_MEMAREA_ERROR(copy_peer_async(nullptr, 1, x.data(), 0, 16, s), errc::invalid_value);
     EXPECT_MEMAREA_ERROR(copy_peer_async(y.data(), 1, nullptr, 0, 16, s), errc::invalid_value);
-    EXPECT_EQ(detail::last_copy_path(), copy_path::none);
+    EXPECT_EQ(mt::last_copy_path(), copy_path::none);
     // The C API: the same status, and why, from the refusal's own words.
     EXPECT_STATUS(memarea_memcpy_peer_async(y.data(), 0, x.data(), 0, 16, to_c(s)),
                   MEMAREA_ERROR_INVALID_VALUE);
@@ -492,7 +494,7 @@ TEST(Copy, AdaptiveStagingCopiesEveryByte) {
       std::vector<unsigned char> zero(n, 0);
       copy(b.data(), zero.data(), n);
       copy(b.data(), a.data(), n);
-      EXPECT_EQ(detail::last_copy_path(), copy_path::staged) << n;
+      EXPECT_EQ(mt::last_copy_path(), copy_path::staged) << n;
       std::vector<unsigned char> back(n);
       copy(back.data(), b.data(), n);
       EXPECT_EQ(back, data) << n << " bytes, chunks of " << s.chunk_for(n) << ", " << buffers
@@ -516,7 +518,7 @@ TEST(Copy, StagedCopyInAChildOfFork) {
   const auto data = random_bytes(n);
   copy(a.data(), data.data(), n);
   copy(b.data(), a.data(), n);  // leaves an idle stager in the pool
-  ASSERT_EQ(detail::last_copy_path(), copy_path::staged);
+  ASSERT_EQ(mt::last_copy_path(), copy_path::staged);
   std::fflush(nullptr);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -526,7 +528,7 @@ TEST(Copy, StagedCopyInAChildOfFork) {
     try {
       buffer c = area(1).allocate(n);
       copy(c.data(), a.data(), n);
-      if (detail::last_copy_path() != copy_path::staged) rc = 2;
+      if (mt::last_copy_path() != copy_path::staged) rc = 2;
       std::vector<unsigned char> back(n);
       copy(back.data(), c.data(), n);
       if (rc == 0 && back != data) rc = 3;
@@ -561,7 +563,7 @@ TEST(Copy, UnreachablePairsStillCopy) {
       auto in = random_bytes(n);
       fill(x.data(), in);
       EXPECT_STATUS(memarea_memcpy_peer(y.data(), b, x.data(), a, n), MEMAREA_SUCCESS);
-      EXPECT_EQ(detail::last_copy_path(), copy_path::staged);
+      EXPECT_EQ(mt::last_copy_path(), copy_path::staged);
       EXPECT_EQ(read(y.data(), n), in);
     }
   }
@@ -621,7 +623,7 @@ TEST(Copy, BackToBackStagedCopiesReuseTheSlotsInOrder) {
     std::vector<std::vector<unsigned char>> out(copies, std::vector<unsigned char>(n, 0));
     for (int i = 0; i < copies; ++i) {
       copy_peer_async(dst[i].data(), 1, src[i].data(), 0, n, st);
-      ASSERT_EQ(detail::last_copy_path(), copy_path::staged);
+      ASSERT_EQ(mt::last_copy_path(), copy_path::staged);
       // Overwrite the source at once: only correct if the stream waited for the whole copy.
       copy_async(src[i].data(), in[(i + 1) % copies].data(), n, st);
       copy_async(out[i].data(), dst[i].data(), n, st);
@@ -650,14 +652,14 @@ TEST(Copy, LookupsSeeAFreeAndAReRegistrationAtTheSameAddress) {
     buffer r = registered.allocate(2 * page, {0, h.ptr});
     ASSERT_EQ(r.data(), h.ptr);
     copy(dev.data(), hp, 2 * page);  // fills the cache with both ends
-    EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+    EXPECT_EQ(mt::last_copy_path(), copy_path::driver);
     EXPECT_MEMAREA_ERROR(copy(dev.data(), hp, 3 * page), errc::invalid_value);
     EXPECT_MEMAREA_ERROR(copy_async(hp + page, dev.data(), 2 * page, stream_view{}),
                          errc::invalid_value);
   }
   // Unregistered: pageable memory now, which copies of any length within it may use.
   copy(dev.data(), hp, 3 * page);
-  EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+  EXPECT_EQ(mt::last_copy_path(), copy_path::driver);
   EXPECT_EQ(read(dev.data(), 3 * page),
             std::vector<unsigned char>(in.begin(), in.begin() + 3 * page));
   {
@@ -672,7 +674,7 @@ TEST(Copy, LookupsSeeAFreeAndAReRegistrationAtTheSameAddress) {
     EXPECT_MEMAREA_ERROR(copy(dev.data(), hp, 2 * page), errc::invalid_value);
     EXPECT_MEMAREA_ERROR(copy(hp, dev.data(), 2 * page), errc::invalid_value);
     copy(hp, dev.data(), page);
-    EXPECT_EQ(detail::last_copy_path(), copy_path::driver);
+    EXPECT_EQ(mt::last_copy_path(), copy_path::driver);
   }
 }
 
@@ -703,7 +705,7 @@ TEST(Copy, LookupsSeeDeviceMemoryFreedAndAllocatedAgain) {
     EXPECT_EQ(lookup(y.data()).device, other);
     // The path follows y's device, not the device of what was at its address before.
     copy(z.data(), y.data(), n);
-    EXPECT_EQ(detail::last_copy_path(), across);
+    EXPECT_EQ(mt::last_copy_path(), across);
     EXPECT_EQ(read(z.data(), n), in);
   }
 }

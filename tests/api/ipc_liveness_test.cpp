@@ -7,6 +7,7 @@
 #include "base/lease.hpp"
 #include "core/ipc/ipc_impl.hpp"
 #include "core/ipc/ipc_segment.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/ipc.hpp>
 
@@ -30,6 +31,7 @@ using namespace memarea;
 using namespace memarea::test;
 namespace lease = memarea::detail::lease;
 namespace housekeeper = memarea::detail::housekeeper;
+namespace mt = memarea::detail::testing;
 namespace wf = memarea::detail::ipc_internal;
 
 namespace {
@@ -48,7 +50,7 @@ bool within(int seconds, Done done) {
 
 std::uint64_t owner_from_hex(const std::string& s) { return std::stoull(s, nullptr, 16); }
 
-/// A clock the test moves by hand (housekeeper::set_clock).
+/// A clock the test moves by hand (the testing interface's set_housekeeper_clock).
 std::atomic<std::int64_t> g_fake_ns{0};
 housekeeper::clock_type::time_point fake_now() noexcept {
   return housekeeper::clock_type::time_point(std::chrono::nanoseconds(g_fake_ns.load()));
@@ -58,9 +60,9 @@ housekeeper::clock_type::time_point fake_now() noexcept {
 struct fake_clock {
   fake_clock() {
     g_fake_ns.store(housekeeper::clock_type::now().time_since_epoch().count());
-    housekeeper::set_clock(&fake_now);
+    mt::set_housekeeper_clock(&fake_now);
   }
-  ~fake_clock() { housekeeper::set_clock(nullptr); }
+  ~fake_clock() { mt::set_housekeeper_clock(nullptr); }
   fake_clock(const fake_clock&) = delete;
   fake_clock& operator=(const fake_clock&) = delete;
   void advance(std::chrono::nanoseconds d) { g_fake_ns.fetch_add(d.count()); }

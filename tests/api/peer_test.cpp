@@ -8,7 +8,7 @@
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 
-#include "core/copy/copy_impl.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -18,6 +18,7 @@
 
 using namespace memarea;
 using namespace memarea::test;
+namespace mt = memarea::detail::testing;
 
 namespace {
 
@@ -179,7 +180,7 @@ TEST(Peer, EveryPairEnablesCopiesAndDisables) {
         const auto data = random_bytes(n);
         copy(x.data(), data.data(), n);
         copy_peer(y.data(), b, x.data(), a, n);
-        EXPECT_EQ(detail::last_copy_path(), detail::copy_path::driver_peer);
+        EXPECT_EQ(mt::last_copy_path(), mt::copy_path::driver_peer);
         std::vector<unsigned char> back(n);
         copy(back.data(), y.data(), n);
         EXPECT_EQ(back, data);

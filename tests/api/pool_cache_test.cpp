@@ -3,8 +3,7 @@
 // as free in the statistics, and a pool short of memory takes back what any thread cached.
 #include "api/common.hpp"
 
-#include "core/pool/pool_impl.hpp"
-#include "core/pool/pool_state.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/memarea.h>
 
@@ -43,9 +42,7 @@ void expect_tags(const std::vector<void*>& v) {
 
 /// Lowers p's stream tags to tag 0 (any stream) and two streams' (65,534 streams otherwise).
 void limit_to_two_streams(pool& p) {
-  auto& st = detail::pool_state_of(to_c(p));
-  std::lock_guard lock(st.m);
-  st.tag_limit = 3;
+  memarea::detail::testing::set_pool_tag_limit(to_c(p), 3);
 }
 
 }  // namespace

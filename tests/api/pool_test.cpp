@@ -3,9 +3,8 @@
 #include "api/common.hpp"
 #include "api/process_util.hpp"
 
-#include "core/stream_impl.hpp"
-#include "core/system.hpp"
-#include "driver/sim/sim_driver.hpp"
+#include "driver/driver.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/memarea.h>
 
@@ -22,6 +21,7 @@ namespace {
 
 using namespace memarea;
 using namespace memarea::test;
+namespace mt = memarea::detail::testing;
 
 /// Writes random bytes over [p, p+n) through memarea's copy and reads them back.
 bool round_trips(void* p, std::size_t n) {
@@ -297,7 +297,7 @@ TEST(Pool, PooledMemoryWorksWithCopiesAndManagedCalls) {
 
 TEST(Pool, StreamOrderWithAStreamHeldBack) {
   MEMAREA_REQUIRE_DEVICES(1);
-  auto* sim = dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu().backend());
+  auto* sim = mt::active_sim();
   if (!sim) GTEST_SKIP() << "holding a stream back needs the sim backend's test hook";
   pool_options o;
   o.maximum_size = std::size_t{2} << 20;  // one block: reuse must come from frees
@@ -305,9 +305,7 @@ TEST(Pool, StreamOrderWithAStreamHeldBack) {
   stream a(0), b(0);
   std::promise<void> gate;
   std::shared_future<void> open = gate.get_future().share();
-  ASSERT_TRUE(sim->enqueue_host_task(0, a.native_handle(),
-                                     [open] { open.wait(); })
-                  .ok());
+  ASSERT_TRUE(mt::sim_enqueue_host_task(*sim, 0, a.native_handle(), [open] { open.wait(); }).ok());
   const std::size_t mib = std::size_t{1} << 20;
   void* x = p.allocate(mib, a);
   p.deallocate(x, a);  // a has not reached this point yet
@@ -724,14 +722,14 @@ TEST(Pool, MemoryFreedOnADestroyedStreamGoesToEveryStream) {
 // would take the dead stream's tag unregistered, and a third stream the same tag after it.
 TEST(Pool, ANewStreamWithADestroyedStreamsHandleKeepsStreamOrder) {
   MEMAREA_REQUIRE_DEVICES(1);
-  auto* sim = dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu().backend());
+  auto* sim = mt::active_sim();
   if (!sim) GTEST_SKIP() << "holding a stream back needs the sim backend's test hook";
   pool_options o;
   o.maximum_size = std::size_t{2} << 20;  // one block: reuse must come from frees
   o.release_threshold = 0;  // no thread cache: every free reaches the arena's stream lists
   pool p(area(0), o);
   const std::size_t mib = std::size_t{1} << 20;
-  detail::native_stream dead = nullptr;
+  void* dead = nullptr;
   {
     stream a(0);
     p.deallocate(p.allocate(mib, a), a);
@@ -747,7 +745,8 @@ TEST(Pool, ANewStreamWithADestroyedStreamsHandleKeepsStreamOrder) {
   stream c(0);
   std::promise<void> gate;
   std::shared_future<void> open = gate.get_future().share();
-  ASSERT_TRUE(sim->enqueue_host_task(0, b->native_handle(), [open] { open.wait(); }).ok());
+  ASSERT_TRUE(
+      mt::sim_enqueue_host_task(*sim, 0, b->native_handle(), [open] { open.wait(); }).ok());
   void* x = p.allocate(mib, *b);
   void* keep = p.allocate(mib, *b);  // the block's other half
   p.deallocate(x, *b);  // b has not reached this point yet

@@ -4,8 +4,7 @@
 #include "api/common.hpp"
 #include "api/process_util.hpp"
 
-#include "core/system.hpp"
-#include "driver/sim/sim_driver.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/error.hpp>
@@ -23,6 +22,7 @@
 
 using namespace memarea;
 using namespace memarea::test;
+namespace mt = memarea::detail::testing;
 
 namespace {
 
@@ -39,10 +39,8 @@ struct clean_record {
   }
 };
 
-/// The sim backend's test hooks (fail_next), or nullptr on another backend.
-detail::sim::sim_driver* sim_hooks() {
-  return dynamic_cast<detail::sim::sim_driver*>(&detail::system::get().gpu().backend());
-}
+/// The sim driver, for the testing interface's sim_fail_next; nullptr on another backend.
+detail::sim::sim_driver* sim_hooks() { return mt::active_sim(); }
 
 /// Expects exactly one failure recorded since the last take, under ptr, with the status of
 /// sim's injected failures (unknown), no size, and each of `words` in its message.
@@ -197,7 +195,7 @@ TEST(ReleaseFailures, AStreamTheDriverWillNotDestroyIsRecordedAndStaysUsable) {
   {
     stream s(0);
     h = to_c(s);
-    sim->fail_next(detail::sim::sim_driver::injectable::stream_destroy);
+    mt::sim_fail_next(*sim, mt::sim_failure::stream_destroy);
   }
   expect_one_injected_failure(h, {"stream_destroy", "injected"});
   // Still a stream: random bytes go through it, then the user destroys it.
@@ -226,7 +224,7 @@ TEST(ReleaseFailures, AScopedAccessThatCannotDisableIsRecorded) {
   {
     peer::scoped_access s(0, 1);
     ASSERT_TRUE(peer::is_enabled(0, 1));
-    sim->fail_next(detail::sim::sim_driver::injectable::disable_peer_access);
+    mt::sim_fail_next(*sim, mt::sim_failure::disable_peer_access);
   }
   expect_one_injected_failure(nullptr, {"device 0 -> peer 1", "access stays enabled"});
   EXPECT_TRUE(peer::is_enabled(0, 1)) << "the driver still has it on";
@@ -248,7 +246,7 @@ TEST(ReleaseFailures, AScopedAccessThatCannotDisableIsRecorded) {
   });
   {
     peer::scoped_access s(0, 1);
-    sim->fail_next(detail::sim::sim_driver::injectable::disable_peer_access);
+    mt::sim_fail_next(*sim, mt::sim_failure::disable_peer_access);
   }
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_NE(seen[0].message.find("access stays enabled"), std::string::npos) << seen[0].message;
@@ -266,7 +264,7 @@ TEST(ReleaseFailures, ADeviceGuardThatCannotRestoreIsRecorded) {
   {
     device_guard g(1);
     ASSERT_EQ(get_device(), 1);
-    sim->fail_next(detail::sim::sim_driver::injectable::set_current_device);
+    mt::sim_fail_next(*sim, mt::sim_failure::set_current_device);
   }
   expect_one_injected_failure(nullptr, {"device 0 not made current again", "injected"});
   EXPECT_EQ(get_device(), 1) << "left as the driver has it";

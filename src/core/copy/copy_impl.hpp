@@ -26,7 +26,8 @@ struct endpoint {
 /// memory the driver made for someone else may come and go without memarea seeing it.
 endpoint locate(const void* p, std::size_t n, const char* role, const char* what);
 
-/// How a copy was carried out (for tests and benches: the last copy of the calling thread).
+/// How a copy was carried out (the calling thread's last copy, for the developer tools; tests
+/// read it through testing/memarea_testing.hpp).
 enum class copy_path {
   none,         ///< nothing was copied (n == 0)
   host,         ///< std::memmove: no GPU backend
