@@ -3,12 +3,10 @@
 // checked once both are done. What must hold whichever thread maps the segment, and when the
 // segment refuses a handle whose bytes the driver accepted. Run against whichever backend is
 // active.
-#include "api/common.hpp"
-#include "api/process_util.hpp"
+#include "whitebox/whitebox.hpp"
+
 #include "base/housekeeper.hpp"
-#include "core/ipc/ipc_wire.hpp"
 #include "core/system.hpp"
-#include "testing/memarea_testing.hpp"
 
 #include <memarea/ipc.hpp>
 #include <memarea/memarea.hpp>
