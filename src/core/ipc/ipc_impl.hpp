@@ -1,8 +1,8 @@
 // Internals of inter-process sharing shared by src/core/ipc*.cpp, the C API and the bench (the
-// tests' hooks and probes are testing/memarea_testing.hpp's). The IPC code is split by concept: ipc_wire (the handle's bytes), ipc_segment (the
-// exporter's shared table), ipc_liveness (who is alive), ipc_exporter, ipc_importer, and
-// ipc_lifecycle (the process's state, fork(), exit, the public calls); ipc_fd is shareable
-// memory over file descriptors.
+// tests' hooks and probes are testing/memarea_testing.hpp's). The IPC code is split by concept:
+// ipc_wire (the handle's bytes), ipc_segment (the exporter's shared table), ipc_liveness (who is
+// alive), ipc_exporter, ipc_importer, and ipc_lifecycle (the process's state, fork(), exit, the
+// public calls); ipc_fd is shareable memory over file descriptors.
 #pragma once
 
 #include "core/ipc/ipc_wire.hpp"
