@@ -10,9 +10,10 @@ cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMAREA_BUILD_EXAM
 cmake --build build/gpu -j "$(nproc)"
 rm -rf out/gpu-bin && mkdir -p out/gpu-bin
 cp build/gpu/tools/memarea build/gpu/bench/memarea-bench build/gpu/tests/memarea_unit_tests \
-   build/gpu/tests/memarea_api_tests out/gpu-bin/
+   build/gpu/tests/memarea_api_tests build/gpu/tests/memarea_whitebox_tests out/gpu-bin/
 [ -f build/gpu/tests/memarea_test_helper ] && cp build/gpu/tests/memarea_test_helper out/gpu-bin/
-# The examples link the shared library: it travels with them (the suite sets LD_LIBRARY_PATH).
+# The examples and the contract suite link the shared library: it travels with them (the suite
+# sets LD_LIBRARY_PATH).
 cp build/gpu/examples/example_* out/gpu-bin/
 # The AML drop-in's tests (C programs linked with libmemarea-aml).
 cp build/gpu/tests/aml/aml_test_* out/gpu-bin/

@@ -39,11 +39,15 @@ EXTRA=${MEMAREA_SUITE_EXTRA:-${OUT:-out}/gpu-suite-extra/$KIND}
 mkdir -p "$RES" "$EXTRA"
 rm -f "$RES/bench.json"  # a bench that fails to write leaves no earlier run's rows behind
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these shared hosts
-# The API tests were built elsewhere and know the helper by its build path: put it there.
+# The API suites were built elsewhere and know the helper by its build path: put it there.
 if [ -f "$BIN/HELPER_PATH" ] && [ -f "$BIN/memarea_test_helper" ]; then
   mkdir -p "$(dirname "$(cat "$BIN/HELPER_PATH")")"
   cp "$BIN/memarea_test_helper" "$(cat "$BIN/HELPER_PATH")"
 fi
+# The contract suite (memarea_api_tests) links libmemarea and libmemarea-aml like a user's
+# program: they travel beside it in BIN. The white-box suite (memarea_whitebox_tests) is linked
+# statically; each runs wherever the other does.
+BIN_LIBS="$PWD/$BIN"
 LOG="$RES/suite.log"
 : >"$LOG"
 status=0
@@ -75,7 +79,9 @@ run "$BIN/memarea" info --json
 section "unit tests"
 run "$BIN/memarea_unit_tests"
 section "API tests on CUDA"
-run "$BIN/memarea_api_tests"
+run env "LD_LIBRARY_PATH=$BIN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BIN/memarea_api_tests"
+section "white-box tests on CUDA"
+run "$BIN/memarea_whitebox_tests"
 if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   section "memarea topo"
   # --baseline: the bare driver calls timed the same way in the same run (docs/topo.md).
@@ -215,12 +221,14 @@ fi
 HIP_SHIM="$PWD/$BIN/hip-nvidia"
 if [ -f "$HIP_SHIM/libamdhip64.so.5" ]; then
   # env(1) on each command, so that the log shows how it ran and nothing else inherits it.
-  hip=(env MEMAREA_BACKEND=hip "LD_LIBRARY_PATH=$HIP_SHIM${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  hip=(env MEMAREA_BACKEND=hip "LD_LIBRARY_PATH=$HIP_SHIM:$BIN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   section "memarea info on HIP (HIP's NVIDIA platform, $HIP_SHIM)"
   run "${hip[@]}" "$BIN/memarea" info
   run "${hip[@]}" "$BIN/memarea" info --json
   section "API tests on HIP over HIP's NVIDIA platform"
   run "${hip[@]}" "$BIN/memarea_api_tests"
+  section "white-box tests on HIP over HIP's NVIDIA platform"
+  run "${hip[@]}" "$BIN/memarea_whitebox_tests"
   section "benchmark on HIP over HIP's NVIDIA platform (area; raw = the HIP driver layer)"
   run "${hip[@]}" "$BIN/memarea-bench" --filter area --reps 10 --json "$EXTRA/bench-hip-area.json"
 else
@@ -231,11 +239,17 @@ fi
 
 section "API tests on sim (4 devices, peer groups) on the same machine"
 MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 MEMAREA_SIM_PEER_GROUPS="0,1;2,3" \
-  run "$BIN/memarea_api_tests"
+  run env "LD_LIBRARY_PATH=$BIN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BIN/memarea_api_tests"
+section "white-box tests on sim (4 devices, peer groups) on the same machine"
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 MEMAREA_SIM_PEER_GROUPS="0,1;2,3" \
+  run "$BIN/memarea_whitebox_tests"
 
 section "API tests on sim (8 devices) on the same machine"
 MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=8 MEMAREA_SIM_DEVICE_MEMORY=64M \
-  run "$BIN/memarea_api_tests"
+  run env "LD_LIBRARY_PATH=$BIN_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BIN/memarea_api_tests"
+section "white-box tests on sim (8 devices) on the same machine"
+MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=8 MEMAREA_SIM_DEVICE_MEMORY=64M \
+  run "$BIN/memarea_whitebox_tests"
 
 # Pools: a second run of their case alone (docs/pools.md quotes both).
 section "pool benchmark, run 2 of 2"

@@ -1,6 +1,7 @@
 // The fork() safety of memarea's locks (src/base/fork_safety.hpp): the order check, the handlers
 // that hold every lock across fork() and renew them in the child, and lazily made objects.
 #include "base/fork_safety.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 using namespace memarea::detail;
+namespace mt = memarea::detail::testing;
 using namespace std::chrono_literals;
 
 namespace {
@@ -60,7 +62,7 @@ TEST(ForkSafety, HandlersRunInRankOrderAndReverse) {
     logging_participant high(lock_rank::driver, "driver");
     logging_participant low(lock_rank::peer, "peer");
     logging_participant mid(lock_rank::registry, "registry");
-    const std::uint64_t before = forks_prepared();
+    const std::uint64_t before = mt::forks_prepared();
     const int status = in_child([&] {
       const std::vector<std::string> want = {"prepare peer",   "prepare registry",
                                              "prepare driver", "child driver",
@@ -73,7 +75,7 @@ TEST(ForkSafety, HandlersRunInRankOrderAndReverse) {
       return mine == want ? 0 : 1;
     });
     EXPECT_EQ(status, 0) << "the child saw its handlers in another order";
-    EXPECT_EQ(forks_prepared(), before + 1);
+    EXPECT_EQ(mt::forks_prepared(), before + 1);
     const std::vector<std::string> want = {"prepare peer",  "prepare registry", "prepare driver",
                                            "parent driver", "parent registry",  "parent peer"};
     EXPECT_EQ(log, want);
@@ -182,7 +184,7 @@ TEST(ForkSafety, ForkWaitsForAnObjectBeingMade) {
 }
 
 TEST(ForkSafety, OutOfOrderAcquisitionIsCaughtInDebugBuilds) {
-  if (!lock_order_checked()) GTEST_SKIP() << "the lock order is checked in Debug builds only";
+  if (!mt::lock_order_checked()) GTEST_SKIP() << "the lock order is checked in Debug builds only";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ranked_mutex low(lock_rank::peer), high(lock_rank::registry);
   {

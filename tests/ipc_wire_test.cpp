@@ -1,6 +1,6 @@
 // The IPC handle's wire format (core/ipc_wire): what parse refuses before anything is opened,
 // and the checksum. What the exporter's segment and the driver check is in
-// tests/api/ipc_forged_test.cpp.
+// tests/whitebox/ipc_forged_test.cpp.
 #include "core/ipc/ipc_segment.hpp"
 #include "core/ipc/ipc_wire.hpp"
 

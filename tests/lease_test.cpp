@@ -1,6 +1,7 @@
 // Leases (base/lease): who owns memarea's objects in /dev/shm and whether it lives; the sweep;
 // and the background thread's schedule under an injected clock (base/housekeeper).
 #include "base/housekeeper.hpp"
+#include "testing/memarea_testing.hpp"
 #include "base/lease.hpp"
 
 #include <gtest/gtest.h>
@@ -281,7 +282,7 @@ void counting_task() noexcept { g_task_runs.fetch_add(1); }
 
 TEST(Housekeeper, ScheduleFollowsTheInjectedClock) {
   g_now_ns.store(housekeeper::clock_type::now().time_since_epoch().count());
-  housekeeper::set_clock(&fake_now);
+  memarea::detail::testing::set_housekeeper_clock(&fake_now);
   housekeeper::add(&counting_task);
   housekeeper::add(&counting_task);  // once
   housekeeper::start();
@@ -305,7 +306,7 @@ TEST(Housekeeper, ScheduleFollowsTheInjectedClock) {
   EXPECT_EQ(g_task_runs.load(), runs + 2);
   EXPECT_EQ(housekeeper::stats().sweeps, sweeps + 1);
   EXPECT_TRUE(housekeeper::stats().running);
-  housekeeper::set_clock(nullptr);
+  memarea::detail::testing::set_housekeeper_clock(nullptr);
 }
 
 namespace {
@@ -318,7 +319,7 @@ void late_task() noexcept { g_late_task_runs.fetch_add(1); }
 // the first export used to find its segment not made yet.
 TEST(Housekeeper, ATaskAddedBetweenTicksIsDueAtOnce) {
   g_now_ns.store(housekeeper::clock_type::now().time_since_epoch().count());
-  housekeeper::set_clock(&fake_now);
+  memarea::detail::testing::set_housekeeper_clock(&fake_now);
   housekeeper::add(&counting_task);
   housekeeper::run_due();  // the tick runs; the next is kTick away on this clock
   const int runs = g_task_runs.load();
@@ -330,11 +331,11 @@ TEST(Housekeeper, ATaskAddedBetweenTicksIsDueAtOnce) {
   housekeeper::run_due();
   EXPECT_EQ(g_late_task_runs.load(), late_runs + 1) << "the new task ran once, with no time passed";
   EXPECT_EQ(g_task_runs.load(), runs + 1) << "the others ran with it";
-  housekeeper::set_clock(nullptr);
+  memarea::detail::testing::set_housekeeper_clock(nullptr);
 }
 
 TEST(Housekeeper, TheThreadRunsTasksOnItsOwn) {
-  housekeeper::set_clock(nullptr);
+  memarea::detail::testing::set_housekeeper_clock(nullptr);
   housekeeper::add(&counting_task);
   housekeeper::start();
   const int runs = g_task_runs.load();
@@ -364,7 +365,7 @@ void run_posted_job(void* arg) noexcept {
 // thread; a full queue refuses instead of allocating or waiting, and the same job posted again
 // while queued takes no second place.
 TEST(Housekeeper, APostedJobRunsOnTheKeepersThread) {
-  housekeeper::set_clock(nullptr);
+  memarea::detail::testing::set_housekeeper_clock(nullptr);
   housekeeper::start();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   auto wait_until = [&](auto done) {
@@ -401,7 +402,7 @@ TEST(Housekeeper, APostedJobRunsOnTheKeepersThread) {
 // post's only_when_idle (a first IPC import's segment job): refused while the thread runs a job
 // or a round, accepted once it waits for its next round; idle() says which.
 TEST(Housekeeper, OnlyAnIdleThreadTakesAJobThatAsksForOne) {
-  housekeeper::set_clock(nullptr);
+  memarea::detail::testing::set_housekeeper_clock(nullptr);
   housekeeper::start();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   auto wait_until = [&](auto done) {

@@ -218,15 +218,15 @@ TEST(SimDriver, StreamAttach) {
   ASSERT_NE(sd, nullptr);
   void* m = nullptr;
   ASSERT_OK(d->malloc_managed(0, 3 * 4096, MEMAREA_MEM_ATTACH_GLOBAL, &m));
-  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_GLOBAL});
+  EXPECT_EQ(testing::sim_attach_flags(*sd, m), unsigned{MEMAREA_MEM_ATTACH_GLOBAL});
   native_stream s = nullptr;
   ASSERT_OK(d->stream_create(0, &s));
   ASSERT_OK(d->stream_attach_mem_async(0, s, m, 0, MEMAREA_MEM_ATTACH_SINGLE));
   ASSERT_OK(d->stream_synchronize(0, s));
-  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_SINGLE});
+  EXPECT_EQ(testing::sim_attach_flags(*sd, m), unsigned{MEMAREA_MEM_ATTACH_SINGLE});
   ASSERT_OK(d->stream_attach_mem_async(0, s, m, 3 * 4096, MEMAREA_MEM_ATTACH_HOST));
   ASSERT_OK(d->stream_synchronize(0, s));
-  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_HOST});
+  EXPECT_EQ(testing::sim_attach_flags(*sd, m), unsigned{MEMAREA_MEM_ATTACH_HOST});
   char* c = static_cast<char*>(m);
   EXPECT_CODE(d->stream_attach_mem_async(0, s, m, 0, 0), errc::invalid_value);
   EXPECT_CODE(
@@ -244,7 +244,8 @@ TEST(SimDriver, StreamAttach) {
   EXPECT_CODE(d->stream_attach_mem_async(1, nullptr, m, 0, MEMAREA_MEM_ATTACH_HOST),
               errc::invalid_device);
   ASSERT_OK(d->stream_synchronize(0, s));
-  EXPECT_EQ(sd->attach_flags(m), unsigned{MEMAREA_MEM_ATTACH_HOST});  // failures changed nothing
+  // Failures changed nothing.
+  EXPECT_EQ(testing::sim_attach_flags(*sd, m), unsigned{MEMAREA_MEM_ATTACH_HOST});
   ASSERT_OK(d->stream_destroy(0, s));
   ASSERT_OK(d->free_managed(m));
 }

@@ -264,7 +264,7 @@ TEST(SimDriver, StreamAndEventQueriesNeverBlock) {
   EXPECT_TRUE(d->stream_query(0, s).ok()) << "an idle stream";
   EXPECT_TRUE(d->stream_query(0, nullptr).ok()) << "the default stream, never used";
   std::atomic<bool> open{false};
-  ASSERT_OK(sim->enqueue_host_task(0, s, [&] {
+  ASSERT_OK(testing::sim_enqueue_host_task(*sim, 0, s, [&] {
     while (!open.load()) std::this_thread::yield();
   }));
   ASSERT_OK(d->event_record(e, 0, s));

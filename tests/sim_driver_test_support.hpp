@@ -3,6 +3,7 @@
 #pragma once
 
 #include "driver/sim/sim_driver.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
 #include "base/fault_guard.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -156,6 +157,12 @@ bool damaged(int id) noexcept {
   return e && e->hit.load(std::memory_order_acquire) != 0;
 }
 
-std::size_t watched() noexcept { return g_watched.load(std::memory_order_relaxed); }
-
 }  // namespace memarea::detail::fault_guard
+
+namespace memarea::detail::testing {
+
+std::size_t fault_guard_watched() noexcept {
+  return fault_guard::g_watched.load(std::memory_order_relaxed);
+}
+
+}  // namespace memarea::detail::testing

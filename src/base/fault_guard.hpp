@@ -27,7 +27,4 @@ void unwatch(int id) noexcept;
 /// Whether a fault hit the watched range since it was watched (one atomic load); false for -1.
 bool damaged(int id) noexcept;
 
-/// Ranges watched now (tests).
-std::size_t watched() noexcept;
-
 }  // namespace memarea::detail::fault_guard

@@ -1,4 +1,5 @@
 #include "base/fork_safety.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <unistd.h>
 
@@ -120,8 +121,10 @@ std::atomic<std::uint64_t> g_forks_prepared{0};
 
 }  // namespace
 
+namespace testing {
 bool lock_order_checked() noexcept { return kChecked; }
 std::uint64_t forks_prepared() noexcept { return g_forks_prepared.load(); }
+}  // namespace testing
 
 // --- the participants and the fork handlers ------------------------------------------------------
 

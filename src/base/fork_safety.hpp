@@ -147,10 +147,4 @@ auto& made_once(Make make) {
   return *p;
 }
 
-/// Whether this build checks the lock order (debug builds).
-bool lock_order_checked() noexcept;
-
-/// How many fork()s this process has prepared (for tests: the handlers are installed).
-std::uint64_t forks_prepared() noexcept;
-
 }  // namespace memarea::detail

@@ -2,6 +2,7 @@
 
 #include "base/fork_safety.hpp"
 #include "base/lease.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -200,8 +201,6 @@ clock_type::time_point now() noexcept {
   return clock_type::now();
 }
 
-void set_clock(clock_fn f) noexcept { g_clock.store(f, std::memory_order_release); }
-
 void run_due() noexcept {
   keeper& k = get();
   std::lock_guard one_round(k.round);
@@ -252,3 +251,11 @@ counters stats() noexcept {
 }
 
 }  // namespace memarea::detail::housekeeper
+
+namespace memarea::detail::testing {
+
+void set_housekeeper_clock(clock_fn f) noexcept {
+  housekeeper::g_clock.store(f, std::memory_order_release);
+}
+
+}  // namespace memarea::detail::testing

@@ -12,8 +12,9 @@
 // one. It blocks every signal, so the program's handlers run on the program's threads, and it
 // is stopped (joined) at exit.
 //
-// Time comes from a clock that tests may replace (set_clock): every decision of the schedule
-// reads it, so a test moves time forward and calls run_due() instead of sleeping.
+// Time comes from a clock that tests may replace (testing/memarea_testing.hpp's
+// set_housekeeper_clock): every decision of the schedule reads it, so a test moves time forward
+// and calls run_due() instead of sleeping.
 #pragma once
 
 #include <chrono>
@@ -58,8 +59,6 @@ bool idle() noexcept;
 
 /// Now, by the clock in use.
 clock_type::time_point now() noexcept;
-/// Replaces the clock (tests); nullptr restores steady_clock.
-void set_clock(clock_fn f) noexcept;
 /// Runs what is due at now(): the tasks if kTick has passed since they last ran, the sweep if
 /// kSweepEvery has passed since the last one (or none ran yet). The thread's loop calls it;
 /// tests call it after moving the clock.

@@ -3,6 +3,7 @@
 // placement, the range query, a pool's sized free, an area's attributes, the error hook of C
 // add-ons, the release-failure report and the sweep with a dry run. C and C++ alike; runs in
 // every configuration (host memory needs no device; the rest skips where it needs one).
+#include "api/addon_util.hpp"
 #include "api/common.hpp"
 #include "api/process_util.hpp"
 
@@ -30,98 +31,6 @@
 using namespace memarea;
 using namespace memarea::test;
 
-namespace {
-
-// Two tags: the addresses of two objects, as a library makes its own.
-const char g_mine = 0;
-const char g_theirs = 0;
-const void* const kMine = &g_mine;
-const void* const kTheirs = &g_theirs;
-
-std::size_t host_page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
-
-/// Expects f to throw memarea::error with status e.
-template <class F>
-void expect_errc(errc e, F&& f) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected " << to_string(e);
-  } catch (const error& x) {
-    EXPECT_EQ(x.status(), e) << x.what();
-  }
-}
-
-/// The kernel's policy (MPOL_*) of the page at p, and its nodes' first word.
-int kernel_policy(const void* p, unsigned long* first_word = nullptr) {
-  int mode = -1;
-  unsigned long mask[16] = {};
-  EXPECT_EQ(::get_mempolicy(&mode, mask, sizeof mask * CHAR_BIT, const_cast<void*>(p),
-                            MPOL_F_ADDR),
-            0);
-  if (first_word) *first_word = mask[0];
-  return mode;
-}
-
-/// Every node of the host, as a node mask.
-std::vector<unsigned long> all_nodes() {
-  std::vector<unsigned long> mask;
-  for (const auto& n : host::numa_nodes()) {
-    const auto bits = sizeof(unsigned long) * CHAR_BIT;
-    const auto i = static_cast<std::size_t>(n.id);
-    if (mask.size() <= i / bits) mask.resize(i / bits + 1, 0UL);
-    mask[i / bits] |= 1UL << (i % bits);
-  }
-  return mask;
-}
-
-/// A node id that does not exist on this host.
-int missing_node() {
-  int max = 0;
-  for (const auto& n : host::numa_nodes()) max = std::max(max, n.id);
-  return max + 1;
-}
-
-}  // namespace
-
-// A tag goes with the allocation: lookups of any interior pointer read it, the tagged free
-// frees only with the tag and the size, and memory made without a tag has none.
-TEST(AddonTags, HostMemoryCarriesItsTagAndFreesOnlyWithIt) {
-  const std::size_t before = live_allocations();
-  const std::size_t n = 3 * host_page() + 10;
-  void* p = host::allocate_placed(n, host::placement{}, nullptr, kMine);
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(tag_of(p), kMine);
-  EXPECT_EQ(tag_of(static_cast<char*>(p) + n - 1), kMine);
-  expect_errc(errc::invalid_value, [&] { free_tagged(p, n, kTheirs); });
-  expect_errc(errc::invalid_value, [&] { free_tagged(p, n + 1, kMine); });
-  expect_errc(errc::invalid_value, [&] { free_tagged(p, n - 1, kMine); });
-  expect_errc(errc::invalid_value, [&] { free_tagged(static_cast<char*>(p) + 1, n, kMine); });
-  expect_errc(errc::invalid_value, [&] { free_tagged(p, n, nullptr); });
-  EXPECT_EQ(lookup(p).base, p) << "a refused free frees nothing";
-  std::memset(p, 0x5a, n);  // still the caller's
-  free_tagged(p, n, kMine);
-  EXPECT_FALSE(find(p).has_value());
-  expect_errc(errc::invalid_value, [&] { free_tagged(p, n, kMine); });  // twice
-
-  // Size 0 skips the size's check; memarea_free frees tagged memory too.
-  p = host::allocate_placed(n, host::placement{}, nullptr, kMine);
-  free_tagged(p, 0, kMine);
-  p = host::allocate_placed(n, host::placement{}, nullptr, kMine);
-  EXPECT_EQ(memarea_free(p), MEMAREA_SUCCESS);
-
-  // Without a tag: none, and no tag frees it.
-  host::host_buffer plain(4096);
-  EXPECT_EQ(tag_of(plain.data()), nullptr);
-  expect_errc(errc::invalid_value, [&] { free_tagged(plain.data(), 4096, kMine); });
-  plain.reset();
-
-  // Memory memarea knows nothing of.
-  int local = 0;
-  expect_errc(errc::not_found, [&] { (void)tag_of(&local); });
-  expect_errc(errc::invalid_value, [&] { free_tagged(&local, sizeof local, kMine); });
-  EXPECT_EQ(live_allocations(), before);
-}
-
 TEST(AddonTags, TheCApiReadsAndChecksTags) {
   const std::size_t n = 5000;
   memarea_host_malloc_options o = MEMAREA_HOST_MALLOC_OPTIONS_INIT;
@@ -141,52 +50,6 @@ TEST(AddonTags, TheCApiReadsAndChecksTags) {
   EXPECT_EQ(memarea_free_tagged(p, 2 * n, kMine), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_EQ(memarea_free_tagged(p, n, kMine), MEMAREA_SUCCESS);
   EXPECT_EQ(memarea_free_tagged(p, n, kMine), MEMAREA_ERROR_INVALID_VALUE);
-}
-
-// An area's allocation takes its tag from the mmap options; a pooled area takes none (its pieces
-// are the pool's).
-TEST(AddonTags, AreaAllocationsCarryTheOptionsTag) {
-  MEMAREA_REQUIRE_DEVICES(1);
-  const std::size_t before = live_allocations();
-  const area a(0);
-  mmap_options o;
-  o.tag = kMine;
-  void* p = a.mmap(1000, o);
-  EXPECT_EQ(tag_of(p), kMine);
-  EXPECT_EQ(tag_of(static_cast<char*>(p) + 999), kMine);
-  expect_errc(errc::invalid_value, [&] { free_tagged(p, 1000, kTheirs); });
-  // The area's own munmap still frees it (the tag restricts only the tagged free).
-  a.munmap(p, 1000);
-
-  // C: the options' tag; area munmap of a tagged allocation, and a tagged free across areas.
-  memarea_area_t ca = nullptr;
-  ASSERT_EQ(memarea_area_create(&ca, 0, MEMAREA_AREA_DEFAULT), MEMAREA_SUCCESS);
-  memarea_mmap_options co = MEMAREA_MMAP_OPTIONS_INIT;
-  EXPECT_EQ(co.tag, nullptr);
-  co.tag = kTheirs;
-  ASSERT_EQ(memarea_area_mmap(ca, &p, 4096, &co), MEMAREA_SUCCESS);
-  const void* tag = nullptr;
-  EXPECT_EQ(memarea_pointer_get_tag(&tag, p), MEMAREA_SUCCESS);
-  EXPECT_EQ(tag, kTheirs);
-  EXPECT_EQ(memarea_free_tagged(p, 4096, kTheirs), MEMAREA_SUCCESS);
-  ASSERT_EQ(memarea_area_mmap(ca, &p, 4096, nullptr), MEMAREA_SUCCESS);
-  EXPECT_EQ(memarea_pointer_get_tag(&tag, p), MEMAREA_SUCCESS);
-  EXPECT_EQ(tag, nullptr);
-  EXPECT_EQ(memarea_area_munmap(ca, p, 4096), MEMAREA_SUCCESS);
-
-  // A pool's pieces have no tag, and a pooled area refuses one.
-  pool pl(a);
-  void* piece = pl.allocate(512);
-  EXPECT_EQ(tag_of(piece), nullptr);
-  expect_errc(errc::invalid_value, [&] { free_tagged(piece, 512, kMine); });
-  pl.deallocate(piece);
-  expect_errc(errc::invalid_value, [&] { (void)pl.as_area().mmap(512, o); });
-  memarea_area_t pooled = nullptr;
-  ASSERT_EQ(memarea_area_create_pooled(&pooled, memarea::to_c(pl)), MEMAREA_SUCCESS);
-  EXPECT_EQ(memarea_area_mmap(pooled, &p, 512, &co), MEMAREA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(memarea_area_destroy(pooled), MEMAREA_SUCCESS);
-  EXPECT_EQ(memarea_area_destroy(ca), MEMAREA_SUCCESS);
-  EXPECT_EQ(live_allocations(), before + 1);  // the pool's block
 }
 
 // Pageable host memory with any policy over any node set: the kernel holds the policy before a
@@ -229,56 +92,6 @@ TEST(AddonHostPlacement, EveryPolicyOverTheHostsNodes) {
     }
     host::free(p);
   }
-}
-
-TEST(AddonHostPlacement, BadPlacementsAreRefused) {
-  const std::size_t before = live_allocations();
-  const std::size_t n = host_page();
-  expect_errc(errc::invalid_value, [&] { (void)host::allocate_placed(0, host::placement{}); });
-  expect_errc(errc::invalid_value,
-              [&] { (void)host::allocate_placed(n, host::placement{host::policy::bind, {}}); });
-  expect_errc(errc::invalid_value, [&] {
-    (void)host::allocate_placed(n, host::placement{host::policy::interleave, {0UL, 0UL}});
-  });
-  expect_errc(errc::invalid_value, [&] {
-    (void)host::allocate_placed(n, host::placement{static_cast<host::policy>(7), all_nodes()});
-  });
-  std::vector<unsigned long> missing;
-  const int m = missing_node();
-  missing.resize(static_cast<std::size_t>(m) / (sizeof(unsigned long) * CHAR_BIT) + 1, 0UL);
-  missing.back() |= 1UL << (static_cast<std::size_t>(m) % (sizeof(unsigned long) * CHAR_BIT));
-  expect_errc(errc::invalid_device, [&] {
-    (void)host::allocate_placed(n, host::placement{host::policy::bind, missing});
-  });
-  // The default policy ignores the set.
-  host::free(host::allocate_placed(n, host::placement{host::policy::default_policy, missing}));
-
-  // C: options NULL, the same refusals, and nodes NULL with words.
-  void* p = nullptr;
-  EXPECT_EQ(memarea_host_malloc_placed(&p, n, nullptr), MEMAREA_SUCCESS);
-  EXPECT_EQ(memarea_free(p), MEMAREA_SUCCESS);
-  EXPECT_EQ(memarea_host_malloc_placed(nullptr, n, nullptr), MEMAREA_ERROR_INVALID_VALUE);
-  memarea_host_malloc_options o = MEMAREA_HOST_MALLOC_OPTIONS_INIT;
-  o.policy = MEMAREA_HOST_POLICY_BIND;
-  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_VALUE);  // empty set
-  o.node_words = 1;
-  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_VALUE);  // NULL nodes
-  o.nodes = missing.data();
-  o.node_words = missing.size();
-  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_DEVICE);
-  EXPECT_NE(std::string(memarea_last_error_message()).find("does not exist"), std::string::npos);
-  const std::vector<unsigned long> nodes = all_nodes();
-  o.nodes = nodes.data();
-  o.node_words = nodes.size();
-  o.policy = static_cast<memarea_host_policy>(9);
-  EXPECT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_ERROR_INVALID_VALUE);
-  o.policy = MEMAREA_HOST_POLICY_INTERLEAVE;
-  ASSERT_EQ(memarea_host_malloc_placed(&p, n, &o), MEMAREA_SUCCESS);
-  if (host::numa_available()) {
-    EXPECT_EQ(kernel_policy(p), MPOL_INTERLEAVE);
-  }
-  EXPECT_EQ(memarea_free(p), MEMAREA_SUCCESS);
-  EXPECT_EQ(live_allocations(), before);
 }
 
 // The hint is mmap's: honoured where that range is free, and never over memory already mapped.
@@ -434,7 +247,8 @@ TEST(AddonSweep, DryRunListsWhatTheSweepRemoves) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();
   child exporter({"export", "100000", str(new_seed())});
-  const std::uint64_t owner = owner_of(ipc::handle::from_hex(exporter.line()));
+  (void)ipc::handle::from_hex(exporter.line());
+  const std::uint64_t owner = owner_from_hex(exporter.ask("owner"));
   (void)exporter.ask("exit-now");  // _exit: its objects stay in /dev/shm
   EXPECT_EQ(exporter.wait(), 0);
   ipc::collect();  // drops this process's cached mapping of it

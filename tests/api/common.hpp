@@ -1,18 +1,19 @@
-// Shared helpers of the API tests.
+// Shared helpers of the API tests: the contract suite's (tests/api), on the public API only, and
+// the white-box suite's (tests/whitebox/whitebox.hpp adds what reaches inside).
 #pragma once
-
-#include "core/ipc/ipc_impl.hpp"
-#include "core/memory/registry.hpp"
 
 #include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,22 +31,31 @@ inline std::vector<unsigned char> random_bytes(std::size_t n) {
 /// Number of devices of the active backend.
 inline int devices() { return memarea::device_count(); }
 
-/// Allocations memarea's registry holds now (what a test must leave as it found).
-/// Live allocations of this process, not counting other processes' memory that legacy IPC
-/// keeps mapped: memarea's background thread drops cached mappings of exporters that died, at
-/// any moment (an exporter of an earlier test may die while a later test counts).
-inline std::size_t live_allocations() {
-  return memarea::detail::allocations().count_if([](const memarea::detail::record& r) {
-    return r.area_device != memarea::detail::ipc_internal::kImportedSentinel;
-  });
-}
-/// Every registry record, legacy IPC mappings included (tests of IPC that control its cache).
-inline std::size_t live_records() { return memarea::detail::allocations().size(); }
-
 /// Whether device d has managed memory (config sim2_no_managed: none; unified areas are then
 /// NOT_SUPPORTED, which the suites check instead).
 inline bool has_managed(int d = 0) {
   return d < devices() && memarea::get_device_properties(d).managed_memory;
+}
+
+/// Whether the sim configuration says a can reach b (nullopt: not a sim run with groups).
+inline std::optional<bool> sim_reachable(int a, int b) {
+  if (backend_name() != "sim") return std::nullopt;
+  if (a == b) return false;
+  const char* g = std::getenv("MEMAREA_SIM_PEER_GROUPS");
+  if (!g || !*g) return true;
+  std::stringstream groups(g);
+  std::string group;
+  while (std::getline(groups, group, ';')) {
+    std::stringstream ids(group);
+    std::string id;
+    bool ha = false, hb = false;
+    while (std::getline(ids, id, ',')) {
+      ha |= std::stoi(id) == a;
+      hb |= std::stoi(id) == b;
+    }
+    if (ha || hb) return ha && hb;
+  }
+  return false;
 }
 
 /// Skips the test when there are fewer than n devices (and says so).

@@ -28,21 +28,6 @@ bool hip_over_nvidia() {
 
 }  // namespace
 
-// HIP 5.2's NVIDIA platform has no virtual memory calls: shareable memory is refused, with why,
-// and nothing is allocated.
-TEST(HipOverNvidia, ShareableMemoryIsNotSupported) {
-  REQUIRE_HIP_OVER_NVIDIA();
-  const std::size_t live = live_allocations();
-  void* p = nullptr;
-  size_t allocated = 0;
-  EXPECT_STATUS(memarea_shareable_create(&p, &allocated, 4096, 0), MEMAREA_ERROR_NOT_SUPPORTED);
-  EXPECT_NE(std::string(memarea_last_error_message()).find("virtual memory"), std::string::npos)
-      << memarea_last_error_message();
-  EXPECT_EQ(p, nullptr);
-  EXPECT_EQ(live_allocations(), live);
-  EXPECT_MEMAREA_ERROR(ipc::create_shareable(4096, 0), errc::not_supported);
-}
-
 // The properties the platform answers for itself, and the one it cannot (unified addressing,
 // which it does not map: the backend reports it, as every HIP device has it).
 TEST(HipOverNvidia, PropertiesComeFromTheCudaDevice) {

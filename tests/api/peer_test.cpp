@@ -8,8 +8,6 @@
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 
-#include "core/copy/copy_impl.hpp"
-
 #include <atomic>
 #include <cstdlib>
 #include <optional>
@@ -20,27 +18,6 @@ using namespace memarea;
 using namespace memarea::test;
 
 namespace {
-
-/// Whether the sim configuration says a can reach b (nullopt: not a sim run with groups).
-std::optional<bool> sim_reachable(int a, int b) {
-  if (backend_name() != "sim") return std::nullopt;
-  if (a == b) return false;
-  const char* g = std::getenv("MEMAREA_SIM_PEER_GROUPS");
-  if (!g || !*g) return true;
-  std::stringstream groups(g);
-  std::string group;
-  while (std::getline(groups, group, ';')) {
-    std::stringstream ids(group);
-    std::string id;
-    bool ha = false, hb = false;
-    while (std::getline(ids, id, ',')) {
-      ha |= std::stoi(id) == a;
-      hb |= std::stoi(id) == b;
-    }
-    if (ha || hb) return ha && hb;
-  }
-  return false;
-}
 
 /// A reachable pair (a, b), a != b, if there is one.
 std::optional<std::pair<int, int>> reachable_pair() {
@@ -146,49 +123,6 @@ TEST(Peer, EnableDisableStatuses) {
   EXPECT_MEMAREA_ERROR(peer::disable(a, b), errc::peer_access_not_enabled);
   EXPECT_FALSE(peer::is_enabled(a, b));
   EXPECT_EQ(get_device(), b);
-}
-
-TEST(Peer, EveryPairEnablesCopiesAndDisables) {
-  // Every ordered pair of the machine (2, 4, 8 or 10 devices): attributes agree with
-  // can_access, enable and disable work or refuse as they should, and data crosses byte for
-  // byte through the driver's peer path while access is on.
-  MEMAREA_REQUIRE_DEVICES(2);
-  const std::size_t n = 64 * 1024 + 3;
-  for (int a = 0; a < devices(); ++a) {
-    for (int b = 0; b < devices(); ++b) {
-      if (a == b) continue;
-      SCOPED_TRACE(testing::Message() << a << " -> " << b);
-      const bool can = peer::can_access(a, b);
-      if (auto sim = sim_reachable(a, b)) {
-        EXPECT_EQ(can, *sim);
-      }
-      int v = -1;
-      EXPECT_STATUS(memarea_device_get_p2p_attribute(&v, MEMAREA_P2P_ATTR_ACCESS_SUPPORTED, a, b),
-                    MEMAREA_SUCCESS);
-      EXPECT_EQ(v != 0, can);
-      ASSERT_FALSE(peer::is_enabled(a, b));
-      if (!can) {
-        EXPECT_MEMAREA_ERROR(peer::enable(a, b), errc::peer_access_unsupported);
-        EXPECT_FALSE(peer::is_enabled(a, b));
-        continue;
-      }
-      peer::enable(a, b);
-      EXPECT_TRUE(peer::is_enabled(a, b));
-      {
-        buffer x = area(a).allocate(n), y = area(b).allocate(n);
-        const auto data = random_bytes(n);
-        copy(x.data(), data.data(), n);
-        copy_peer(y.data(), b, x.data(), a, n);
-        EXPECT_EQ(detail::last_copy_path(), detail::copy_path::driver_peer);
-        std::vector<unsigned char> back(n);
-        copy(back.data(), y.data(), n);
-        EXPECT_EQ(back, data);
-      }
-      peer::disable(a, b);
-      EXPECT_FALSE(peer::is_enabled(a, b));
-      EXPECT_MEMAREA_ERROR(peer::disable(a, b), errc::peer_access_not_enabled);
-    }
-  }
 }
 
 TEST(Peer, BothDirectionsAreIndependent) {

@@ -37,7 +37,8 @@
 // outcome of expect, 64 usage.
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
-#include "core/ipc/ipc_impl.hpp"
+#include "core/ipc/ipc_wire.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
@@ -271,7 +272,7 @@ int import_all(int argc, char** argv) {
     memarea::copy(p, w.data(), n);
   }
   say("ok opens=" + std::to_string(memarea::ipc::driver_opens()) +
-      " mappings=" + std::to_string(memarea::detail::ipc_internal::driver_mappings()));
+      " mappings=" + std::to_string(memarea::detail::testing::driver_mappings()));
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "close") {
@@ -323,7 +324,7 @@ int lru(int argc, char** argv) {
     std::vector<memarea::ipc::handle> hs;
     for (int i = 2; i < argc; ++i) hs.push_back(memarea::ipc::handle::from_hex(argv[i]));
     for (const auto& h : hs) memarea::ipc::close(memarea::ipc::open(h));
-    const auto cached = memarea::detail::ipc_internal::cached_mapping_keys();
+    const auto cached = memarea::detail::testing::cached_mapping_keys();
     std::string flags;
     for (const auto& h : hs) {
       const auto w = memarea::detail::ipc_internal::parse(h);
@@ -347,13 +348,13 @@ int overlap(int argc, char** argv) {
   namespace hk = memarea::detail::housekeeper;
   try {
     hk::start();
-    const std::size_t before = memarea::detail::ipc_internal::overlapped_first_opens();
+    const std::size_t before = memarea::detail::testing::overlapped_first_opens();
     for (int i = 2; i < argc; ++i) {
       for (int spin = 0; spin < 100000 && !hk::idle(); ++spin) ::usleep(100);
       memarea::ipc::close(memarea::ipc::open(memarea::ipc::handle::from_hex(argv[i])));
     }
     say("overlapped=" +
-        std::to_string(memarea::detail::ipc_internal::overlapped_first_opens() - before) +
+        std::to_string(memarea::detail::testing::overlapped_first_opens() - before) +
         " tried=" + std::to_string(argc - 2));
     return 0;
   } catch (const memarea::error& e) {

@@ -57,7 +57,7 @@ TEST(HipNvidiaShim, WithoutDevicesEveryCallIsNoDevice) {
 
 // HIP 5.2's NVIDIA platform has no virtual memory calls: the shim exports none, so the backend
 // finds the API missing and refuses shareable memory as not_supported (on a GPU:
-// tests/api/hip_nvidia_test.cpp).
+// tests/whitebox/hip_nvidia_test.cpp).
 TEST(HipNvidiaShim, ExportsNoVirtualMemoryCalls) {
   void* lib = ::dlopen(MEMAREA_HIP_NVIDIA_SHIM, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << ::dlerror();

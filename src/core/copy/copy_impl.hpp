@@ -31,7 +31,8 @@ endpoint locate(const void* p, std::size_t n, const char* role, const char* what
 /// passes its one end twice.)
 int default_device(const endpoint& d, const endpoint& s);
 
-/// How a copy was carried out (for tests and benches: the last copy of the calling thread).
+/// How a copy was carried out (the calling thread's last copy, for the developer tools; tests
+/// read it through testing/memarea_testing.hpp).
 enum class copy_path {
   none,         ///< nothing was copied (n == 0)
   host,         ///< std::memmove: no GPU backend

@@ -1,8 +1,8 @@
-// Internals of inter-process sharing shared by src/core/ipc*.cpp, the C API, the bench and the
-// tests. The IPC code is split by concept: ipc_wire (the handle's bytes), ipc_segment (the
-// exporter's shared table), ipc_liveness (who is alive), ipc_exporter, ipc_importer, and
-// ipc_lifecycle (the process's state, fork(), exit, the public calls); ipc_fd is shareable
-// memory over file descriptors.
+// Internals of inter-process sharing shared by src/core/ipc*.cpp, the C API and the bench (the
+// tests' hooks and probes are testing/memarea_testing.hpp's). The IPC code is split by concept:
+// ipc_wire (the handle's bytes), ipc_segment (the exporter's shared table), ipc_liveness (who is
+// alive), ipc_exporter, ipc_importer, and ipc_lifecycle (the process's state, fork(), exit, the
+// public calls); ipc_fd is shareable memory over file descriptors.
 #pragma once
 
 #include "core/ipc/ipc_wire.hpp"
@@ -22,31 +22,6 @@ constexpr int kShareableSentinel = -1001;          ///< shareable memory created
 constexpr int kShareableImportedSentinel = -1002;  ///< shareable memory imported from an fd
 constexpr unsigned kNoAreaFlags = 0xffffffffu;
 
-/// (exporter pid, buffer id) of the closed mappings held in this process's import cache, most
-/// recently used first (for tests: which mapping the LRU bound evicted).
-std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys();
-/// Driver mappings this process's importer holds open now (cached buffers' included): the
-/// sub-allocations of one pool block share one.
-std::size_t driver_mappings();
-/// First imports from an exporter whose driver open ran while the keeper's thread was asked
-/// to map the exporter's segment (ipc_importer.hpp, segment_job), in this process's life.
-std::size_t overlapped_first_opens();
-/// Of those, the ones whose segment the keeper's thread mapped (not the importing thread).
-std::size_t keeper_segment_jobs();
-/// Tests: a first import's two threads held at chosen points (null: not held).
-struct segment_job_hooks {
-  void (*keeper_before_take)() noexcept = nullptr;  ///< keeper, before it tries to take the job
-  void (*keeper_took)() noexcept = nullptr;         ///< keeper, once it has taken it
-  void (*after_open)() noexcept = nullptr;          ///< importing thread, after its driver open
-};
-void set_segment_job_hooks(const segment_job_hooks& h);
-/// Tests: ends the pause a refused forgery started (first imports overlap again at once).
-void end_forgery_pause();
-/// Tests: whether that pause runs now (by the housekeeper's clock).
-bool forgery_pause_active();
-/// Whether first imports may overlap at all here (the process may run on more than one CPU).
-bool first_imports_can_overlap();
-
 /// Asks the background thread (starting it) to make this process's lease, IPC state and
 /// segment, once per process: the first device allocation calls it, so that the first export
 /// finds them made (making them takes about 100 us, more than the export itself).
@@ -57,7 +32,7 @@ void* open_bytes(const unsigned char (&bytes)[128], int device, unsigned flags);
 
 /// What memarea's background thread does for IPC every tick: tests the exporters' leases,
 /// drops cached mappings of gone exporters and freed buffers, and finishes deferred frees
-/// whose importers are gone. Tests call it after moving the housekeeper's clock.
+/// whose importers are gone.
 void liveness_tick() noexcept;
 
 /// What lookup() reports of IPC-imported memory: the buffer the exporter shared.

@@ -9,6 +9,7 @@
 #include "core/ipc/ipc_impl.hpp"
 #include "core/memory/registry.hpp"
 #include "core/system.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <fmt/format.h>
 
@@ -70,18 +71,28 @@ void erase_record(void* base, std::uint64_t id) {
   allocations().erase_if(base, [id](const record& r) { return r.id == id; });
 }
 
-/// Test hooks (set_segment_job_hooks): a first import's two threads held at chosen points.
+/// The testing interface's hooks (testing::set_segment_job_hooks): a first import's two
+/// threads held at chosen points.
 std::atomic<void (*)() noexcept> g_keeper_before_take{nullptr};
 std::atomic<void (*)() noexcept> g_keeper_took_job{nullptr};
 std::atomic<void (*)() noexcept> g_after_early_open{nullptr};
 
 }  // namespace
 
+}  // namespace memarea::detail::ipc_internal
+
+namespace memarea::detail::testing {
+
 void set_segment_job_hooks(const segment_job_hooks& h) {
+  using namespace ipc_internal;
   g_keeper_before_take.store(h.keeper_before_take, std::memory_order_release);
   g_keeper_took_job.store(h.keeper_took, std::memory_order_release);
   g_after_early_open.store(h.after_open, std::memory_order_release);
 }
+
+}  // namespace memarea::detail::testing
+
+namespace memarea::detail::ipc_internal {
 
 importer::importer() : pid_(static_cast<std::int32_t>(getpid())) {
   cpu_set_t cpus;

@@ -17,6 +17,7 @@
 #include "core/pool/pool_impl.hpp"
 #include "core/memory/registry.hpp"
 #include "core/system.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/ipc.hpp>
 #include <memarea/owner.hpp>
@@ -319,22 +320,6 @@ void* open_bytes(const unsigned char (&bytes)[128], int device, unsigned flags) 
   return state::get().open(parse_bytes(bytes), device, flags);
 }
 
-std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys() {
-  return state::get().in.cached_keys();
-}
-
-std::size_t driver_mappings() { return state::get().in.mappings(); }
-
-std::size_t overlapped_first_opens() { return state::get().in.overlapped_opens(); }
-
-std::size_t keeper_segment_jobs() { return state::get().in.keeper_segment_jobs(); }
-
-void end_forgery_pause() { state::get().in.end_forgery_pause(); }
-
-bool forgery_pause_active() { return state::get().in.forgery_paused(); }
-
-bool first_imports_can_overlap() { return state::get().in.can_overlap(); }
-
 void liveness_tick() noexcept {
   state* s = g_state.load(std::memory_order_acquire);
   if (!s) return;
@@ -353,6 +338,29 @@ std::optional<imported_buffer> imported_buffer_at(const void* mapping_base, cons
   return imported_buffer{b->base, b->size, b->device};
 }
 }  // namespace ipc_internal
+
+// The importer's probes and hooks of the testing interface (testing/memarea_testing.hpp).
+namespace testing {
+
+std::vector<std::pair<std::int32_t, std::uint64_t>> cached_mapping_keys() {
+  return state::get().in.cached_keys();
+}
+
+std::size_t driver_mappings() { return state::get().in.mappings(); }
+
+std::size_t overlapped_first_opens() { return state::get().in.overlapped_opens(); }
+
+std::size_t keeper_segment_jobs() { return state::get().in.keeper_segment_jobs(); }
+
+void end_forgery_pause() { state::get().in.end_forgery_pause(); }
+
+bool forgery_pause_active() { return state::get().in.forgery_paused(); }
+
+bool first_imports_can_overlap() { return state::get().in.can_overlap(); }
+
+std::chrono::nanoseconds forgery_pause() { return importer::kForgeryPause; }
+
+}  // namespace testing
 
 bool ipc_on_free(const record& r) {
   if (r.area_device == kImportedSentinel)

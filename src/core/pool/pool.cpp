@@ -8,6 +8,7 @@
 #include "core/memory/area_impl.hpp"
 #include "core/memory/host_impl.hpp"
 #include "core/system.hpp"
+#include "testing/memarea_testing.hpp"
 
 #include <memarea/c_interop.hpp>
 #include <memarea/owner.hpp>
@@ -236,7 +237,7 @@ memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
   }
   return h;
 }
-pool_state& pool_state_of(memarea_pool_t h) { return state_of(h, "pool"); }
+pool_state& testing::pool_state_of(memarea_pool_t h) { return state_of(h, "pool"); }
 void pool_destroy_c(memarea_pool_t h, bool force) {
   auto& s = state_of(h, "pool destroy");
   destroy_pool(&s, force);

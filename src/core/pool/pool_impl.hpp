@@ -80,8 +80,6 @@ inline memarea_pool_t handle_of(pool_object* p) noexcept { return static_cast<me
 memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
                              const memarea_pool_options* o);
 void pool_destroy_c(memarea_pool_t h, bool force);
-/// The state behind a pool's handle, for tests that reach its internals; invalid_value for NULL.
-pool_state& pool_state_of(memarea_pool_t h);
 void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s);
 /// Frees p, ordered on s, when size (not 0) is at most its piece's: a pooled area's munmap,

@@ -386,12 +386,6 @@ dstatus sim_driver::disable_peer_access(int device, int peer) {
   return dstatus::success();
 }
 
-void sim_driver::fail_next(injectable call) {
-  std::lock_guard lk(m_);
-  injected_.push_back(call);
-  injected_count_.store(injected_.size(), std::memory_order_release);
-}
-
 bool sim_driver::take_injected_locked(injectable call) {
   auto it = std::find(injected_.begin(), injected_.end(), call);
   if (it == injected_.end()) return false;

@@ -18,6 +18,10 @@
 #include "driver/page_attributes.hpp"
 #include "driver/sim/sim_stream.hpp"
 
+namespace memarea::detail::testing {
+struct sim_access;  // the testing interface's way in (src/testing/sim.cpp)
+}  // namespace memarea::detail::testing
+
 namespace memarea::detail::sim {
 
 /// The granularity of managed-memory attributes, shareable memory and mappings.
@@ -56,8 +60,9 @@ struct allocation {
 };
 
 /// The sim driver. Streams follow the legacy default-stream rules (nullptr orders against the
-/// device's other streams). Public for tests that want to look at state the driver interface does
-/// not expose (attach flags).
+/// device's other streams). Tests reach what the driver interface does not show (attach flags,
+/// a task queued on a stream, a failure injected once) through testing/memarea_testing.hpp,
+/// whose sim_access is a friend.
 class sim_driver final : public driver {
  public:
   struct fork_hooks;  ///< its fork() handlers (sim_fork.cpp)
@@ -139,20 +144,11 @@ class sim_driver final : public driver {
   dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
                                   unsigned flags) override;
 
-  // --- sim only (tests) ----------------------------------------------------------------------
-  /// The attach flags last applied to the managed allocation containing ptr (0 when unknown).
-  unsigned attach_flags(const void* ptr) const;
-  /// Queues fn on stream s of device (NULL: its default stream), in order with its other work:
-  /// a test holds a stream back with a task that waits.
-  dstatus enqueue_host_task(int device, native_stream s, std::function<void()> fn);
-  /// The calls a test may make fail once (fail_next).
+  /// The calls whose next call may be made to fail once (testing::sim_fail_next).
   enum class injectable { stream_destroy, disable_peer_access, set_current_device };
-  /// The next call of `call` fails with errc::unknown (its message says it was injected) after
-  /// its argument checks, changing nothing: a test reaches what a driver refusing a release
-  /// leads to (destructors that cannot throw).
-  void fail_next(injectable call);
 
  private:
+  friend struct testing::sim_access;
   /// Whether a failure of `call` was injected; forgets it. Holds m_.
   bool take_injected_locked(injectable call);
 
@@ -199,7 +195,7 @@ class sim_driver final : public driver {
   std::unordered_map<void*, std::shared_ptr<stream>> streams_;
   std::vector<std::shared_ptr<stream>> retiring_;  ///< destroyed, worker not yet joined
   std::unordered_map<void*, std::shared_ptr<event>> events_;
-  std::vector<injectable> injected_;  ///< failures fail_next asked for, not yet taken
+  std::vector<injectable> injected_;  ///< failures a test injected, not yet taken
   /// injected_'s size, read without m_ by calls that take no lock (set_current_device).
   std::atomic<std::size_t> injected_count_{0};
 };

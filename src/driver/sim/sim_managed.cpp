@@ -167,11 +167,4 @@ dstatus sim_driver::stream_attach_mem_async(int device, native_stream s, void* p
   });
 }
 
-unsigned sim_driver::attach_flags(const void* ptr) const {
-  std::lock_guard lk(m_);
-  auto it = find_locked(ptr);
-  if (it == allocations_.end() || it->second.from != origin::managed) return 0;
-  return it->second.flags;
-}
-
 }  // namespace memarea::detail::sim

@@ -294,12 +294,6 @@ dstatus sim_driver::event_synchronize(native_event e) {
   return dstatus::success();
 }
 
-dstatus sim_driver::enqueue_host_task(int device, native_stream s, std::function<void()> fn) {
-  std::shared_ptr<stream> st;
-  if (auto r = resolve_stream(device, s, &st); !r.ok()) return r;
-  return enqueue(st, std::move(fn));
-}
-
 dstatus sim_driver::stream_query(int device, native_stream s) {
   std::shared_ptr<stream> st;
   if (s == nullptr) {

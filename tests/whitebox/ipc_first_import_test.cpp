@@ -3,11 +3,9 @@
 // checked once both are done. What must hold whichever thread maps the segment, and when the
 // segment refuses a handle whose bytes the driver accepted. Run against whichever backend is
 // active.
-#include "api/common.hpp"
-#include "api/process_util.hpp"
+#include "whitebox/whitebox.hpp"
+
 #include "base/housekeeper.hpp"
-#include "core/ipc/ipc_impl.hpp"
-#include "core/ipc/ipc_importer.hpp"
 #include "core/system.hpp"
 
 #include <memarea/ipc.hpp>
@@ -30,6 +28,7 @@ using namespace memarea;
 using namespace memarea::test;
 namespace ipc_internal = memarea::detail::ipc_internal;
 namespace housekeeper = memarea::detail::housekeeper;
+namespace mt = memarea::detail::testing;
 
 namespace {
 
@@ -70,7 +69,7 @@ void expect_opens(const ipc::handle& h, std::uint64_t seed) {
 /// Skips a test of the overlapped path where it is never taken.
 #define REQUIRE_OVERLAP()                                                                  \
   do {                                                                                     \
-    if (!ipc_internal::first_imports_can_overlap())                                        \
+    if (!mt::first_imports_can_overlap())                                                  \
       GTEST_SKIP() << "first imports never overlap here (one allowed CPU, or "             \
                       "MEMAREA_IPC_OVERLAP=0)";                                            \
   } while (0)
@@ -86,7 +85,7 @@ void wait_for_idle_keeper() {
   EXPECT_TRUE(housekeeper::idle()) << "the background thread stayed busy for 10 s";
 }
 
-/// Counts of one first import (ipc_internal::overlapped_first_opens, keeper_segment_jobs).
+/// Counts of one first import (mt::overlapped_first_opens, keeper_segment_jobs).
 struct first_import_counts {
   std::size_t overlapped = 0;
   std::size_t by_keeper = 0;
@@ -98,13 +97,13 @@ first_import_counts import_from_new_exporter() {
   const std::uint64_t seed = new_seed();
   child exporter({"export", str(kBytes), str(seed)});
   const ipc::handle h = ipc::handle::from_hex(exporter.line());
-  const std::size_t overlapped = ipc_internal::overlapped_first_opens();
-  const std::size_t by_keeper = ipc_internal::keeper_segment_jobs();
+  const std::size_t overlapped = mt::overlapped_first_opens();
+  const std::size_t by_keeper = mt::keeper_segment_jobs();
   wait_for_idle_keeper();
   void* p = nullptr;
   EXPECT_NO_THROW(p = ipc::open(h));
-  const first_import_counts moved{ipc_internal::overlapped_first_opens() - overlapped,
-                                  ipc_internal::keeper_segment_jobs() - by_keeper};
+  const first_import_counts moved{mt::overlapped_first_opens() - overlapped,
+                                  mt::keeper_segment_jobs() - by_keeper};
   if (p) {
     EXPECT_TRUE(holds(p, seed, kBytes));
     ipc::close(p);
@@ -120,9 +119,9 @@ struct restore_at_end {
   restore_at_end(const restore_at_end&) = delete;
   restore_at_end& operator=(const restore_at_end&) = delete;
   ~restore_at_end() {
-    ipc_internal::set_segment_job_hooks({});
-    housekeeper::set_clock(nullptr);
-    ipc_internal::end_forgery_pause();
+    mt::set_segment_job_hooks({});
+    mt::set_housekeeper_clock(nullptr);
+    mt::end_forgery_pause();
   }
 };
 
@@ -140,7 +139,7 @@ TEST(IpcFirstImport, AnEarlyDriverOpenIsUndoneWhenTheSegmentRefusesIt) {
   REQUIRE_OVERLAP();
   restore_at_end restore;
   housekeeper::start();  // the overlap needs the keeper's thread
-  ipc_internal::end_forgery_pause();
+  mt::end_forgery_pause();
   const std::uint64_t s1 = new_seed(), s2 = new_seed();
   child exporter({"export", str(kBytes), str(s1)});
   const ipc::handle b1 = ipc::handle::from_hex(exporter.line());
@@ -149,57 +148,56 @@ TEST(IpcFirstImport, AnEarlyDriverOpenIsUndoneWhenTheSegmentRefusesIt) {
   const ipc::handle b2_with_b1 = forged(
       b2, [&](ipc_internal::wire& w) { std::memcpy(w.native, wire_of(b1).native, 64); });
   (void)ipc::collect();  // mappings of earlier exporters, now dead, leave the counts now
-  const std::size_t live = live_records(), mapped = ipc_internal::driver_mappings();
+  const std::size_t live = live_records(), mapped = mt::driver_mappings();
   const std::size_t shm = shm_mappings(), opens = ipc::driver_opens();
-  const std::size_t overlapped = ipc_internal::overlapped_first_opens();
-  for (int i = 0; i < 50 && ipc_internal::overlapped_first_opens() == overlapped; ++i) {
+  const std::size_t overlapped = mt::overlapped_first_opens();
+  for (int i = 0; i < 50 && mt::overlapped_first_opens() == overlapped; ++i) {
     wait_for_idle_keeper();
     EXPECT_MEMAREA_ERROR((void)ipc::open(b2_with_b1), errc::invalid_handle);
   }
-  ASSERT_GT(ipc_internal::overlapped_first_opens(), overlapped);  // the driver saw it first
-  EXPECT_TRUE(ipc_internal::forgery_pause_active());
+  ASSERT_GT(mt::overlapped_first_opens(), overlapped);  // the driver saw it first
+  EXPECT_TRUE(mt::forgery_pause_active());
   EXPECT_EQ(live_records(), live);
-  EXPECT_EQ(ipc_internal::driver_mappings(), mapped);
+  EXPECT_EQ(mt::driver_mappings(), mapped);
   EXPECT_EQ(ipc::driver_opens(), opens);  // a refused early open is not a mapping made
   EXPECT_EQ(shm_mappings(), shm);  // neither the segment nor (on sim) B1's memory stays mapped
   EXPECT_EQ(exporter.ask("importers"), "0");
 
   // The pause: the next first import checks first (no overlap) and works.
-  const std::size_t paused = ipc_internal::overlapped_first_opens();
+  const std::size_t paused = mt::overlapped_first_opens();
   wait_for_idle_keeper();
   void* p1 = ipc::open(b1);
-  EXPECT_EQ(ipc_internal::overlapped_first_opens(), paused);
+  EXPECT_EQ(mt::overlapped_first_opens(), paused);
   EXPECT_TRUE(holds(p1, s1, kBytes));
   ipc::close(p1);
   ipc::set_cache_limit(0);  // closes the cached mapping: the driver's last reference to B1
   ipc::set_cache_limit(64);
   // Had the early open of B1's handle kept its reference, the driver would still map B1 here.
   EXPECT_FALSE(driver_maps(p1));
-  EXPECT_EQ(ipc_internal::driver_mappings(), mapped);
+  EXPECT_EQ(mt::driver_mappings(), mapped);
 
   // Past the pause (the clock moved on), first imports overlap again.
-  g_ahead_ns.store(std::chrono::nanoseconds(ipc_internal::importer::kForgeryPause).count() +
-                   1'000'000'000);
-  housekeeper::set_clock(&ahead_now);
-  EXPECT_FALSE(ipc_internal::forgery_pause_active());
+  g_ahead_ns.store(mt::forgery_pause().count() + 1'000'000'000);
+  mt::set_housekeeper_clock(&ahead_now);
+  EXPECT_FALSE(mt::forgery_pause_active());
   // Bytes the driver refuses (no exporter made them) start no pause, and change nothing.
   std::mt19937_64 random(new_seed());
-  const std::size_t before_garbage = ipc_internal::overlapped_first_opens();
-  for (int i = 0; i < 50 && ipc_internal::overlapped_first_opens() < before_garbage + 4; ++i) {
+  const std::size_t before_garbage = mt::overlapped_first_opens();
+  for (int i = 0; i < 50 && mt::overlapped_first_opens() < before_garbage + 4; ++i) {
     const ipc::handle garbage = forged(b2, [&](ipc_internal::wire& w) {
       for (auto& byte : w.native) byte = static_cast<unsigned char>(random());
     });
     wait_for_idle_keeper();
     EXPECT_MEMAREA_ERROR((void)ipc::open(garbage), errc::invalid_handle);
   }
-  EXPECT_GE(ipc_internal::overlapped_first_opens(), before_garbage + 4);
-  EXPECT_FALSE(ipc_internal::forgery_pause_active());
+  EXPECT_GE(mt::overlapped_first_opens(), before_garbage + 4);
+  EXPECT_FALSE(mt::forgery_pause_active());
   EXPECT_EQ(live_records(), live);
-  EXPECT_EQ(ipc_internal::driver_mappings(), mapped);
+  EXPECT_EQ(mt::driver_mappings(), mapped);
   EXPECT_EQ(shm_mappings(), shm);
   expect_opens(b2, s2);
   expect_opens(b1, s1);
-  housekeeper::set_clock(nullptr);
+  mt::set_housekeeper_clock(nullptr);
   EXPECT_EQ(exporter.ask("importers"), "0");
   EXPECT_EQ(exporter.ask("free"), "freed");
 }
@@ -234,7 +232,7 @@ TEST(IpcFirstImportConcurrency, TheImportChecksFirstWhenTheKeeperIsBusy) {
   REQUIRE_HELPER();
   restore_at_end restore;
   housekeeper::start();
-  ipc_internal::end_forgery_pause();
+  mt::end_forgery_pause();
   const std::uint64_t seed = new_seed();
   child exporter({"export", str(kBytes), str(seed)});
   const ipc::handle h = ipc::handle::from_hex(exporter.line());
@@ -248,11 +246,11 @@ TEST(IpcFirstImportConcurrency, TheImportChecksFirstWhenTheKeeperIsBusy) {
   while (!g_keeper_held.load() && std::chrono::steady_clock::now() < until)
     std::this_thread::yield();
   ASSERT_TRUE(g_keeper_held.load());
-  const std::size_t overlapped = ipc_internal::overlapped_first_opens();
+  const std::size_t overlapped = mt::overlapped_first_opens();
   void* p = nullptr;
   EXPECT_NO_THROW(p = ipc::open(h));
   g_release_keeper.store(true);
-  EXPECT_EQ(ipc_internal::overlapped_first_opens(), overlapped);
+  EXPECT_EQ(mt::overlapped_first_opens(), overlapped);
   if (p) {
     EXPECT_TRUE(holds(p, seed, kBytes));
     ipc::close(p);
@@ -281,11 +279,11 @@ TEST(IpcFirstImportConcurrency, TheImportMapsTheSegmentWhenTheKeeperIsLate) {
   REQUIRE_OVERLAP();
   restore_at_end restore;
   housekeeper::start();
-  ipc_internal::end_forgery_pause();
-  ipc_internal::segment_job_hooks hooks;
+  mt::end_forgery_pause();
+  mt::segment_job_hooks hooks;
   hooks.keeper_before_take = &keeper_late;
   hooks.after_open = &import_opened;
-  ipc_internal::set_segment_job_hooks(hooks);
+  mt::set_segment_job_hooks(hooks);
   // A new exporter each try: its first import took the overlapped path unless the keeper began
   // a round between the wait and the post (or this thread stalled for 5 ms after its open).
   bool overlapped_once = false;
@@ -295,7 +293,7 @@ TEST(IpcFirstImportConcurrency, TheImportMapsTheSegmentWhenTheKeeperIsLate) {
     overlapped_once = moved.overlapped == 1 && moved.by_keeper == 0;  // this thread's mapping
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the keeper's late try ends
   }
-  ipc_internal::set_segment_job_hooks({});
+  mt::set_segment_job_hooks({});
   EXPECT_TRUE(overlapped_once);
 }
 
@@ -307,11 +305,11 @@ TEST(IpcFirstImportConcurrency, TheImportWaitsForTheKeepersSegment) {
   REQUIRE_OVERLAP();
   restore_at_end restore;
   housekeeper::start();
-  ipc_internal::end_forgery_pause();
-  ipc_internal::segment_job_hooks hooks;
+  mt::end_forgery_pause();
+  mt::segment_job_hooks hooks;
   hooks.keeper_took = &keeper_took_job;
   hooks.after_open = &wait_for_keeper;
-  ipc_internal::set_segment_job_hooks(hooks);
+  mt::set_segment_job_hooks(hooks);
   bool waited_once = false;
   for (int attempt = 0; attempt < 5 && !waited_once; ++attempt) {
     g_keeper_took.store(false);
@@ -322,7 +320,7 @@ TEST(IpcFirstImportConcurrency, TheImportWaitsForTheKeepersSegment) {
       EXPECT_EQ(moved.by_keeper, 1u);
     }
   }
-  ipc_internal::set_segment_job_hooks({});
+  mt::set_segment_job_hooks({});
   EXPECT_TRUE(waited_once);
 }
 
@@ -359,7 +357,7 @@ TEST(IpcFirstImport, OverlapCanBeTurnedOffFromTheEnvironment) {
     auto [lines, rc] = run(on);
     EXPECT_EQ(rc, 0);
     ASSERT_EQ(lines.size(), 1u);
-    if (ipc_internal::first_imports_can_overlap()) {
+    if (mt::first_imports_can_overlap()) {
       EXPECT_NE(lines[0], "overlapped=0 tried=4") << (on ? "'" + *on + "'" : "unset");
     }
   }

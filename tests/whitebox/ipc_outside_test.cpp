@@ -3,7 +3,7 @@
 // memory object cut short under the processes that map it, and an importer that writes its lease
 // into every slot of an exporter's segment. (The sweep's side, files merely named like memarea's
 // and links, is in tests/lease_test.cpp.)
-#include "api/process_util.hpp"
+#include "whitebox/whitebox.hpp"
 
 #include "driver/sim/sim_internal.hpp"
 

@@ -1,10 +1,9 @@
 // Forged IPC handles (issue 19, findings 1, 2 and 4): bytes from another process that a buggy
 // or hostile peer changed and re-checksummed. Each must be INVALID_HANDLE, change nothing, and
 // leave every later IPC call working. Run against whichever backend is active.
-#include "api/common.hpp"
-#include "api/process_util.hpp"
+#include "whitebox/whitebox.hpp"
+
 #include "core/ipc/ipc_impl.hpp"
-#include "core/ipc/ipc_segment.hpp"
 
 #include <memarea/ipc.hpp>
 #include <memarea/pointer.hpp>
