@@ -2,8 +2,10 @@
 // pinned, mapped, registered, managed, pool pieces, IPC-imported, memarea's host area, pageable
 // memory) on up to two devices, synchronous and on streams, through C++ and C; random bytes
 // around every range, checked byte for byte, so that a write outside it fails; every refusal,
-// with nothing written.
+// with nothing written. White-box: the room a copy is checked against comes from the registry
+// (a pool piece is checked against its whole block, which the public lookup does not give).
 #include "api/common.hpp"
+#include "core/memory/registry.hpp"
 
 #include <memarea/copy.hpp>
 #include <memarea/host.hpp>
