@@ -243,7 +243,7 @@ void* map_own(const dh::placement& where, std::size_t size, const aml_area_linux
         errno = s.native;
         return memarea::aml::fail_null_code(AML_FAILURE);  // the kernel refused the policy
       }
-      return memarea::aml::fail_null(memarea::aml::report(
+      return memarea::aml::fail_null(memarea::c_report(
           "aml_area_mmap", static_cast<memarea_status>(s.code),
           s.code == memarea::errc::invalid_device
               ? "the area's node set names a NUMA node that does not exist"
@@ -269,7 +269,7 @@ void* map_memory(const dh::placement& where, std::size_t size, aml_area_mmap_opt
   if (o && !plain_memory(*o)) return map_own(where, size, *o);
   void* hint = o ? o->ptr : nullptr;
   void* p = nullptr;
-  const memarea_status s = memarea::aml::call("aml_area_mmap", [&] {
+  const memarea_status s = memarea::c_call("aml_area_mmap", [&] {
     p = memarea::host::allocate_placed(size, where, hint, tag());
   });
   if (s != MEMAREA_SUCCESS) return memarea::aml::fail_null(s);
@@ -498,7 +498,7 @@ int aml_area_linux_munmap(const aml_area_data* area_data, void* ptr, const size_
   }
   if (found && found->base == ptr) {
     const memarea_status s =
-        memarea::aml::call("aml_area_munmap", [&] { memarea::free_tagged(ptr, size, tag()); });
+        memarea::c_call("aml_area_munmap", [&] { memarea::free_tagged(ptr, size, tag()); });
     return s == MEMAREA_SUCCESS ? AML_SUCCESS : memarea::aml::fail_status(s);
   }
   auto& t = mappings();
