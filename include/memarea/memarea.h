@@ -186,7 +186,11 @@ MEMAREA_API memarea_status memarea_free_tagged(void *ptr, size_t size, const voi
 /** *overlaps: 1 when a byte of [ptr, ptr+size) lies in memory memarea allocated or mapped (an
  *  area's, a pool's blocks, managed and pageable host memory, IPC and shareable mappings), else
  *  0. For code that maps memory at a fixed address (mmap's MAP_FIXED) and must not replace
- *  memory memarea keeps records of. Size 0: MEMAREA_ERROR_INVALID_VALUE. */
+ *  memory memarea keeps records of. Advisory: a snapshot of memarea's records, which another
+ *  thread may change as soon as it returns (memory mapped but not yet recorded, or freed just
+ *  after, is not seen), so a check followed by MAP_FIXED is a race; map with
+ *  MAP_FIXED_NOREPLACE where the range may hold free pages. Size 0:
+ *  MEMAREA_ERROR_INVALID_VALUE. */
 MEMAREA_API memarea_status memarea_range_overlaps(int *overlaps, const void *ptr, size_t size);
 
 /* ---------------------------------------------------------------------------------------- */

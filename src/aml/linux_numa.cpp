@@ -168,6 +168,14 @@ std::size_t page_size() noexcept {
   return ps;
 }
 
+bool range_mapped(const void* ptr, std::size_t size) noexcept {
+  if (size == 0) return false;
+  const std::uintptr_t ps = page_size();
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  if (size > UINTPTR_MAX - p || p + size > UINTPTR_MAX - (ps - 1)) return false;
+  return check_mapped(p & ~(ps - 1), (p + size + ps - 1) & ~(ps - 1)).ok();
+}
+
 status set_policy(const void* ptr, std::size_t size, const placement& where, bool move) {
   if (!ptr || size == 0) return {errc::invalid_value, 0};
   const std::uintptr_t ps = page_size();

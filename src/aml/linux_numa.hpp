@@ -41,6 +41,9 @@ struct status {
 bool available() noexcept;
 /// The host's page size.
 std::size_t page_size() noexcept;
+/// Whether every page of [ptr, ptr+size) (rounded out to pages) is mapped (mincore(2), which
+/// has no side effects); false for size 0 or a range past the end of the address space.
+bool range_mapped(const void* ptr, std::size_t size) noexcept;
 /// Sets the policy of [ptr, ptr+size), rounded out to pages, to `where`, as memarea places its
 /// own host memory: where is checked first (invalid_value for an unknown policy or an empty
 /// set, invalid_device for a node that does not exist), the range must be entirely mapped
