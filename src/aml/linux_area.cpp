@@ -475,7 +475,7 @@ int aml_area_linux_check_binding(aml_area_linux_data* area_data, void* ptr, size
     dh::placement expected;
     if (const int code = placement_of(*area_data, &expected); code != AML_SUCCESS)
       return fail_code(code);
-    if (!dh::available())
+    if (!memarea::host::numa_available())
       return policy == AML_AREA_LINUX_POLICY_DEFAULT || dh::mask_has(expected.nodes, 0) ? 1 : 0;
     dh::node_mask allowed;
     if (!dh::allowed_nodes(&allowed).ok()) return fail_code(AML_FAILURE);
