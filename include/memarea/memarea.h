@@ -114,7 +114,11 @@ enum {
   MEMAREA_AREA_MAPPED = 1u << 2,  /**< host memory mapped on the device */
   MEMAREA_AREA_GLOBAL = 1u << 3   /**< visible to all devices (portable / attach global) */
 };
-/** Per-call options of memarea_area_mmap. */
+/** Per-call options of memarea_area_mmap; start from MEMAREA_MMAP_OPTIONS_INIT. The library
+ *  reads all three members and the structure has no size field, so its layout is the ABI: a
+ *  program compiled against a memarea.h whose memarea_mmap_options has no `tag` passes a
+ *  smaller structure, which memarea_area_mmap would read past its end. Rebuild such a program
+ *  against this header (libmemarea 0.x keeps no ABI between versions: docs/addons.md). */
 typedef struct memarea_mmap_options {
   int device; /**< -1: the area's device; any valid ordinal, 0 included, overrides it */
   void *ptr;  /**< MAPPED without HOST: the existing host range to register */
