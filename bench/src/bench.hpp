@@ -31,7 +31,7 @@ struct row {
   double memarea = 0;    ///< memarea's figure (median of memarea_spread)
   double raw = 0;        ///< the baseline's figure (median of raw_spread), 0 when there is none
   std::string raw_name;  ///< what the raw figure is, e.g. "cuMemAlloc+cuMemFree"; or why none
-  std::string target;    ///< the issue's target, e.g. ">= 0.98x raw", checked in `met`
+  std::string target;    ///< the row's target, e.g. ">= 0.98x raw", checked in `met`
   bool met = true;       ///< whether the target is met
   std::string note;      ///< anything else
   spread memarea_spread; ///< memarea's min-median-max over its repetitions

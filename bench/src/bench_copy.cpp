@@ -11,8 +11,8 @@
 // at least 0.98x the raw call's speed. With the entry clock (bench/cuda-entry-clock, a
 // libcuda.so.1 in front of the real one that stamps each cuMemcpyAsync's entry) first on
 // LD_LIBRARY_PATH, the same three rows are made "to the driver call" instead: each call runs
-// from the clock read before it to the stamp at the driver's entry, the definition of
-// the fixed cost (under 50 ns), free of what the driver does after (for copy: the wait).
+// from the clock read before it to the stamp at the driver's entry, the span the fixed-cost
+// target (under 50 ns) names, free of what the driver does after (for copy: the wait).
 #include "bench/src/bench.hpp"
 #include "bench/src/raw_cuda.hpp"
 #include "bench/src/raw_driver.hpp"

@@ -23,6 +23,8 @@
 //    no copies; MPI_Barrier for reference; one rank's copies while the others make no device
 //    call; the staged path's device-to-host copy alone), each side by side with the
 //    MPI_Sendrecv paths.
+#include "bench_mpi_halo.hpp"
+
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
@@ -42,13 +44,13 @@
 #include <fstream>
 #include <functional>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace {
 
+using namespace memarea_bench_mpi;
 namespace mm = memarea::mpi;
 using clock_type = std::chrono::steady_clock;
 
@@ -61,11 +63,6 @@ struct spread {
 spread spread_of(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return {t.front(), t[t.size() / 2], t.back()};
-}
-
-std::string size_name(std::size_t n) {
-  if (n >= (std::size_t{1} << 20)) return fmt::format("{} MiB", n >> 20);
-  return fmt::format("{} KiB", n >> 10);
 }
 
 std::string ratio_text(double ours, double theirs) {
@@ -81,16 +78,6 @@ bool mpi_cuda_aware() {
   using query_fn = int (*)();
   auto q = reinterpret_cast<query_fn>(dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support"));
   return q && q() == 1;
-}
-
-std::vector<unsigned char> pattern(std::uint64_t seed, std::size_t n) {
-  std::mt19937_64 gen(seed * 0x9e3779b97f4a7c15ull + 7);
-  std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; i += 8) {
-    std::uint64_t x = gen();
-    std::memcpy(v.data() + i, &x, std::min<std::size_t>(8, n - i));
-  }
-  return v;
 }
 
 /// One timed operation per call, the slowest rank's time per repetition (microseconds).
@@ -129,125 +116,6 @@ double time_one(MPI_Comm comm, const std::function<void()>& step,
   double t = std::chrono::duration<double, std::micro>(clock_type::now() - a).count();
   MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
   return t;
-}
-
-/// One rank's halo exchange of `side` bytes per side in a periodic ring over the node, by each
-/// path: it sends its first `side` bytes of `send` to its left neighbour and its last ones to
-/// its right one. Halos: [from the left | from the right].
-struct halo {
-  std::size_t side = 0;
-  mm::shared_window* win = nullptr;
-  int left = 0, right = 0;            ///< node ranks
-  int left_rank = 0, right_rank = 0;  ///< ranks of MPI_COMM_WORLD
-  char* send = nullptr;               ///< device: [first side bytes | last side bytes]
-  char* recv = nullptr;               ///< device: the MPI_Sendrecv paths' halos
-  char* host_send = nullptr;          ///< pinned host staging
-  char* host_recv = nullptr;
-  char* host_stage = nullptr;         ///< pinned host: the window's host-staged copies
-  memarea::stream* s = nullptr;
-  MPI_Comm node = MPI_COMM_NULL;  ///< the window's node communicator
-  int turn = 0;                   ///< this rank's place among the node ranks on its device
-  int turns = 1;                  ///< the most node ranks that share one device
-
-  /// The window's step where ranks share a device: they take turns, one rank of each device
-  /// copying at a time (ranks of different devices copy at once), each turn ended by the node
-  /// barrier after its copies completed; the last barrier is the fence. The GPU runs one
-  /// process's context at a time: two processes queueing work at once make it switch between
-  /// them.
-  void window_turns() const {
-    for (int t = 0; t < turns; ++t) {
-      if (t == turn) {
-        copies();
-        s->synchronize();
-      }
-      MPI_Barrier(node);
-    }
-  }
-
-  /// Into the left neighbour's right halo and the right one's left halo, then the fence.
-  void window() const {
-    copies();
-    win->fence(*s);
-  }
-  /// The window's step with its copies staged through pinned host memory: this rank's send
-  /// bytes to the host, then from there into the neighbours' segments, on the stream, then the
-  /// fence. Where processes share a GPU, device-to-device copies of two processes wait for
-  /// each other's time slices; copies to and from host memory do not (docs/mpi.md).
-  void window_staged() const {
-    memarea::copy_async(host_stage, send, 2 * side, *s);
-    memarea::copy_async(static_cast<char*>(win->remote(left)) + side, host_stage, side, *s);
-    memarea::copy_async(win->remote(right), host_stage + side, side, *s);
-    win->fence(*s);
-  }
-  /// The window step's copies alone, queued on the stream.
-  void copies() const {
-    memarea::copy_async(static_cast<char*>(win->remote(left)) + side, send, side, *s);
-    memarea::copy_async(win->remote(right), send + side, side, *s);
-  }
-  void mpi(const char* sendbuf, char* recvbuf) const {
-    const int count = static_cast<int>(side);
-    MPI_Sendrecv(sendbuf, count, MPI_BYTE, left_rank, 1, recvbuf + side, count, MPI_BYTE,
-                 right_rank, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(sendbuf + side, count, MPI_BYTE, right_rank, 2, recvbuf, count, MPI_BYTE,
-                 left_rank, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  }
-  void staged() const {
-    memarea::copy(host_send, send, 2 * side);
-    mpi(host_send, host_recv);
-    memarea::copy(recv, host_recv, 2 * side);
-  }
-  void aware() const { mpi(send, recv); }
-  /// The same bytes, within this rank's own device, fenced alike.
-  void device_copy() const {
-    memarea::copy_async(recv + side, send, side, *s);
-    memarea::copy_async(recv, send + side, side, *s);
-    win->fence(*s);
-  }
-  char* link_left = nullptr;   ///< this rank's own buffer on its left neighbour's device
-  char* link_right = nullptr;  ///< and on its right neighbour's device
-  /// Where neighbours are on other devices: the same bytes copied by this process into buffers
-  /// of its own on the neighbours' devices (a peer copy, no IPC), fenced alike. The bandwidth the
-  /// devices' copy engines and the link between them give, which bounds the window's halo there.
-  void link_copy() const {
-    memarea::copy_async(link_left, send, side, *s);
-    memarea::copy_async(link_right, send + side, side, *s);
-    win->fence(*s);
-  }
-};
-
-/// This rank's send data for a side: random per rank and size, so that a check finds any byte in
-/// the wrong place.
-std::vector<unsigned char> send_data(int rank, std::size_t side) {
-  return pattern(std::uint64_t(rank) * 977 + side, 2 * side);
-}
-
-/// Zeroes 2 * side bytes of a halo (untimed), so that a check tells what a step delivered.
-void clear(void* halos, std::size_t side) {
-  memarea::copy(halos, std::vector<unsigned char>(2 * side).data(), 2 * side);
-}
-
-/// What a rank's halos must hold after a step: its neighbours' send data.
-struct expected_halos {
-  std::vector<unsigned char> left, right;
-  explicit expected_halos(const halo& h)
-      : left(send_data(h.left_rank, h.side)), right(send_data(h.right_rank, h.side)) {}
-};
-
-/// Checks (untimed, collective) that the halos hold the neighbours' data, byte for byte; counts a
-/// failure on every rank when any rank's differ.
-void check_halos(const halo& h, const expected_halos& e, const char* what, const char* halos,
-                 int& failures) {
-  const std::size_t side = h.side;
-  std::vector<unsigned char> got(2 * side);
-  memarea::copy(got.data(), halos, 2 * side);
-  bool ok = std::memcmp(got.data(), e.left.data() + side, side) == 0 &&
-            std::memcmp(got.data() + side, e.right.data(), side) == 0;
-  int all_ok = ok;
-  MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_ok) {
-    ++failures;
-    if (g_rank == 0) std::fprintf(stderr, "%s %s: received bytes differ\n", what, size_name(side).c_str());
-  }
 }
 
 /// "N.NNx faster than the faster MPI_Sendrecv" for a window figure against the MPI paths'.

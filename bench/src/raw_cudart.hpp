@@ -1,4 +1,4 @@
-// The CUDA runtime (libcudart) for the benches whose issue names a runtime call: loaded with
+// The CUDA runtime (libcudart) for the benches whose baseline is a runtime call: loaded with
 // dlopen at run time, never linked, so the tool still runs where it is absent (the row is then
 // skipped). Only meaningful when the active backend is CUDA (see raw_cuda()).
 #pragma once

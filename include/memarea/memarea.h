@@ -114,7 +114,11 @@ enum {
   MEMAREA_AREA_MAPPED = 1u << 2,  /**< host memory mapped on the device */
   MEMAREA_AREA_GLOBAL = 1u << 3   /**< visible to all devices (portable / attach global) */
 };
-/** Per-call options of memarea_area_mmap. */
+/** Per-call options of memarea_area_mmap; start from MEMAREA_MMAP_OPTIONS_INIT. The library
+ *  reads all three members and the structure has no size field, so its layout is the ABI: a
+ *  program compiled against a memarea.h whose memarea_mmap_options has no `tag` passes a
+ *  smaller structure, which memarea_area_mmap would read past its end. Rebuild such a program
+ *  against this header (libmemarea 0.x keeps no ABI between versions: docs/addons.md). */
 typedef struct memarea_mmap_options {
   int device; /**< -1: the area's device; any valid ordinal, 0 included, overrides it */
   void *ptr;  /**< MAPPED without HOST: the existing host range to register */
@@ -186,7 +190,11 @@ MEMAREA_API memarea_status memarea_free_tagged(void *ptr, size_t size, const voi
 /** *overlaps: 1 when a byte of [ptr, ptr+size) lies in memory memarea allocated or mapped (an
  *  area's, a pool's blocks, managed and pageable host memory, IPC and shareable mappings), else
  *  0. For code that maps memory at a fixed address (mmap's MAP_FIXED) and must not replace
- *  memory memarea keeps records of. Size 0: MEMAREA_ERROR_INVALID_VALUE. */
+ *  memory memarea keeps records of. Advisory: a snapshot of memarea's records, which another
+ *  thread may change as soon as it returns (memory mapped but not yet recorded, or freed just
+ *  after, is not seen), so a check followed by MAP_FIXED is a race; map with
+ *  MAP_FIXED_NOREPLACE where the range may hold free pages. Size 0:
+ *  MEMAREA_ERROR_INVALID_VALUE. */
 MEMAREA_API memarea_status memarea_range_overlaps(int *overlaps, const void *ptr, size_t size);
 
 /* ---------------------------------------------------------------------------------------- */

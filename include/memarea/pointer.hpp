@@ -60,7 +60,10 @@ const void* tag_of(const void* ptr);
 void free_tagged(void* ptr, std::size_t size, const void* tag);
 /// Whether a byte of [ptr, ptr+size) lies in memory memarea allocated or mapped (an area's, a
 /// pool's blocks, managed and pageable host memory, IPC and shareable mappings): what code
-/// that maps at a fixed address (MAP_FIXED) must not replace. invalid_value for size 0.
+/// that maps at a fixed address (MAP_FIXED) must not replace. Advisory: a snapshot of memarea's
+/// records, which another thread may change as soon as it returns (memory mapped but not yet
+/// recorded, or freed just after, is not seen), so a check followed by MAP_FIXED is a race;
+/// map with MAP_FIXED_NOREPLACE where the range may hold free pages. invalid_value for size 0.
 bool overlaps_allocation(const void* ptr, std::size_t size);
 
 namespace detail {

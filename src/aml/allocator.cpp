@@ -24,7 +24,7 @@ std::optional<memarea::pool> make_allocator_pool(const int* device, const unsign
   po.alignment = alignment;
   po.host_node = host_node;
   std::optional<memarea::pool> pool;
-  (void)call("aml allocator create", [&] {
+  (void)memarea::c_call("aml allocator create", [&] {
     if (device)
       pool.emplace(memarea::area(*device, *flags), po);
     else
@@ -61,26 +61,26 @@ std::optional<memarea::pool> pool_for_area(const aml_area* area, const aml_area_
 
 void* pooled_alloc(memarea::pool& pool, std::size_t size) noexcept {
   void* p = nullptr;
-  const memarea_status s = call("aml_alloc", [&] { p = pool.allocate(size); });
+  const memarea_status s = memarea::c_call("aml_alloc", [&] { p = pool.allocate(size); });
   if (s != MEMAREA_SUCCESS) return fail_null(s);
   return p;
 }
 
 int pooled_free(memarea::pool& pool, void* ptr) noexcept {
-  const memarea_status s = call("aml_free", [&] { pool.deallocate(ptr); });
+  const memarea_status s = memarea::c_call("aml_free", [&] { pool.deallocate(ptr); });
   return s == MEMAREA_SUCCESS ? AML_SUCCESS : -code_of(s);
 }
 
 bool pooled_live(const memarea::pool& pool) noexcept {
   memarea::pool_stats st{};
-  const memarea_status s = call("aml allocator destroy", [&] { st = pool.stats(); });
+  const memarea_status s = memarea::c_call("aml allocator destroy", [&] { st = pool.stats(); });
   // bytes_in_use counts live pieces and pieces held for IPC; a failing read refuses too.
   return s != MEMAREA_SUCCESS || st.live_allocations > 0 || st.bytes_in_use > 0;
 }
 
 int pooled_destroy(std::optional<memarea::pool>& pool) noexcept {
   if (!pool) return AML_SUCCESS;
-  const memarea_status s = call("aml allocator destroy", [&] { pool->destroy(); });
+  const memarea_status s = memarea::c_call("aml allocator destroy", [&] { pool->destroy(); });
   if (s != MEMAREA_SUCCESS) return -code_of(s);
   pool.reset();
   return AML_SUCCESS;

@@ -69,15 +69,6 @@ void* fail_null_code(int code) noexcept {
   return nullptr;
 }
 
-memarea_status report(const char* fn, memarea_status s, const char* message) noexcept {
-  try {
-    const std::string text = std::string(fn) + ": " + (message ? message : "");
-    return memarea_set_last_error(s, text.c_str());
-  } catch (...) {  // out of host memory: the call's name alone
-    return memarea_set_last_error(s, fn);
-  }
-}
-
 int fail_code(int code) noexcept {
   t_errno = code;
   t_reason.clear();

@@ -1,14 +1,14 @@
-// Internals shared by libmemarea-aml's sources (src/aml): the AML code of a memarea status, the
-// per-thread aml_errno, and how a call of memarea's C++ API reports a failure. libmemarea-aml
-// uses memarea's public API only (include/memarea), as any program would.
+// Internals shared by libmemarea-aml's sources (src/aml): the AML code of a memarea status and
+// the per-thread aml_errno. A call of memarea's C++ API reports a failure through memarea::c_call
+// (<memarea/c_call.hpp>), as memarea's own C calls do. libmemarea-aml uses memarea's public API
+// only (include/memarea), as any program would.
 #pragma once
 
+#include <memarea/c_call.hpp>
 #include <memarea/error.hpp>
 #include <memarea/memarea.h>
 
 #include <cstring>
-#include <exception>
-#include <new>
 
 struct aml_area_data;
 
@@ -32,28 +32,6 @@ int fail_status(memarea_status s) noexcept;
 void* fail_null_code(int code) noexcept;
 /// As fail_null_code, for an int call: returns -code.
 int fail_code(int code) noexcept;
-
-/// Makes "fn: message" this thread's memarea message (memarea_set_last_error) and returns s.
-memarea_status report(const char* fn, memarea_status s, const char* message) noexcept;
-
-/// Runs f, which calls memarea's C++ API: success, or the status of what f threw, with memarea's
-/// message for this thread set to "fn: <the exception's message>", as memarea's own C calls set
-/// it. So an AML call reports a failure exactly as a call of memarea's C API does.
-template <class F>
-memarea_status call(const char* fn, F&& f) noexcept {
-  try {
-    f();
-    return MEMAREA_SUCCESS;
-  } catch (const error& e) {
-    return report(fn, static_cast<memarea_status>(e.status()), e.message().c_str());
-  } catch (const std::bad_alloc&) {
-    return report(fn, MEMAREA_ERROR_OUT_OF_MEMORY, "out of host memory");
-  } catch (const std::exception& e) {
-    return report(fn, MEMAREA_ERROR_UNKNOWN, e.what());
-  } catch (...) {
-    return report(fn, MEMAREA_ERROR_UNKNOWN, "unknown exception");
-  }
-}
 
 /// The integer a C caller stored in an enum. C may store any int; reading it as the enum type
 /// when it is out of range is undefined in C++, so it is read through its bytes.

@@ -82,7 +82,7 @@ void* mmap_impl(const aml_area_data* data, size_t size, aml_area_mmap_options* o
   const int option_device = o ? o->device : -1;
   void* option_ptr = o ? o->ptr : nullptr;
   void* result = nullptr;
-  memarea_status s = memarea::aml::call("aml_area_mmap", [&] {
+  memarea_status s = memarea::c_call("aml_area_mmap", [&] {
     if (static_cast<unsigned>(a->flags) & ~kAllFlags)
       throw memarea::error(memarea::errc::invalid_value, "unknown flag bits");
     result = memarea::area(a->device, static_cast<unsigned>(a->flags))
@@ -94,7 +94,7 @@ void* mmap_impl(const aml_area_data* data, size_t size, aml_area_mmap_options* o
 
 int munmap_impl(const aml_area_data*, void* ptr, size_t size) {
   // Any CUDA or HIP area of this library's memory (its tag), with exactly the mmap's size.
-  memarea_status s = memarea::aml::call("aml_area_munmap", [&] {
+  memarea_status s = memarea::c_call("aml_area_munmap", [&] {
     if (ptr && size == 0)
       throw memarea::error(memarea::errc::invalid_value, "size 0 does not match the mmap's");
     memarea::free_tagged(ptr, size, tag());

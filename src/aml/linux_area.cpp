@@ -43,6 +43,11 @@ constexpr std::size_t kWordBits = sizeof(unsigned long) * CHAR_BIT;
 /// MPOL_PREFERRED_MANY (Linux 5.15), which numaif.h before libnuma 2.0.15 does not name.
 constexpr int kPreferredMany = 5;
 
+#ifndef MAP_FIXED_NOREPLACE
+/// Linux 4.17's mmap flag, which C libraries before glibc 2.28 do not name.
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
 /// The tag of this area's memory (memarea::tag_of): its address, never its value.
 // Writable, not const: identical read-only constants may be merged (-fmerge-all-constants,
 // identical-code folding), which would give two areas one tag.
@@ -217,23 +222,57 @@ bool plain_memory(const aml_area_linux_mmap_options& o) noexcept {
          o.offset == 0;
 }
 
+/// mmap(2) at exactly o.ptr, replacing nothing: MAP_FIXED_NOREPLACE, which the kernel fails with
+/// EEXIST when anything is mapped in the range. A kernel before Linux 4.17 ignores the flag and
+/// takes the address as a hint, so an answer elsewhere is unmapped and reads as EEXIST too.
+void* map_noreplace(std::size_t size, const aml_area_linux_mmap_options& o) {
+  const int flags = (o.flags & ~MAP_FIXED) | MAP_FIXED_NOREPLACE;
+  void* p = fresh_mmap(o.ptr, size, o.mode, flags, o.fd, o.offset);
+  if (p != MAP_FAILED && p != o.ptr) {
+    ::munmap(p, size);
+    errno = EEXIST;
+    return MAP_FAILED;
+  }
+  return p;
+}
+
+/// The caller's fixed-address mmap (MAP_FIXED or MAP_FIXED_NOREPLACE). MAP_FIXED replaces what
+/// is there only when the whole range is mapped already (the caller's reservation, say) and
+/// none of it is memory that memarea or the own-mappings list records: a range with no hole
+/// cannot receive another thread's new mapping between that check and the mmap. Any other range
+/// is mapped with map_noreplace, so a mapping that another thread makes in a hole meanwhile is
+/// never replaced: the kernel refuses instead. MAP_FAILED with errno EEXIST when refused.
+void* map_fixed(std::size_t size, const aml_area_linux_mmap_options& o) {
+  const std::uintptr_t begin = addr(o.ptr);
+  if (size > UINTPTR_MAX - begin) {
+    errno = EINVAL;
+    return MAP_FAILED;
+  }
+  const std::uintptr_t end = begin + page_round(size);
+  const bool replaces = (o.flags & MAP_FIXED) && !(o.flags & MAP_FIXED_NOREPLACE);
+  if (!replaces || !dh::range_mapped(o.ptr, size)) return map_noreplace(size, o);
+  auto& t = mappings();
+  bool taken = false;
+  {
+    std::lock_guard lock(t.m);
+    taken = overlaps_recorded(t, begin, end);
+  }
+  if (taken || overlaps_memarea(begin, end)) {
+    errno = EEXIST;
+    return MAP_FAILED;
+  }
+  return fresh_mmap(o.ptr, size, o.mode, o.flags, o.fd, o.offset);
+}
+
 /// mmap(2) with the caller's arguments, then `where` (pages already there move), recorded in
-/// the own-mappings list. MAP_FIXED over memory that memarea or this list records is refused:
-/// it would silently replace memory whose records would then lie.
+/// the own-mappings list. A fixed address never replaces memory that memarea or this list
+/// records, nor a mapping another thread makes meanwhile (map_fixed): that is -AML_EINVAL.
 void* map_own(const dh::placement& where, std::size_t size, const aml_area_linux_mmap_options& o) {
   auto& t = mappings();
-  if (o.flags & MAP_FIXED) {
-    const std::uintptr_t begin = addr(o.ptr);
-    if (size > UINTPTR_MAX - begin) return memarea::aml::fail_null_code(AML_EINVAL);
-    const std::uintptr_t end = begin + page_round(size);
-    bool taken = false;
-    {
-      std::lock_guard lock(t.m);
-      taken = overlaps_recorded(t, begin, end);
-    }
-    if (taken || overlaps_memarea(begin, end)) return memarea::aml::fail_null_code(AML_EINVAL);
-  }
-  void* p = fresh_mmap(o.ptr, size, o.mode, o.flags, o.fd, o.offset);
+  void* p = (o.flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))
+                ? map_fixed(size, o)
+                : fresh_mmap(o.ptr, size, o.mode, o.flags, o.fd, o.offset);
+  if (p == MAP_FAILED && errno == EEXIST) return memarea::aml::fail_null_code(AML_EINVAL);
   if (p == MAP_FAILED) return memarea::aml::fail_null_code(code_of_errno(errno));
   if (where.mode != dh::policy::default_policy) {
     const dh::status s = dh::set_policy(p, size, where, true);
@@ -243,7 +282,7 @@ void* map_own(const dh::placement& where, std::size_t size, const aml_area_linux
         errno = s.native;
         return memarea::aml::fail_null_code(AML_FAILURE);  // the kernel refused the policy
       }
-      return memarea::aml::fail_null(memarea::aml::report(
+      return memarea::aml::fail_null(memarea::c_report(
           "aml_area_mmap", static_cast<memarea_status>(s.code),
           s.code == memarea::errc::invalid_device
               ? "the area's node set names a NUMA node that does not exist"
@@ -269,7 +308,7 @@ void* map_memory(const dh::placement& where, std::size_t size, aml_area_mmap_opt
   if (o && !plain_memory(*o)) return map_own(where, size, *o);
   void* hint = o ? o->ptr : nullptr;
   void* p = nullptr;
-  const memarea_status s = memarea::aml::call("aml_area_mmap", [&] {
+  const memarea_status s = memarea::c_call("aml_area_mmap", [&] {
     p = memarea::host::allocate_placed(size, where, hint, tag());
   });
   if (s != MEMAREA_SUCCESS) return memarea::aml::fail_null(s);
@@ -436,7 +475,7 @@ int aml_area_linux_check_binding(aml_area_linux_data* area_data, void* ptr, size
     dh::placement expected;
     if (const int code = placement_of(*area_data, &expected); code != AML_SUCCESS)
       return fail_code(code);
-    if (!dh::available())
+    if (!memarea::host::numa_available())
       return policy == AML_AREA_LINUX_POLICY_DEFAULT || dh::mask_has(expected.nodes, 0) ? 1 : 0;
     dh::node_mask allowed;
     if (!dh::allowed_nodes(&allowed).ok()) return fail_code(AML_FAILURE);
@@ -498,7 +537,7 @@ int aml_area_linux_munmap(const aml_area_data* area_data, void* ptr, const size_
   }
   if (found && found->base == ptr) {
     const memarea_status s =
-        memarea::aml::call("aml_area_munmap", [&] { memarea::free_tagged(ptr, size, tag()); });
+        memarea::c_call("aml_area_munmap", [&] { memarea::free_tagged(ptr, size, tag()); });
     return s == MEMAREA_SUCCESS ? AML_SUCCESS : memarea::aml::fail_status(s);
   }
   auto& t = mappings();

@@ -47,7 +47,7 @@ errc errc_of(int err) noexcept {
 
 bool node_exists(int node) noexcept {
   if (node < 0) return false;
-  if (!available()) return node == 0;
+  if (!memarea::host::numa_available()) return node == 0;
   if (node > ::numa_max_node()) return false;
   if (numa_nodes_ptr != nullptr)
     return ::numa_bitmask_isbitset(numa_nodes_ptr, static_cast<unsigned>(node)) != 0;
@@ -154,8 +154,6 @@ std::size_t mask_count(const node_mask& mask) noexcept {
   return n;
 }
 
-bool available() noexcept { return ::numa_available() >= 0; }
-
 std::size_t page_size() noexcept {
   // Cached without a guard: a function-local static's guard could be left pending by fork().
   static constinit std::atomic<std::size_t> cached{0};
@@ -168,6 +166,14 @@ std::size_t page_size() noexcept {
   return ps;
 }
 
+bool range_mapped(const void* ptr, std::size_t size) noexcept {
+  if (size == 0) return false;
+  const std::uintptr_t ps = page_size();
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  if (size > UINTPTR_MAX - p || p + size > UINTPTR_MAX - (ps - 1)) return false;
+  return check_mapped(p & ~(ps - 1), (p + size + ps - 1) & ~(ps - 1)).ok();
+}
+
 status set_policy(const void* ptr, std::size_t size, const placement& where, bool move) {
   if (!ptr || size == 0) return {errc::invalid_value, 0};
   const std::uintptr_t ps = page_size();
@@ -177,7 +183,7 @@ status set_policy(const void* ptr, std::size_t size, const placement& where, boo
   const std::uintptr_t end = (p + size + ps - 1) & ~(ps - 1);
   if (status s = validate(where); !s.ok()) return s;
   if (status s = check_mapped(begin, end); !s.ok()) return s;
-  if (!available()) return {};  // one node: nothing to choose between
+  if (!memarea::host::numa_available()) return {};  // one node: nothing to choose between
   if (const int err = apply(reinterpret_cast<void*>(begin), end - begin, where,
                             move ? MPOL_MF_MOVE : 0U);
       err != 0) {
@@ -191,7 +197,7 @@ status set_policy(const void* ptr, std::size_t size, const placement& where, boo
 
 status policy_at(const void* addr, int* mode, node_mask* nodes) {
   if (!mode || !nodes) return {errc::invalid_value, 0};
-  if (!available()) return {errc::not_supported, 0};
+  if (!memarea::host::numa_available()) return {errc::not_supported, 0};
   node_mask mask(kernel_mask_words(), 0UL);
   int kernel_mode = 0;
   // The kernel writes maxnode-1 bits rounded up to whole words: one word fewer than the buffer.
@@ -208,7 +214,7 @@ status policy_at(const void* addr, int* mode, node_mask* nodes) {
 
 status allowed_nodes(node_mask* nodes) {
   if (!nodes) return {errc::invalid_value, 0};
-  if (!available()) {
+  if (!memarea::host::numa_available()) {
     node_mask only_zero;
     mask_add(only_zero, 0);
     *nodes = std::move(only_zero);

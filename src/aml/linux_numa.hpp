@@ -1,9 +1,14 @@
 // The NUMA system calls of AML's linux area (linux_area.cpp) on any mapped range: setting a
 // range's memory policy (aml_area_linux_mbind, and mmaps with options, which are the caller's
-// own mappings), reading it back (aml_area_linux_check_binding) and the nodes the process may
-// use. libmemarea-aml makes them itself, over libnuma, which AML programs link anyway: memarea's
-// API places only memarea's own memory (memarea::host::allocate_placed), and AML's calls report
-// the kernel's refusal through errno, which only the caller of mbind(2) sees.
+// own mappings), reading it back (aml_area_linux_check_binding), the nodes the process may use
+// and whether a range is mapped. Where memarea's public API offers the same, the area uses it:
+// memory memarea places (memarea::host::allocate_placed), whether NUMA is available
+// (memarea::host::numa_available). The rest repeats rules of memarea's own host layer (a
+// placement's checks, MPOL_PREFERRED_MANY with its fallback, errno's meaning) because the
+// public API places only memarea's own memory and has no call for a policy over any mapped
+// range, the policy at an address, or the process's allowed nodes; and AML's calls report the
+// kernel's refusal through errno, which only the caller of mbind(2) sees. Over libnuma, which
+// AML programs link anyway.
 #pragma once
 
 #include <memarea/error.hpp>
@@ -37,10 +42,11 @@ struct status {
   bool ok() const noexcept { return code == errc::success; }
 };
 
-/// True when the kernel supports NUMA placement.
-bool available() noexcept;
 /// The host's page size.
 std::size_t page_size() noexcept;
+/// Whether every page of [ptr, ptr+size) (rounded out to pages) is mapped (mincore(2), which
+/// has no side effects); false for size 0 or a range past the end of the address space.
+bool range_mapped(const void* ptr, std::size_t size) noexcept;
 /// Sets the policy of [ptr, ptr+size), rounded out to pages, to `where`, as memarea places its
 /// own host memory: where is checked first (invalid_value for an unknown policy or an empty
 /// set, invalid_device for a node that does not exist), the range must be entirely mapped

@@ -107,9 +107,17 @@ int aml_allocator_sized_destroy(aml_allocator** allocator) {
   if (!allocator || !*allocator || (*allocator)->ops != &aml_allocator_sized) return -AML_EINVAL;
   sized_state* s = state_of((*allocator)->data);
   if (!s) return -AML_EINVAL;
-  // AML documents that destruction unmaps everything, pieces still allocated included: a
-  // forced destroy of the pool (its destructor) gives back its live pieces too.
-  const int err = s->pool ? AML_SUCCESS : unmap_all(*s);
+  // AML documents that destruction unmaps everything, pieces still allocated included. With no
+  // piece live, the pool's own destroy, whose failure is returned (memarea's message set). Else
+  // a forced destroy, the pool's destructor (delete s), which gives back live pieces too;
+  // memarea's API reports its failure (not a live pool, no host memory) only to the
+  // release-failure record (take_release_failures), not to its caller.
+  int err = AML_SUCCESS;
+  if (!s->pool) {
+    err = unmap_all(*s);
+  } else if (!memarea::aml::pooled_live(*s->pool)) {
+    err = memarea::aml::pooled_destroy(s->pool);
+  }
   delete s;
   *allocator = nullptr;
   return err;

@@ -1,12 +1,14 @@
 // How every C entry point turns C++ exceptions into a status and a thread-local message.
 #pragma once
 
+#include <memarea/c_call.hpp>
 #include <memarea/error.hpp>
 #include <memarea/memarea.h>
 
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 
 /// The object behind memarea_area_t: an area's value.
 struct memarea_area {
@@ -22,37 +24,23 @@ void set_last_error(const std::string& message);
 /// Clears it (the start of every call).
 void clear_last_error();
 
-/// Runs f; success, or the status of the memarea::error it threw (with its message kept).
+/// Runs f; success, or the status of what it threw, with "fn: <its message>" kept as the
+/// thread's message (the public helper add-ons use too, <memarea/c_call.hpp>).
 template <class F>
 memarea_status c_call(const char* fn, F&& f) noexcept {
-  try {
-    f();
-    return MEMAREA_SUCCESS;
-  } catch (const error& e) {
-    set_last_error(std::string(fn) + ": " + e.message());
-    return static_cast<memarea_status>(e.status());
-  } catch (const std::bad_alloc&) {
-    set_last_error(std::string(fn) + ": out of host memory");
-    return MEMAREA_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    set_last_error(std::string(fn) + ": " + e.what());
-    return MEMAREA_ERROR_UNKNOWN;
-  } catch (...) {
-    set_last_error(std::string(fn) + ": unknown exception");
-    return MEMAREA_ERROR_UNKNOWN;
-  }
+  return memarea::c_call(fn, std::forward<F>(f));
 }
 
 /// c_call for the hot paths (an import hit, export, lookup, copies: there the C API should cost
-/// no more than a few nanoseconds over C++). Success runs f in the caller's frame; only a failure goes through c_call,
-/// which rethrows it (inside this handler) to make its status and message.
+/// no more than a few nanoseconds over C++). Success runs f in the caller's frame; only a
+/// failure leaves it, for the out-of-line c_status_of_exception.
 template <class F>
 [[gnu::always_inline]] inline memarea_status c_call_hot(const char* fn, F&& f) noexcept {
   try {
     f();
     return MEMAREA_SUCCESS;
   } catch (...) {
-    return c_call(fn, [] { throw; });
+    return memarea::c_status_of_exception(fn);
   }
 }
 

@@ -1,8 +1,10 @@
 // The C API of libmemarea_mpi (include/memarea/mpi.h) over the C++ one. Failures report as
 // memarea's own C calls do, a status and this thread's memarea_last_error_message (set through
-// memarea_set_last_error: libmemarea_mpi uses memarea's public API only).
+// memarea::c_call, over the public memarea_set_last_error: libmemarea_mpi uses memarea's
+// public API only).
 #include "shared.hpp"
 
+#include <memarea/c_call.hpp>
 #include <memarea/mpi.h>
 #include <memarea/mpi.hpp>
 #include <memarea/pointer.hpp>
@@ -60,40 +62,22 @@ using memarea::error;
 thread_local memarea_mpi_failure t_failure = MEMAREA_MPI_FAILURE_NONE;
 thread_local int t_failed_rank = -1;
 
-/// Makes "fn: message" this thread's memarea message and returns s.
-memarea_status report(const char* fn, memarea_status s, const char* message) noexcept {
-  try {
-    return memarea_set_last_error(s, fmt::format("{}: {}", fn, message).c_str());
-  } catch (...) {  // out of host memory: the call's name alone
-    return memarea_set_last_error(s, fn);
-  }
-}
-
 /// Runs f: success, or the status of what it threw with "fn: <its message>" as this thread's
-/// memarea message (as memarea's own C calls), recording why a collective failed for
-/// memarea_mpi_last_failure.
+/// memarea message (memarea::c_call, as memarea's own C calls), recording why a collective
+/// failed for memarea_mpi_last_failure.
 template <class F>
 memarea_status mpi_call(const char* fn, F&& f) noexcept {
   t_failure = MEMAREA_MPI_FAILURE_NONE;
   t_failed_rank = -1;
-  try {
+  return memarea::c_call(fn, [&] {
     try {
       f();
-      return MEMAREA_SUCCESS;
     } catch (const memarea::mpi::collective_error& e) {
       t_failure = static_cast<memarea_mpi_failure>(e.kind());
       t_failed_rank = e.rank();
       throw;
     }
-  } catch (const error& e) {
-    return report(fn, static_cast<memarea_status>(e.status()), e.message().c_str());
-  } catch (const std::bad_alloc&) {
-    return report(fn, MEMAREA_ERROR_OUT_OF_MEMORY, "out of host memory");
-  } catch (const std::exception& e) {
-    return report(fn, MEMAREA_ERROR_UNKNOWN, e.what());
-  } catch (...) {
-    return report(fn, MEMAREA_ERROR_UNKNOWN, "unknown exception");
-  }
+  });
 }
 
 /// Throws invalid_value when an output pointer is NULL.

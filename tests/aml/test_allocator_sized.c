@@ -171,6 +171,13 @@ static void test_gpu_area(struct aml_area *area, int device, int device_memory) 
       CHECK(memarea_pointer_get_info(&info, ptrs[15]) != MEMAREA_SUCCESS ||
             info.kind == MEMAREA_MEMORY_UNKNOWN);
     }
+    /* Destroy with every piece freed: the pool's own destroy, and the memory comes back. */
+    REQUIRE(aml_allocator_sized_create(&a, chunk, area, NULL) == AML_SUCCESS);
+    for (int i = 0; i < 3; ++i) REQUIRE((ptrs[i] = aml_alloc(a, chunk)) != NULL);
+    for (int i = 0; i < 3; ++i) CHECK_EQ(aml_free(a, ptrs[i]), AML_SUCCESS);
+    CHECK_EQ(aml_allocator_sized_destroy(&a), AML_SUCCESS);
+    CHECK(a == NULL);
+    if (device_memory) CHECK_EQ(device_free_memory(device), free_before);
   }
 }
 

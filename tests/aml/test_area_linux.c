@@ -8,6 +8,7 @@
 #include <aml/area/linux.h>
 #include <memarea/memarea.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -488,6 +489,82 @@ static void test_options_other(void) {
   aml_area_linux_destroy(&area);
 }
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older C libraries do not name it */
+#endif
+
+/** Whether [p, p+n) holds no mapping at all (mincore fails with ENOMEM on every page). */
+static int unmapped(const void *p, size_t n) {
+  unsigned char vec;
+  for (uintptr_t a = (uintptr_t)p; a < (uintptr_t)p + n; a += page)
+    if (mincore((void *)a, page, &vec) == 0 || errno != ENOMEM) return 0;
+  return 1;
+}
+
+/** A fixed address never replaces a mapping that another thread could be making meanwhile:
+ *  MAP_FIXED into free address space lands there; MAP_FIXED over a range with a hole (where
+ *  any thread's mmap could land between a check and the map) is refused, and so is
+ *  MAP_FIXED_NOREPLACE over any mapping; what the caller mapped stays as it was. */
+static void test_options_fixed(void) {
+  struct aml_area *area = NULL;
+  REQUIRE(aml_area_linux_create(&area, NULL, AML_AREA_LINUX_POLICY_DEFAULT) == AML_SUCCESS);
+  struct aml_area_linux_mmap_options fixed = {NULL, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                                              PROT_READ | PROT_WRITE, -1, 0};
+
+  /* free address space (a range given back just before) */
+  char *r = mmap(NULL, 8 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(r != MAP_FAILED);
+  REQUIRE(munmap(r, 8 * page) == 0);
+  fixed.ptr = r + page;
+  void *p = aml_area_mmap(area, 2 * page, (struct aml_area_mmap_options *)&fixed);
+  CHECK(p == r + page);
+  if (p) {
+    CHECK(write_read_random(p, 2 * page, 8));
+    CHECK_EQ(aml_area_munmap(area, p, 2 * page), AML_SUCCESS);
+  }
+
+  /* the caller's pages 0-1 and 4-7 with data, pages 2-3 a hole */
+  r = mmap(NULL, 8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(r != MAP_FAILED);
+  REQUIRE(write_read_random(r, 8 * page, 9));
+  REQUIRE(munmap(r + 2 * page, 2 * page) == 0);
+  unsigned char *before = malloc(8 * page);
+  REQUIRE(before != NULL);
+  memcpy(before, r, 2 * page);
+  memcpy(before + 4 * page, r + 4 * page, 4 * page);
+
+  fixed.ptr = r + page; /* pages 1-4: mapped, hole, hole, mapped */
+  aml_errno = AML_SUCCESS;
+  CHECK(aml_area_mmap(area, 4 * page, (struct aml_area_mmap_options *)&fixed) == NULL);
+  CHECK_EQ(aml_errno, AML_EINVAL);
+  CHECK(unmapped(r + 2 * page, 2 * page));
+
+  struct aml_area_linux_mmap_options noreplace = {
+      r + 4 * page, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, PROT_READ | PROT_WRITE,
+      -1, 0};
+  aml_errno = AML_SUCCESS;
+  CHECK(aml_area_mmap(area, page, (struct aml_area_mmap_options *)&noreplace) == NULL);
+  CHECK_EQ(aml_errno, AML_EINVAL);
+  CHECK(memcmp(before, r, 2 * page) == 0);
+  CHECK(memcmp(before + 4 * page, r + 4 * page, 4 * page) == 0);
+
+  /* NOREPLACE into the hole alone lands there; then MAP_FIXED over the whole range, all mapped
+   * now, is refused: part of it is the area's own mapping */
+  noreplace.ptr = r + 2 * page;
+  p = aml_area_mmap(area, 2 * page, (struct aml_area_mmap_options *)&noreplace);
+  CHECK(p == r + 2 * page);
+  fixed.ptr = r;
+  aml_errno = AML_SUCCESS;
+  CHECK(aml_area_mmap(area, 8 * page, (struct aml_area_mmap_options *)&fixed) == NULL);
+  CHECK_EQ(aml_errno, AML_EINVAL);
+  if (p) CHECK_EQ(aml_area_munmap(area, p, 2 * page), AML_SUCCESS);
+  CHECK(memcmp(before, r, 2 * page) == 0);
+  CHECK(memcmp(before + 4 * page, r + 4 * page, 4 * page) == 0);
+  REQUIRE(munmap(r, 8 * page) == 0);
+  free(before);
+  aml_area_linux_destroy(&area);
+}
+
 /** munmap frees only what a linux area mapped, with the size it was given. */
 static void test_munmap_refusals(void) {
   const size_t n = 3 * page;
@@ -779,6 +856,7 @@ int main(void) {
   test_options_plain_with_hint();
   test_options_file_shared();
   test_options_other();
+  test_options_fixed();
   test_munmap_refusals();
   test_mmap_without_binding();
   test_mbind_and_check_binding();

@@ -1,13 +1,15 @@
 // The API that libraries on top of memarea build on (libmemarea-aml and libmemarea_mpi use
 // nothing else): allocation tags and the free that checks them, pageable host memory with any
 // placement, the range query, a pool's sized free, an area's attributes, the error hook of C
-// add-ons, the release-failure report and the sweep with a dry run. C and C++ alike; runs in
-// every configuration (host memory needs no device; the rest skips where it needs one).
+// add-ons and its C++ helper (c_call), the release-failure report and the sweep with a dry run.
+// C and C++ alike; runs in every configuration (host memory needs no device; the rest skips
+// where it needs one).
 #include "api/addon_util.hpp"
 #include "api/common.hpp"
 #include "api/process_util.hpp"
 
 #include <memarea/area.hpp>
+#include <memarea/c_call.hpp>
 #include <memarea/c_interop.hpp>
 #include <memarea/error.hpp>
 #include <memarea/host.hpp>
@@ -213,6 +215,62 @@ TEST(AddonErrors, SetLastErrorIsTheThreadsMessage) {
   (void)memarea_set_last_error(MEMAREA_ERROR_UNKNOWN, "stale");
   EXPECT_EQ(memarea_free(nullptr), MEMAREA_ERROR_INVALID_VALUE);
   EXPECT_NE(std::string(memarea_last_error_message()).find("memarea_free"), std::string::npos);
+}
+
+// memarea::c_call turns whatever its function throws into the status and message memarea's C
+// API would give, and leaves a success alone; c_status_of_exception is its catch handler.
+TEST(AddonErrors, CCallTurnsEachExceptionIntoItsStatusAndMessage) {
+  auto message = [] { return std::string(memarea_last_error_message()); };
+
+  (void)memarea_set_last_error(MEMAREA_ERROR_BUSY, "earlier");
+  bool ran = false;
+  EXPECT_EQ(c_call("my_call", [&] { ran = true; }), MEMAREA_SUCCESS);
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(message(), "earlier") << "a success leaves the message as it was";
+
+  EXPECT_EQ(c_call("my_call", [] { throw error(errc::busy, "still mapped", "DRIVER_ERR"); }),
+            MEMAREA_ERROR_BUSY);
+  EXPECT_EQ(message(), "my_call: still mapped") << "the message, not what() with its status";
+  EXPECT_EQ(c_call("my_call", [] { throw error(errc::invalid_device, "device 9"); }),
+            MEMAREA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(message(), "my_call: device 9");
+
+  EXPECT_EQ(c_call("my_call", [] { throw std::bad_alloc(); }), MEMAREA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(message(), "my_call: out of host memory");
+
+  EXPECT_EQ(c_call("my_call", [] { throw std::runtime_error("parse failed"); }),
+            MEMAREA_ERROR_UNKNOWN);
+  EXPECT_EQ(message(), "my_call: parse failed");
+
+  EXPECT_EQ(c_call("my_call", [] { throw 42; }), MEMAREA_ERROR_UNKNOWN);
+  EXPECT_EQ(message(), "my_call: unknown exception");
+
+  // A memarea call that fails inside it: the status and message of memarea's C++ API.
+  int byte = 0;
+  EXPECT_EQ(c_call("my_call", [&] { (void)overlaps_allocation(&byte, 0); }),
+            MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(message().rfind("my_call: ", 0), 0u) << message();
+
+  // The handler alone, and outside any handler: success, the message unchanged.
+  memarea_status s = MEMAREA_SUCCESS;
+  try {
+    throw error(errc::not_found, "no such object");
+  } catch (...) {
+    s = c_status_of_exception("my_lookup");
+  }
+  EXPECT_EQ(s, MEMAREA_ERROR_NOT_FOUND);
+  EXPECT_EQ(message(), "my_lookup: no such object");
+  EXPECT_EQ(c_status_of_exception("my_lookup"), MEMAREA_SUCCESS);
+  EXPECT_EQ(message(), "my_lookup: no such object");
+
+  // c_report: "fn: message", the message alone without fn, "" for no message.
+  EXPECT_EQ(c_report("my_call", MEMAREA_ERROR_NOT_PERMITTED, "read-only"),
+            MEMAREA_ERROR_NOT_PERMITTED);
+  EXPECT_EQ(message(), "my_call: read-only");
+  EXPECT_EQ(c_report(nullptr, MEMAREA_ERROR_UNKNOWN, "alone"), MEMAREA_ERROR_UNKNOWN);
+  EXPECT_EQ(message(), "alone");
+  EXPECT_EQ(c_report("my_call", MEMAREA_ERROR_UNKNOWN, nullptr), MEMAREA_ERROR_UNKNOWN);
+  EXPECT_EQ(message(), "my_call: ");
 }
 
 // A library's own owning type reports a failure its destructor could not throw, as memarea's

@@ -10,9 +10,12 @@
  * flags): mapped with exactly those arguments, the policy then applied to the pages (moving
  * those already there), and not recorded in memarea, since memarea cannot vouch for such memory
  * (it may be a file, shared with other processes, or not writable); the area keeps a list of
- * them so that its munmap frees exactly what it mapped. MAP_FIXED over memory that memarea or
- * that list records is refused (AML_EINVAL): it would replace memory whose records would then
- * be wrong. docs/aml.md lists the differences from AML. */
+ * them so that its munmap frees exactly what it mapped. A fixed address never replaces another
+ * thread's mapping (AML_EINVAL instead): MAP_FIXED replaces only a range that is entirely
+ * mapped already (the caller's reservation) and holds no memory that memarea or that list
+ * records; over a range with unmapped pages, where another thread could map meanwhile, it maps
+ * with MAP_FIXED_NOREPLACE, which the kernel refuses when anything is there by then. docs/aml.md
+ * lists the differences from AML. */
 #ifndef AML_AREA_LINUX_NUMA_H
 #define AML_AREA_LINUX_NUMA_H
 
@@ -102,9 +105,9 @@ int aml_area_linux_check_binding(struct aml_area_linux_data *area_data, void *pt
 
 /** Maps size bytes without setting any policy (area_data is not read): memarea host memory
  *  without options, as described at the top of this header otherwise. NULL with aml_errno set
- *  on failure: AML_EINVAL for size 0, options memarea refuses (MAP_FIXED over memory memarea
- *  or this area recorded) or mmap(2)'s EINVAL; AML_ENOMEM; AML_EPERM for mmap(2)'s EPERM or
- *  EACCES; AML_FAILURE for its other errors (errno says why). */
+ *  on failure: AML_EINVAL for size 0, a fixed address the area refuses (see the top of this
+ *  header) or mmap(2)'s EINVAL; AML_ENOMEM; AML_EPERM for mmap(2)'s EPERM or EACCES;
+ *  AML_FAILURE for its other errors (errno says why). */
 void *aml_area_linux_mmap(const struct aml_area_data *area_data, size_t size,
                           struct aml_area_mmap_options *opts);
 

@@ -42,7 +42,9 @@ int aml_allocator_sized_create(struct aml_allocator **allocator, size_t size,
 /** Destroys a sized allocator and frees all its memory, pieces still allocated included (as
  *  AML documents: their pointers dangle afterwards); *allocator is NULL afterwards.
  *  AML_SUCCESS; -AML_EINVAL for a NULL or foreign allocator; the area's code when an munmap
- *  fails (the allocator is destroyed all the same). */
+ *  fails, or, over memarea's pool, the code of the pool's failed destroy (the allocator is
+ *  destroyed all the same). A pool with pieces still live is destroyed by force, and memarea
+ *  reports a failure of that only to its release-failure record (docs/aml.md). */
 int aml_allocator_sized_destroy(struct aml_allocator **allocator);
 
 /** The alloc operation: one piece of the chunk size, for any size up to it (0 included). NULL
