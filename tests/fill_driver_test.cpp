@@ -90,6 +90,9 @@ TEST(FillDriverSim, AnotherDevicesMemoryNeedsPeerAccess) {
   ASSERT_OK(d->malloc_device(1, 4096, &p));
   EXPECT_CODE(d->memset_elements_async(p, 0xDEADBEEF, 16, 4, 0, nullptr), errc::invalid_value);
   ASSERT_OK(d->memset_elements_async(p, 0xDEADBEEF, 16, 4, 1, nullptr));
+  // Streams of two devices are not ordered with each other: device 1's memset must be done
+  // before device 0's writes, or it may land last.
+  ASSERT_OK(d->stream_synchronize(1, nullptr));
   ASSERT_OK(d->enable_peer_access(0, 1, 0));
   ASSERT_OK(d->memset_elements_async(p, 0xA5C3, 16, 2, 0, nullptr));
   ASSERT_OK(d->stream_synchronize(0, nullptr));
