@@ -53,6 +53,7 @@ struct span_info {
 };
 
 class registry;
+class memory_observer;  // core/memory/memory_observer.hpp
 
 namespace registry_cache {
 
@@ -117,8 +118,21 @@ class registry {
   /// Number of live allocations for which count(record) is true (count must not take locks).
   std::size_t count_if(const std::function<bool(const record&)>& count) const;
 
+  /// The observer of frees and lookups (memory_observer.hpp), or null while none is set: the
+  /// free paths of areas and pools call it when set, and only then. Acquire: pairs with
+  /// set_observer's release, so its caller sees the observer made.
+  memory_observer* observer() const noexcept {
+    return observer_.load(std::memory_order_acquire);
+  }
+  /// Sets the observer (one for the process's life: IPC). Setting the same one again does
+  /// nothing; another one replaces it.
+  void set_observer(memory_observer* o) noexcept {
+    observer_.store(o, std::memory_order_release);
+  }
+
  private:
   mutable ranked_shared_mutex mutex_{lock_rank::registry};
+  std::atomic<memory_observer*> observer_{nullptr};
   /// Whether entry e answers for the address key at generation gen (see locate()).
   bool answers(const registry_cache::entry& e, std::uintptr_t key,
                std::uint64_t gen) const noexcept {

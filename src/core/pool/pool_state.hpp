@@ -9,9 +9,10 @@
 //                   giving empty blocks back to the driver
 //   pool_arena.cpp  new blocks from the driver, stream-ordered reclaim of freed spans, trim,
 //                   statistics, retiring a stream
-//   pool_ipc.cpp    lookup of a block's live piece, and pieces shared through IPC
+//   pool_pieces.cpp lookup of a block's live piece (and the public lookup()), and pieces
+//                   shared with other processes
 //   pool.cpp        making and destroying pools, the list of live pools, the C API's calls
-//                   and the C++ classes
+//                   and the C++ classes (and area's allocation calls)
 // The hot paths (alloc, free, the thread cache) stay in one translation unit; what they call
 // in other files is inline here (the span lists, take_locked, give_back_locked).
 //
@@ -29,9 +30,10 @@
 //   says cached), so a free from another thread, or a double free, is refused exactly.
 // - Every block is one registry record (origin::pool, owner = the pool): copies and managed
 //   calls see the block; lookup() asks the pool for the live piece that holds a pointer.
-// - A piece shared through IPC is marked (state exported, an entry in ipc_marks): its free
-//   bypasses the threads' caches and asks IPC, which may hold it back (state held) until
-//   every importer closed it; then IPC gives it back (pool_release_held).
+// - A piece shared with other processes (through IPC) is marked (state exported, an entry in
+//   ipc_marks): its free bypasses the threads' caches and asks the registry's observer (IPC,
+//   core/memory/memory_observer.hpp), which may hold it back (state held) until every
+//   importer closed it; then the observer gives it back (pool_release_held).
 #pragma once
 
 #include "base/fork_safety.hpp"
