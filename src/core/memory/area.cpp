@@ -85,8 +85,9 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
       if (!option_ptr)
         throw error(errc::invalid_value,
                     "area mmap: MAPPED without HOST registers options.ptr, which is NULL");
-      if (allocations().find(option_ptr) ||
-          allocations().find(static_cast<char*>(option_ptr) + size - 1))
+      // Any byte of the range, not only its ends: a range holding a whole allocation of
+      // memarea's would make records nest, which the registry's lookups rule out.
+      if (allocations().overlaps(option_ptr, size))
         throw error(errc::invalid_value,
                     "area mmap: options.ptr overlaps memory memarea already manages");
       check(gpu.host_register(device, option_ptr, size,
