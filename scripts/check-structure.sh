@@ -22,6 +22,9 @@
 #       The root includes no room. So pool and memory include nothing of ipc: what they tell
 #       IPC goes through the registry's observer (core/memory/memory_observer.hpp). The rooms'
 #       own order is checked to have no cycle, and a room the list does not name is refused.
+#   (e) The topology measurement (src/topo/, an optional component above core) includes of core
+#       only the report's declarations it defines (core/report/report.hpp) and the active
+#       driver (core/system.hpp): memarea's copies go through the public API.
 #
 # Files: what git tracks plus what it does not ignore yet (new files count before their
 # commit); a tracked file deleted in the work tree is skipped. Checks the checkout this script
@@ -67,11 +70,12 @@ declare -A rooms=(
   [report]="memory pool managed peer copy ipc"
 )
 
-driver_files=() tool_files=() bench_files=() core_files=() sized=()
+driver_files=() tool_files=() bench_files=() core_files=() topo_files=() sized=()
 for f in "${files[@]}"; do
   if is_cxx "$f"; then
     case $f in
       src/core/*) core_files+=("$f") ;;
+      src/topo/*) topo_files+=("$f") ;;
     esac
     case $f in
       src/driver/*) driver_files+=("$f") ;;
@@ -148,6 +152,13 @@ if ((${#core_files[@]})); then
     fi
   done < <(include_of core "${core_files[@]}")
 fi
+
+# (e)
+while IFS= read -r hit; do
+  [[ -z $hit ]] && continue
+  [[ $hit =~ [\<\"](src/)?core/(report/report|system)\.hpp[\>\"] ]] && continue
+  fail "${hit%%:*}: the topology measurement includes core's internals (${hit#*:*:}); src/topo uses the public API, core/report/report.hpp and core/system.hpp"
+done < <(include_of core "${topo_files[@]}")
 
 # (c)
 if ((${#sized[@]})); then
