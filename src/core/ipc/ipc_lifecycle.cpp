@@ -221,8 +221,8 @@ struct exit_guard {
       // Exit path: the process's death releases whatever is left.
     }
     // Not deleted: a thread still running at exit may have loaded s a moment ago (a free's
-    // observer call, an export). Leaked on purpose, as the staging pool and a fork child's inherited states are,
-    // and kept reachable so that leak checkers stay quiet.
+    // observer call, an export). Leaked on purpose, as the staging pool and a fork child's
+    // inherited states are, and kept reachable so that leak checkers stay quiet.
     g_retired = s;
   }
 };

@@ -38,7 +38,7 @@ struct record {
   unsigned area_flags = 0;          ///< the area's value that made it
   int area_device = -1;
   std::uint64_t id = 0;             ///< unique for the process's lifetime
-  const void* owner = nullptr;      ///< origin::pool: the pool (core/pool_impl.hpp)
+  const void* owner = nullptr;      ///< origin::pool: the pool (core/pool/pool_impl.hpp)
   const void* tag = nullptr;        ///< its maker's tag (tag_of; never read through)
 };
 
