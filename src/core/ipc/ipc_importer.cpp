@@ -9,6 +9,7 @@
 #include "core/memory/area_impl.hpp"
 #include "core/ipc/ipc_exporter.hpp"
 #include "core/ipc/ipc_impl.hpp"
+#include "core/ipc/ipc_observer.hpp"
 #include "core/memory/registry.hpp"
 #include "core/system.hpp"
 
@@ -55,6 +56,7 @@ record imported_record(void* base, std::size_t size, int device) {
   r.made_by = origin::area;
   r.area_flags = kNoAreaFlags;
   r.area_device = kImportedSentinel;
+  r.owner = observer_tag();  // lookup() asks IPC which buffer of the mapping holds a pointer
   r.id = allocations().next_id();
   return r;
 }

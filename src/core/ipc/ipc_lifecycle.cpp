@@ -428,6 +428,10 @@ constinit ipc_observer g_observer;
 
 }  // namespace
 
+const void* ipc_internal::observer_tag() noexcept {
+  return static_cast<const memory_observer*>(&g_observer);
+}
+
 void ipc_internal::observe_memory() noexcept {
   auto& records = allocations();
   if (records.observer() != &g_observer) records.set_observer(&g_observer);

@@ -8,5 +8,8 @@ namespace memarea::detail::ipc_internal {
 /// its state, and before it records memory of its own (shareable memory), which only IPC's
 /// own calls may free. Not under a lock of memarea's (it may make the registry).
 void observe_memory() noexcept;
+/// IPC's observer: the owner of the registry records of other processes' memory it mapped, so
+/// that lookup() asks it about them (and only them).
+const void* observer_tag() noexcept;
 
 }  // namespace memarea::detail::ipc_internal

@@ -64,8 +64,8 @@ class memory_observer {
   virtual bool adopt_block(const record& r, const std::vector<std::uint64_t>& export_ids) = 0;
   /// Pool block `id` goes back to the driver: the observer forgets what it kept of it.
   virtual void forget_block(std::uint64_t id) = 0;
-  /// lookup() of p inside record r: what the observer mapped there (nullopt: none of its
-  /// records; lookup reports r itself).
+  /// lookup() of p inside record r, one whose owner is this observer (the records it makes
+  /// of memory it mapped say so): what it mapped there (nullopt: lookup reports r itself).
   virtual std::optional<observed_range> describe(const record& r, const void* p) = 0;
 
  protected:

@@ -38,7 +38,9 @@ struct record {
   unsigned area_flags = 0;          ///< the area's value that made it
   int area_device = -1;
   std::uint64_t id = 0;             ///< unique for the process's lifetime
-  const void* owner = nullptr;      ///< origin::pool: the pool (core/pool/pool_impl.hpp)
+  /// origin::pool: the pool (core/pool/pool_impl.hpp); memory the registry's observer mapped:
+  /// the observer, whose describe() answers lookup() of it (memory_observer.hpp).
+  const void* owner = nullptr;
   const void* tag = nullptr;        ///< its maker's tag (tag_of; never read through)
 };
 
@@ -132,7 +134,6 @@ class registry {
 
  private:
   mutable ranked_shared_mutex mutex_{lock_rank::registry};
-  std::atomic<memory_observer*> observer_{nullptr};
   /// Whether entry e answers for the address key at generation gen (see locate()).
   bool answers(const registry_cache::entry& e, std::uintptr_t key,
                std::uint64_t gen) const noexcept {
@@ -152,6 +153,7 @@ class registry {
 
   std::map<std::uintptr_t, record> by_base_;
   std::uint64_t next_id_ = 1;
+  std::atomic<memory_observer*> observer_{nullptr};
 };
 
 // Forced inline (these three): out of line, each is a call per pointer, more than the lookup.

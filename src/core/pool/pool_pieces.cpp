@@ -4,8 +4,8 @@
 // pool_state.hpp for the files of pools.
 //
 // Also the public lookup() of any pointer, which sits here, above areas and pools: a pool's
-// block answers with its live piece, a record the registry's observer mapped (another
-// process's memory) with what the observer says, any other record with itself.
+// block answers with its live piece, a record the registry's observer owns (another process's
+// memory it mapped) with what the observer says, any other record with itself.
 #include "core/pool/pool_state.hpp"
 
 #include "core/memory/memory_observer.hpp"
@@ -182,12 +182,14 @@ std::optional<allocation_info> find(const void* ptr) {
       if (!piece) return std::nullopt;
       return allocation_info{piece->base, piece->requested, kind, r->device, piece->capacity};
     }
-    if (detail::memory_observer* watcher = detail::allocations().observer()) {
+    if (r->owner) {
       // Another process's memory that the observer (IPC) mapped: the buffer it exported (not
       // the rest of its driver allocation), on its device. The record is the whole mapping,
-      // opened on this process's device.
-      if (auto b = watcher->describe(*r, ptr))
-        return allocation_info{b->base, b->size, kind, b->device, b->size};
+      // opened on this process's device. Any other record has no owner: no call.
+      detail::memory_observer* watcher = detail::allocations().observer();
+      if (watcher && r->owner == watcher)
+        if (auto b = watcher->describe(*r, ptr))
+          return allocation_info{b->base, b->size, kind, b->device, b->size};
     }
     return allocation_info{r->base, r->size, kind, r->device, r->size};
   }
