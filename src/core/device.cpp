@@ -1,5 +1,6 @@
-// Devices, the current device, streams and the sim settings: the C++ API over the system.
-#include "core/pool/pool_impl.hpp"
+// Devices, the current device, streams and the sim settings: the C++ API over the system; and
+// each device's capabilities as core's rooms ask for them (device_impl.hpp).
+#include "core/device_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 
@@ -11,6 +12,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <mutex>
+#include <optional>
+#include <vector>
 
 namespace memarea {
 using detail::check;
@@ -85,6 +89,38 @@ std::vector<backend_info> backends() {
   return out;
 }
 
+namespace detail {
+
+/// Read once per device: prefetch asks on every call, and get_properties also queries free
+/// memory, which costs a driver round trip.
+namespace {
+struct caps_cache {
+  ranked_mutex m{lock_rank::device_caps};
+  std::vector<std::optional<device_caps>> by_device;  // guarded by m
+};
+}  // namespace
+
+device_caps device_capabilities(int device) {
+  auto& sys = system::get();
+  sys.check_device(device, "device capabilities");
+  // Made on first use (memarea may be called during static initialisation); never destroyed.
+  auto& caps = made_once([] { return new caps_cache; });
+  std::lock_guard lock(caps.m);
+  auto& cache = caps.by_device;
+  if (cache.empty()) cache.resize(static_cast<std::size_t>(sys.device_count()));
+  auto& c = cache[static_cast<std::size_t>(device)];
+  if (!c) {
+    memarea_device_properties p;
+    std::memset(&p, 0, sizeof p);
+    check(sys.gpu().get_properties(device, &p), "device capabilities: device properties");
+    c = device_caps{p.managed_memory != 0, p.concurrent_managed_access != 0,
+                    p.pageable_memory_access != 0};
+  }
+  return *c;
+}
+
+}  // namespace detail
+
 // --- streams --------------------------------------------------------------------------------
 
 namespace detail {
@@ -98,7 +134,8 @@ memarea_stream* create_stream(int device) {
 
 void destroy_stream(memarea_stream* s) {
   if (!s) throw error(errc::invalid_value, "stream_destroy: the default stream (NULL) cannot be destroyed");
-  pool_retire_stream(s->device, s->native);
+  if (auto retire = stream_events::before_destroy.load(std::memory_order_acquire))
+    retire(s->device, s->native);
   check(system::get().gpu().stream_destroy(s->device, s->native), "stream_destroy");
   delete s;
 }

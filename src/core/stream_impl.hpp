@@ -7,6 +7,7 @@
 #include <memarea/memarea.h>
 #include <memarea/stream.hpp>
 
+#include <atomic>
 #include <type_traits>
 
 namespace memarea::detail {
@@ -36,6 +37,13 @@ inline stream_ref resolve(const stream_object* s) {
   if (s) return {s->device, s->native};
   return {current_device(), nullptr};
 }
+
+/// Hooks of destroy_stream that a room above core's root sets (constinit: read with no lock).
+namespace stream_events {
+/// Called by destroy_stream before the driver destroys stream s of device: the pools wait for
+/// it and forget it (set when the first pool is made; null until then).
+inline constinit std::atomic<void (*)(int device, native_stream s)> before_destroy{nullptr};
+}  // namespace stream_events
 
 /// Creates a stream on device (validated); the caller owns the result.
 memarea_stream* create_stream(int device);

@@ -5,6 +5,9 @@
 #include <aml/area/hip.h>
 #include <memarea/memarea.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -158,6 +161,53 @@ TEST(Area, BadInputIsRefusedAndChangesNothing) {
   a.munmap(p, 4096);
   // Twice.
   EXPECT_MEMAREA_ERROR(a.munmap(p, 4096), errc::invalid_value);
+}
+
+// Registering a host range that holds a whole allocation of memarea's inside it, neither of its
+// ends in that allocation, is refused as registering one that starts or ends in it is: records
+// never nest (the registry's lookups assume so).
+TEST(Area, RegisteredRangeHoldingAWholeAllocationIsRefused) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  // Four pages of the test's own; the second goes back to the kernel and memarea's pageable
+  // host memory takes its place (mmap's hint), so [range, range + 4 pages) holds it whole.
+  void* mem = mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* range = static_cast<char*>(mem);
+  ASSERT_EQ(munmap(range + page, page), 0);
+  void* inner = host::allocate_placed(page, host::placement{}, range + page);
+  if (inner != range + page) {
+    host::free(inner);
+    munmap(range, page);
+    munmap(range + 2 * page, 2 * page);
+    GTEST_SKIP() << "the kernel placed the host allocation elsewhere than its hint";
+  }
+  EXPECT_TRUE(overlaps_allocation(range, 4 * page));
+  EXPECT_FALSE(find(range).has_value());
+  EXPECT_FALSE(find(range + 4 * page - 1).has_value());
+  mmap_options o;
+  o.ptr = range;
+  void* registered = nullptr;
+  try {
+    registered = area(0, area_flags::mapped).mmap(4 * page, o);
+    ADD_FAILURE() << "a range holding memarea's allocation at " << inner << " was registered";
+  } catch (const error& e) {
+    EXPECT_EQ(e.status(), errc::invalid_value) << e.what();
+    EXPECT_NE(std::string(e.what()).find("overlaps memory memarea already manages"),
+              std::string::npos)
+        << e.what();
+  }
+  if (registered) area(0, area_flags::mapped).munmap(registered, 4 * page);
+  // Nothing was registered: the range's ends are still no allocation of memarea's.
+  EXPECT_FALSE(find(range).has_value());
+  EXPECT_FALSE(find(range + 4 * page - 1).has_value());
+  // The allocation inside is untouched.
+  ASSERT_TRUE(find(inner).has_value());
+  EXPECT_EQ(find(inner)->base, inner);
+  EXPECT_EQ(find(inner)->kind, memory_kind::host);
+  host::free(inner);
+  munmap(range, page);
+  munmap(range + 2 * page, 2 * page);
 }
 
 TEST(Area, ThreadDeviceUnchangedAfterFailureOnAnotherDevice) {

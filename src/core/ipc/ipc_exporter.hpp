@@ -1,6 +1,7 @@
 // The export half of legacy IPC: this process's shared segment, the handles it made, and the
-// frees that wait for importers. One lock (ipc_export), innermost of core's: free_record's hook
-// takes it under the registry's lock, so code holding it never takes the registry's.
+// frees that wait for importers. One lock (ipc_export), innermost of core's: a free's call of
+// the registry's observer takes it under the registry's lock, so code holding it never takes
+// the registry's.
 #pragma once
 
 #include "base/fork_safety.hpp"
@@ -37,15 +38,15 @@ class exporter {
 
   /// What a free of an allocation meant for its export.
   enum class free_outcome { not_exported, released, deferred };
-  /// free_record's hook (under the registry's lock): deferred when the driver free must wait
+  /// A free's observer call (under the registry's lock): deferred when the driver free must wait
   /// for the importers to close. Throws busy under the refuse policy while importers remain.
   free_outcome on_free(const record& r);
 
-  /// ipc_on_pool_free: a marked pool sub-allocation is being freed.
+  /// A marked pool sub-allocation is being freed (memory_observer::before_piece_free).
   free_outcome on_pool_free(const pool_piece& piece, bool force_defer);
-  /// ipc_adopt_pool_block.
+  /// A destroyed pool's block with held pieces (memory_observer::adopt_block).
   bool adopt_block(const record& r, const std::vector<std::uint64_t>& export_ids);
-  /// ipc_forget_pool_block.
+  /// Pool block id goes back to the driver (memory_observer::forget_block).
   void forget_block(std::uint64_t id);
 
   void set_policy(std::uint64_t id, ipc::free_policy p);

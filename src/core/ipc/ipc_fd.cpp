@@ -1,6 +1,7 @@
 // Shareable memory named by a POSIX file descriptor (CUDA VMM; memfd on sim) and passing
 // descriptors over Unix sockets (SCM_RIGHTS), as NCCL does for memory legacy IPC cannot share.
 #include "core/ipc/ipc_impl.hpp"
+#include "core/ipc/ipc_observer.hpp"
 #include "core/memory/registry.hpp"
 #include "core/system.hpp"
 
@@ -52,6 +53,7 @@ int resolve_device(int device, const char* what) {
 }
 
 shareable track(const shareable_allocation& a, bool imported) {
+  observe_memory();  // only IPC's calls free this memory: the observer refuses other frees
   record r;
   r.base = a.ptr;
   r.size = a.size;

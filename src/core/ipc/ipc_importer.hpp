@@ -2,7 +2,8 @@
 // kept in an LRU cache once closed, so that a re-open costs a hash lookup. A buffer (entry) is
 // a range of a driver mapping; the buffers of one driver allocation (a pool block's
 // sub-allocations) share one mapping, opened through the driver once. One lock (ipc_import),
-// which may take the registry's inside it and never the exporter's.
+// which may take the registry's inside it and never the exporter's. ipc_importer.cpp opens,
+// closes and caches; ipc_first_import.cpp maps a new exporter's segment.
 #pragma once
 
 #include "base/fork_safety.hpp"
@@ -11,6 +12,8 @@
 #include "core/ipc/ipc_wire.hpp"
 
 #include "driver/driver.hpp"
+
+#include <memarea/error.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -269,6 +272,10 @@ class importer {
   bool may_overlap() const noexcept;
   /// Notes a refusal, as forged, of a handle whose bytes the driver had accepted.
   void note_forgery() noexcept;
+  /// The source of a first import from w's exporter, new here: its segment mapped and
+  /// checked, overlapping the driver's open of w's handle (into early) where it may
+  /// (ipc_first_import.cpp). Throws what the segment refuses, or what the open threw.
+  source& first_source_locked(const wire& w, int device, phase_times* t, early_open& early);
   /// The mapping of w's driver allocation: one made for another buffer of it, or a new one
   /// (the early open's, when given: a new exporter has no mapping to share).
   mapping& map_locked(source& src, const wire& w, int device, phase_times* t,
@@ -318,5 +325,10 @@ class importer {
   bool timing_ = false;  ///< MEMAREA_IPC_TIMING=1: print each first open's phases
   segment_job job_;
 };
+
+/// invalid_handle: the segment of w's exporter was cut short by another process.
+error segment_damaged(const wire& w);
+/// invalid_handle: w's exporter has exited.
+error exporter_exited(const wire& w);
 
 }  // namespace memarea::detail::ipc_internal

@@ -14,8 +14,10 @@
 #include "core/ipc/ipc_exporter.hpp"
 #include "core/ipc/ipc_impl.hpp"
 #include "core/ipc/ipc_importer.hpp"
-#include "core/pool/pool_impl.hpp"
+#include "core/ipc/ipc_observer.hpp"
+#include "core/memory/memory_observer.hpp"
 #include "core/memory/registry.hpp"
+#include "core/pool/pool_impl.hpp"
 #include "core/system.hpp"
 #include "testing/memarea_testing.hpp"
 
@@ -71,8 +73,12 @@ thread_local constinit export_cache t_exports{};
 void on_fork_child();
 /// Made when memarea is loaded, so that a child of fork() is told even when its parent had no
 /// IPC state yet. Its child handler runs after the driver's and before the locks are renewed.
+/// It also arms the first device allocation's hook (prepare_in_background).
 struct ipc_fork final : fork_participant {
-  ipc_fork() noexcept : fork_participant(lock_rank::ipc_fork_state) {}
+  ipc_fork() noexcept : fork_participant(lock_rank::ipc_fork_state) {
+    memory_events::first_device_allocation.store(&prepare_in_background,
+                                                 std::memory_order_release);
+  }
   void fork_child() noexcept override { on_fork_child(); }
 };
 ipc_fork g_ipc_fork;
@@ -215,9 +221,9 @@ struct exit_guard {
     } catch (...) {
       // Exit path: the process's death releases whatever is left.
     }
-    // Not deleted: a thread still running at exit may have loaded s a moment ago (ipc_on_free,
-    // export). Leaked on purpose, as the staging pool and a fork child's inherited states are,
-    // and kept reachable so that leak checkers stay quiet.
+    // Not deleted: a thread still running at exit may have loaded s a moment ago (a free's
+    // observer call, an export). Leaked on purpose, as the staging pool and a fork child's
+    // inherited states are, and kept reachable so that leak checkers stay quiet.
     g_retired = s;
   }
 };
@@ -225,6 +231,7 @@ struct exit_guard {
 state& state::make() {
   auto& sys = system::get();
   (void)allocations();
+  observe_memory();  // from now on frees of exported memory ask IPC
   {
     fork_init_guard init;
     static exit_guard guard;
@@ -282,6 +289,9 @@ void on_fork_child() {
   g_export_generation.fetch_add(1);
   g_prepare_requested.store(false);
   g_prepared.store(false);
+  // The child's first device allocation prepares the child's lease and segment.
+  memory_events::first_device_allocation.store(&prepare_in_background,
+                                               std::memory_order_release);
 }
 
 /// export_handle through the calling thread's cache of recent exports.
@@ -362,48 +372,77 @@ std::chrono::nanoseconds forgery_pause() { return importer::kForgeryPause; }
 
 }  // namespace testing
 
-bool ipc_on_free(const record& r) {
-  if (r.area_device == kImportedSentinel)
-    throw error(errc::invalid_value,
-                fmt::format("{} is memory of another process opened through IPC; close it with "
-                            "memarea_ipc_close_mem_handle / ipc::close",
-                            r.base));
-  if (r.area_device == kShareableSentinel || r.area_device == kShareableImportedSentinel)
-    throw error(errc::invalid_value,
-                fmt::format("{} is shareable memory; release it with memarea_shareable_release "
-                            "/ ipc::release_shareable",
-                            r.base));
-  // Frees never create the IPC state: a process that exported nothing pays one atomic load.
-  state* s = g_state.load(std::memory_order_acquire);
-  if (!s) return false;
-  const auto outcome = s->out.on_free(r);
-  // Before the record goes: no thread may serve a cached handle of this allocation again. Only
-  // exported allocations can be in a thread's cache: an export racing with this free made its
-  // entry after the hook looked, sees the record gone and caches nothing.
-  if (outcome != exporter::free_outcome::not_exported) g_export_generation.fetch_add(1);
-  if (outcome != exporter::free_outcome::deferred) return false;
-  s->start_keeper();  // it finishes the free once the importers are gone
-  return true;
+namespace {
+
+/// IPC as the registry's observer of frees and lookups (core/memory/memory_observer.hpp): set
+/// by observe_memory, kept for the process's life (a fork() child's too: it asks the child's
+/// state, or finds none). Each call loads the state: frees never create it, and a process
+/// that exported nothing pays one atomic load more.
+class ipc_observer final : public memory_observer {
+ public:
+  constexpr ipc_observer() = default;
+
+  free_outcome before_free(const record& r) override {
+    if (r.area_device == kImportedSentinel)
+      throw error(errc::invalid_value,
+                  fmt::format("{} is memory of another process opened through IPC; close it "
+                              "with memarea_ipc_close_mem_handle / ipc::close",
+                              r.base));
+    if (r.area_device == kShareableSentinel || r.area_device == kShareableImportedSentinel)
+      throw error(errc::invalid_value,
+                  fmt::format("{} is shareable memory; release it with "
+                              "memarea_shareable_release / ipc::release_shareable",
+                              r.base));
+    state* s = g_state.load(std::memory_order_acquire);
+    if (!s) return free_outcome::released;
+    const auto outcome = s->out.on_free(r);
+    // Before the record goes: no thread may serve a cached handle of this allocation again.
+    // Only exported allocations can be in a thread's cache: an export racing with this free
+    // made its entry after the hook looked, sees the record gone and caches nothing.
+    if (outcome != exporter::free_outcome::not_exported) g_export_generation.fetch_add(1);
+    if (outcome != exporter::free_outcome::deferred) return free_outcome::released;
+    s->start_keeper();  // it finishes the free once the importers are gone
+    return free_outcome::deferred;
+  }
+
+  free_outcome before_piece_free(const pool_piece& piece, bool force_defer) override {
+    state* s = g_state.load(std::memory_order_acquire);
+    if (!s) return free_outcome::released;
+    const auto outcome = s->out.on_pool_free(piece, force_defer);
+    // As in before_free: no thread may serve a cached handle of this piece again.
+    if (outcome != exporter::free_outcome::not_exported) g_export_generation.fetch_add(1);
+    if (outcome != exporter::free_outcome::deferred) return free_outcome::released;
+    s->start_keeper();  // it gives the piece back once the importers are gone
+    return free_outcome::deferred;
+  }
+
+  bool adopt_block(const record& r, const std::vector<std::uint64_t>& export_ids) override {
+    state* s = g_state.load(std::memory_order_acquire);
+    return s && s->out.adopt_block(r, export_ids);
+  }
+
+  void forget_block(std::uint64_t id) override {
+    if (state* s = g_state.load(std::memory_order_acquire)) s->out.forget_block(id);
+  }
+
+  std::optional<observed_range> describe(const record& r, const void* p) override {
+    if (r.area_device != kImportedSentinel) return std::nullopt;
+    auto b = imported_buffer_at(r.base, p);
+    if (!b) return std::nullopt;
+    return observed_range{b->base, b->size, b->device};
+  }
+};
+constinit ipc_observer g_observer;
+
+}  // namespace
+
+const void* ipc_internal::observer_tag() noexcept {
+  return static_cast<const memory_observer*>(&g_observer);
 }
 
-pool_free_outcome ipc_on_pool_free(const pool_piece& piece, bool force_defer) {
-  state* s = g_state.load(std::memory_order_acquire);
-  if (!s) return pool_free_outcome::released;
-  const auto outcome = s->out.on_pool_free(piece, force_defer);
-  // As in ipc_on_free: no thread may serve a cached handle of this piece again.
-  if (outcome != exporter::free_outcome::not_exported) g_export_generation.fetch_add(1);
-  if (outcome != exporter::free_outcome::deferred) return pool_free_outcome::released;
-  s->start_keeper();  // it gives the piece back once the importers are gone
-  return pool_free_outcome::deferred;
-}
-
-bool ipc_adopt_pool_block(const record& r, const std::vector<std::uint64_t>& export_ids) {
-  state* s = g_state.load(std::memory_order_acquire);
-  return s && s->out.adopt_block(r, export_ids);
-}
-
-void ipc_forget_pool_block(std::uint64_t id) {
-  if (state* s = g_state.load(std::memory_order_acquire)) s->out.forget_block(id);
+void ipc_internal::observe_memory() noexcept {
+  auto& records = allocations();
+  if (records.observer() != &g_observer) records.set_observer(&g_observer);
 }
 
 }  // namespace memarea::detail

@@ -115,34 +115,6 @@ void check_attribute(memarea_mem_range_attribute attribute, std::size_t data_siz
 
 }  // namespace
 
-/// Read once per device: prefetch asks on every call, and get_properties also queries free
-/// memory, which costs a driver round trip.
-namespace {
-struct caps_cache {
-  ranked_mutex m{lock_rank::device_caps};
-  std::vector<std::optional<device_caps>> by_device;  // guarded by m
-};
-}  // namespace
-
-device_caps device_capabilities(int device) {
-  auto& sys = system::get();
-  sys.check_device(device, "device capabilities");
-  // Made on first use (memarea may be called during static initialisation); never destroyed.
-  auto& caps = made_once([] { return new caps_cache; });
-  std::lock_guard lock(caps.m);
-  auto& cache = caps.by_device;
-  if (cache.empty()) cache.resize(static_cast<std::size_t>(sys.device_count()));
-  auto& c = cache[static_cast<std::size_t>(device)];
-  if (!c) {
-    memarea_device_properties p;
-    std::memset(&p, 0, sizeof p);
-    check(sys.gpu().get_properties(device, &p), "device capabilities: device properties");
-    c = device_caps{p.managed_memory != 0, p.concurrent_managed_access != 0,
-                    p.pageable_memory_access != 0};
-  }
-  return *c;
-}
-
 void* managed_malloc(std::size_t size, unsigned flags) {
   if (flags != MEMAREA_MEM_ATTACH_GLOBAL && flags != MEMAREA_MEM_ATTACH_HOST)
     throw error(errc::invalid_value,
@@ -174,22 +146,6 @@ void* managed_malloc(std::size_t size, unsigned flags) {
   r.area_device = -1;
   adopt(r);
   return ptr;
-}
-
-void managed_free(void* ptr) {
-  free_record(
-      ptr,
-      [&](const record& r) {
-        // Only memory memarea allocated itself can be freed by pointer alone.
-        if (r.made_by == origin::pool)
-          throw error(errc::invalid_value,
-                      fmt::format("free: {} is pool memory; free it with the pool", ptr));
-        if (r.made_by != origin::managed && r.made_by != origin::area &&
-            r.made_by != origin::host)
-          throw error(errc::invalid_value,
-                      fmt::format("free: {} was not allocated by memarea", ptr));
-      },
-      "free");
 }
 
 location location_of_id(int device) noexcept {

@@ -1,8 +1,11 @@
-// Internals of managed memory shared by the C++ API (core/managed.cpp) and the C API
+// Internals of managed memory shared by the C++ API (core/managed/managed.cpp) and the C API
 // (capi/managed.cpp). Every function validates its arguments itself, changes nothing when it
-// refuses, and only then calls the driver.
+// refuses, and only then calls the driver. Included here for the C API: device_capabilities
+// (core/device_impl.hpp) and managed_free (core/memory/area_impl.hpp).
 #pragma once
 
+#include "core/device_impl.hpp"
+#include "core/memory/area_impl.hpp"
 #include "driver/driver.hpp"
 
 #include <memarea/memarea.h>
@@ -11,20 +14,9 @@
 
 namespace memarea::detail {
 
-/// What a device can do with managed and pageable memory; fixed for the life of the process.
-struct device_caps {
-  bool managed = false;     ///< managed memory can be allocated
-  bool concurrent = false;  ///< concurrent managed access: prefetch is more than a hint
-  bool pageable = false;    ///< the device reads pageable host memory (advice may name it)
-};
-/// The capabilities of `device`, read once and cached; invalid_device / no_device for a bad one.
-device_caps device_capabilities(int device);
-
 /// memarea_malloc_managed: flags GLOBAL or HOST, on the calling thread's current device,
 /// size rounded up to whole pages, recorded as origin::managed.
 void* managed_malloc(std::size_t size, unsigned flags);
-/// memarea_free: any live memarea allocation (managed or from an area) by its base alone.
-void managed_free(void* ptr);
 /// The driver location of a C-API device id: MEMAREA_CPU_DEVICE_ID is the host, anything else
 /// a device, validated (invalid_device) by the call it is given to after its pointer.
 location location_of_id(int device) noexcept;

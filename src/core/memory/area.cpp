@@ -1,9 +1,12 @@
-// Areas: allocation by flag combination, the registry, lookup and synchronous copies.
+// Areas: allocation by flag combination, the registry's records of them, and every free by
+// pointer (area munmap, free, free tagged), each of which asks the registry's observer first.
+// An area made by pool::as_area draws from its pool, and lookup() knows pools' pieces: both are
+// the pool room's (core/pool/pool.cpp, core/pool/pool_pieces.cpp).
 #include "core/memory/area_impl.hpp"
-#include "core/pool/pool_impl.hpp"
-#include "core/ipc/ipc_impl.hpp"
+
+#include "core/device_impl.hpp"
 #include "core/memory/host_impl.hpp"
-#include "core/managed/managed_impl.hpp"
+#include "core/memory/memory_observer.hpp"
 #include "core/memory/registry.hpp"
 #include "core/system.hpp"
 
@@ -63,9 +66,12 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
   switch (kind) {
     case MEMAREA_MEMORY_DEVICE:
       check(gpu.malloc_device(device, size, &ptr), what);
-      // Device memory may be exported: IPC's lease and segment are made in the background now,
-      // so that the first export does not make them.
-      ipc_internal::prepare_in_background();
+      // Device memory may be shared with other processes: the room that shares it prepares
+      // now, in the background, what its first export would otherwise make (the hook runs
+      // once; a load of a null pointer after that).
+      if (memory_events::first_device_allocation.load(std::memory_order_relaxed)) [[unlikely]]
+        if (auto prepare = memory_events::first_device_allocation.exchange(nullptr))
+          prepare();
       break;
     case MEMAREA_MEMORY_HOST_PINNED:
       check(gpu.malloc_host(device, size, global ? host_portable : host_default, &ptr),
@@ -79,8 +85,9 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
       if (!option_ptr)
         throw error(errc::invalid_value,
                     "area mmap: MAPPED without HOST registers options.ptr, which is NULL");
-      if (allocations().find(option_ptr) ||
-          allocations().find(static_cast<char*>(option_ptr) + size - 1))
+      // Any byte of the range, not only its ends: a range holding a whole allocation of
+      // memarea's would make records nest, which the registry's lookups rule out.
+      if (allocations().overlaps(option_ptr, size))
         throw error(errc::invalid_value,
                     "area mmap: options.ptr overlaps memory memarea already manages");
       check(gpu.host_register(device, option_ptr, size,
@@ -153,13 +160,16 @@ void free_record(void* ptr, const std::function<void(const record&)>& validate,
                  const char* what) {
   if (!ptr) throw error(errc::invalid_value, fmt::format("{}: pointer is NULL", what));
   std::optional<record> found;
-  bool deferred = false;  // IPC frees it once the last importer closes
-  // validate throws to refuse; the exception leaves erase_if with the record still in place.
-  auto removed = allocations().erase_if(
+  bool deferred = false;  // the observer frees it (IPC: once the last importer closed it)
+  auto& records = allocations();
+  // validate and the observer throw to refuse; the exception leaves erase_if with the record
+  // still in place. Without an observer (no IPC in this process) one load of a null pointer.
+  auto removed = records.erase_if(
       ptr,
       [&](const record& r) {
         validate(r);
-        deferred = ipc_on_free(r);
+        if (memory_observer* watcher = records.observer())
+          deferred = watcher->before_free(r) == free_outcome::deferred;
         return true;
       },
       &found);
@@ -218,6 +228,22 @@ void free_tagged(void* ptr, std::size_t size, const void* tag) {
       "free tagged");
 }
 
+void managed_free(void* ptr) {
+  free_record(
+      ptr,
+      [&](const record& r) {
+        // Only memory memarea allocated itself can be freed by pointer alone.
+        if (r.made_by == origin::pool)
+          throw error(errc::invalid_value,
+                      fmt::format("free: {} is pool memory; free it with the pool", ptr));
+        if (r.made_by != origin::managed && r.made_by != origin::area &&
+            r.made_by != origin::host)
+          throw error(errc::invalid_value,
+                      fmt::format("free: {} was not allocated by memarea", ptr));
+      },
+      "free");
+}
+
 }  // namespace detail
 
 // --- C++ API ----------------------------------------------------------------------------------
@@ -244,63 +270,9 @@ memory_kind area::kind() const noexcept {
   return static_cast<memory_kind>(detail::kind_of_flags(flags_));
 }
 
-void* area::mmap(std::size_t size, const mmap_options& options) const {
-  if (pool_) {
-    if (options.device < -1) system::get().check_device(options.device, "area mmap");
-    if (options.device >= 0 || options.ptr || options.tag)
-      throw error(errc::invalid_value,
-                  "area mmap: a pooled area takes no per-call device, pointer or tag");
-    return detail::pool_alloc_c(detail::handle_of(pool_), size, nullptr);
-  }
-  return detail::area_mmap(device_, flags_, size, options.device, options.ptr, options.tag);
-}
-
-void area::munmap(void* ptr, std::size_t size) const {
-  if (pool_) return detail::pool_free_sized_c(detail::handle_of(pool_), ptr, size);
-  detail::area_munmap(device_, flags_, ptr, size);
-}
-
-buffer area::allocate(std::size_t size, const mmap_options& options) const {
-  return buffer(*this, mmap(size, options), size);
-}
-
 int buffer::device() const { return lookup(data()).device; }
 
 void detail::base_release::free(void* ptr, std::size_t) const { managed_free(ptr); }
-
-std::optional<allocation_info> find(const void* ptr) {
-  if (auto r = detail::allocations().find(ptr)) {
-    const auto kind = static_cast<memory_kind>(r->kind);
-    if (r->made_by == detail::origin::pool) {
-      // A pool's block: the live piece that holds ptr, or nothing (free memory of the pool).
-      auto piece = detail::pool_sub_allocation(*r, ptr);
-      if (!piece) return std::nullopt;
-      return allocation_info{piece->base, piece->requested, kind, r->device, piece->capacity};
-    }
-    if (r->area_device == detail::ipc_internal::kImportedSentinel) {
-      // Another process's memory: the buffer it exported (not the rest of its driver
-      // allocation), on its device. The record is the whole mapping, opened on this
-      // process's device.
-      if (auto b = detail::ipc_internal::imported_buffer_at(r->base, ptr))
-        return allocation_info{b->base, b->size, kind, b->device, b->size};
-    }
-    return allocation_info{r->base, r->size, kind, r->device, r->size};
-  }
-  auto& sys = system::get();
-  detail::pointer_info pi;
-  if (ptr && sys.gpu().pointer_query(ptr, &pi).ok())
-    return allocation_info{pi.base, pi.size, static_cast<memory_kind>(pi.kind), pi.device,
-                           pi.size};
-  return std::nullopt;
-}
-
-allocation_info lookup(const void* ptr) {
-  if (auto r = find(ptr)) return *r;
-  throw error(errc::not_found,
-              fmt::format("lookup: {} is in no memarea allocation and the {} driver does not "
-                          "know it",
-                          ptr, system::get().gpu().name()));
-}
 
 const void* tag_of(const void* ptr) {
   if (auto r = detail::allocations().find(ptr)) return r->tag;

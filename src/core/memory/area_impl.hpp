@@ -1,4 +1,4 @@
-// Internals shared by the area, the C APIs and managed memory.
+// Internals of areas (core/memory/area.cpp) shared by the rooms above them and the C API.
 #pragma once
 
 #include "core/memory/registry.hpp"
@@ -20,8 +20,13 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
 /// Frees through an area's value; invalid_value (changing nothing) for a bad pointer or size.
 void area_munmap(int area_device, unsigned flags, void* ptr, std::size_t size);
 /// Frees a registered allocation after validate(record) accepted it (validate throws to
-/// refuse); invalid_value when ptr is not the start of a live allocation.
+/// refuse) and the registry's observer had its say (memory_observer::before_free: it may
+/// refuse, or take the driver's free over); invalid_value when ptr is not the start of a live
+/// allocation.
 void free_record(void* ptr, const std::function<void(const record&)>& validate, const char* what);
+/// memarea_free / free: any live memarea allocation that was not made by a pool (managed, from
+/// an area, or pageable host memory) by its base alone.
+void managed_free(void* ptr);
 /// memarea_free_tagged / free_tagged: frees the allocation at ptr when it carries tag (not null)
 /// and, size not 0, asked for exactly size bytes; invalid_value (nothing freed) otherwise.
 void free_tagged(void* ptr, std::size_t size, const void* tag);
@@ -29,11 +34,6 @@ void free_tagged(void* ptr, std::size_t size, const void* tag);
 void adopt(record& r);
 /// Gives an allocation back to the driver.
 dstatus release(const record& r);
-/// IPC's say on freeing r (src/core/ipc.cpp), called by free_record under the registry's lock
-/// once validate accepted r: throws to refuse (busy while importers hold it and the policy is
-/// refuse; invalid_value for IPC mappings and shareable memory, which have their own close);
-/// true when IPC took the driver free over (deferred until the last importer closes).
-bool ipc_on_free(const record& r);
 /// Managed sizes are rounded up to whole 4 KiB pages.
 constexpr std::size_t managed_granularity = 4096;
 constexpr std::size_t round_up_managed(std::size_t n) {

@@ -3,8 +3,8 @@
 // the rest is recorded per page so range queries answer what was set).
 #include "core/memory/host_impl.hpp"
 
+#include "core/device_impl.hpp"
 #include "core/memory/area_impl.hpp"
-#include "core/managed/managed_impl.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "driver/host/host.hpp"

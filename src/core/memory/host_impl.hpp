@@ -1,7 +1,7 @@
-// Internals of memarea's pageable host memory (src/core/host.cpp): allocation, release, and the
-// prefetch, advice and attribute queries that core/managed.cpp hands over for it. The kernel
-// keeps the placement (NUMA policy, page locations); memarea keeps the managed-memory attributes
-// the kernel has no place for, per 4 KiB page, so range queries answer what was set.
+// Internals of memarea's pageable host memory (src/core/memory/host.cpp): allocation, release, and
+// the prefetch, advice and attribute queries that core/managed/managed.cpp hands over for it. The
+// kernel keeps the placement (NUMA policy, page locations); memarea keeps the managed-memory
+// attributes the kernel has no place for, per 4 KiB page, so range queries answer what was set.
 #pragma once
 
 #include "core/memory/registry.hpp"
@@ -30,7 +30,7 @@ void* host_malloc_placed(std::size_t size, const detail::host::placement& where,
 dstatus host_release(const record& r);
 
 // The calls below take a range [ptr, ptr+count) that lies inside r, rounded out to 4 KiB pages
-// and validated (pointer, count, location) by core/managed.cpp.
+// and validated (pointer, count, location) by core/managed/managed.cpp.
 
 /// Prefetch: to a host NUMA node migrates the pages after waiting for stream s (NULL: the
 /// current device's default stream, none without devices); to the host moves nothing; both

@@ -43,8 +43,9 @@ bool registry::overlaps(const void* p, std::size_t size) const {
   const auto begin = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t end = size > UINTPTR_MAX - begin ? UINTPTR_MAX : begin + size;
   std::shared_lock lock(mutex_);
-  // Allocations never overlap one another: the last one starting before end is the only one
-  // that may reach into the range (any earlier one ends before it starts).
+  // Allocations never overlap one another (the only range a caller chooses, a registered
+  // one, is refused when it overlaps any: area_mmap): the last one starting before end is the
+  // only one that may reach into the range (any earlier one ends before it starts).
   auto it = by_base_.lower_bound(end);
   if (it == by_base_.begin()) return false;
   --it;

@@ -38,7 +38,9 @@ struct record {
   unsigned area_flags = 0;          ///< the area's value that made it
   int area_device = -1;
   std::uint64_t id = 0;             ///< unique for the process's lifetime
-  const void* owner = nullptr;      ///< origin::pool: the pool (core/pool_impl.hpp)
+  /// origin::pool: the pool (core/pool/pool_impl.hpp); memory the registry's observer mapped:
+  /// the observer, whose describe() answers lookup() of it (memory_observer.hpp).
+  const void* owner = nullptr;
   const void* tag = nullptr;        ///< its maker's tag (tag_of; never read through)
 };
 
@@ -53,6 +55,7 @@ struct span_info {
 };
 
 class registry;
+class memory_observer;  // core/memory/memory_observer.hpp
 
 namespace registry_cache {
 
@@ -117,6 +120,18 @@ class registry {
   /// Number of live allocations for which count(record) is true (count must not take locks).
   std::size_t count_if(const std::function<bool(const record&)>& count) const;
 
+  /// The observer of frees and lookups (memory_observer.hpp), or null while none is set: the
+  /// free paths of areas and pools call it when set, and only then. Acquire: pairs with
+  /// set_observer's release, so its caller sees the observer made.
+  memory_observer* observer() const noexcept {
+    return observer_.load(std::memory_order_acquire);
+  }
+  /// Sets the observer (one for the process's life: IPC). Setting the same one again does
+  /// nothing; another one replaces it.
+  void set_observer(memory_observer* o) noexcept {
+    observer_.store(o, std::memory_order_release);
+  }
+
  private:
   mutable ranked_shared_mutex mutex_{lock_rank::registry};
   /// Whether entry e answers for the address key at generation gen (see locate()).
@@ -138,6 +153,7 @@ class registry {
 
   std::map<std::uintptr_t, record> by_base_;
   std::uint64_t next_id_ = 1;
+  std::atomic<memory_observer*> observer_{nullptr};
 };
 
 // Forced inline (these three): out of line, each is a call per pointer, more than the lookup.

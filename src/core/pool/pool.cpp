@@ -1,12 +1,14 @@
 // Pools: stream-ordered sub-allocation from blocks of an area's memory (docs/pools.md).
 //
 // This file: making and destroying pools, the list of live pools, the calls behind the C API
-// and the C++ classes. The pool's state, how the work is laid out, and the other files of
-// pools: pool_state.hpp.
+// and the C++ classes, and an area's allocation calls (an area made by pool::as_area draws
+// from its pool). The pool's state, how the work is laid out, and the other files of pools:
+// pool_state.hpp.
 #include "core/pool/pool_state.hpp"
 
 #include "core/memory/area_impl.hpp"
 #include "core/memory/host_impl.hpp"
+#include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "testing/memarea_testing.hpp"
 
@@ -23,6 +25,8 @@ pool_list& pool_internal::pools() {
   return made_once([] {
     auto* l = new pool_list();
     g_pools.store(l, std::memory_order_release);
+    // From now on a stream's destruction goes by the pools (those that used it wait for it).
+    stream_events::before_destroy.store(&pool_retire_stream, std::memory_order_release);
     return l;
   });
 }
@@ -126,13 +130,16 @@ void destroy_pool(pool_state* p, bool force) {
                                   "first",
                                   live));
       } else if (!p->ipc_marks.empty() && p->fork_generation == g_fork_generation.load()) {
-        // Forced: live pieces shared through IPC are freed as if by the user, deferred (never
-        // refused) while other processes have them open.
+        // Forced: live pieces shared with other processes are freed as if by the user,
+        // deferred (never refused) while other processes have them open. Marks exist only
+        // once the observer (which marks them) is set.
+        memory_observer* watcher = allocations().observer();
         std::lock_guard lock(p->m);
         std::vector<std::uint32_t> released;
         for (auto& [i, mark] : p->ipc_marks) {
           if (p->spans[i].st() != exported) continue;
-          if (ipc_on_pool_free(p->piece_locked(i), true) == pool_free_outcome::deferred) {
+          if (watcher &&
+              watcher->before_piece_free(p->piece_locked(i), true) == free_outcome::deferred) {
             p->spans[i].set(held);
             mark.tag = 0;
             ++p->held_count;
@@ -161,7 +168,8 @@ void destroy_pool(pool_state* p, bool force) {
     for (auto& f : p->tags)
       if (f.event) events.push_back(f.event);
     for (auto& b : p->blocks) {
-      // A block with pieces held for other processes is IPC's to free once they close them.
+      // A block with pieces held for other processes is the observer's to free once they
+      // close them.
       std::vector<std::uint64_t> held_ids;
       for (std::uint32_t i = b.first; p->held_count && i != kNone; i = p->spans[i].phys_next)
         if (p->spans[i].st() == held) held_ids.push_back(p->ipc_marks.at(i).export_id);
@@ -174,12 +182,14 @@ void destroy_pool(pool_state* p, bool force) {
     // Not a structured binding: clang before 16 cannot capture one in a lambda.
     const record& r = held_block.first;
     const std::vector<std::uint64_t>& ids = held_block.second;
-    // Out of the registry before IPC may free it (its tick can, as soon as it adopts it).
+    // Out of the registry before the observer may free it (IPC's tick can, as soon as it
+    // adopts it).
     allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
     bool adopted = false;
     try {
+      memory_observer* watcher = allocations().observer();
       adopted = p->fork_generation == g_fork_generation.load(std::memory_order_relaxed) &&
-                ipc_adopt_pool_block(r, ids);
+                watcher && watcher->adopt_block(r, ids);
     } catch (...) {
       // Out of memory: the block is freed now, as if its importers had closed.
     }
@@ -309,6 +319,7 @@ area pool::as_area() const {
   detail::pool_area_of_c(detail::handle_of(handle_), &device, &flags);
   return area(device, flags, handle_);
 }
+
 pool_stats pool::stats() const { return from_c(detail::pool_stats_c(detail::handle_of(handle_))); }
 void pool::destroy() {
   detail::pool_destroy_c(detail::handle_of(handle_), false);
@@ -317,6 +328,28 @@ void pool::destroy() {
 
 void detail::pool_release::free(void* ptr, std::size_t) const {
   pool_free_c(handle_of(pool), ptr, to_c(stream));
+}
+
+// An area's allocation calls sit here, above areas and pools: an area made by as_area draws from
+// its pool, any other through area_mmap.
+void* area::mmap(std::size_t size, const mmap_options& options) const {
+  if (pool_) {
+    if (options.device < -1) detail::system::get().check_device(options.device, "area mmap");
+    if (options.device >= 0 || options.ptr || options.tag)
+      throw error(errc::invalid_value,
+                  "area mmap: a pooled area takes no per-call device, pointer or tag");
+    return detail::pool_alloc_c(detail::handle_of(pool_), size, nullptr);
+  }
+  return detail::area_mmap(device_, flags_, size, options.device, options.ptr, options.tag);
+}
+
+void area::munmap(void* ptr, std::size_t size) const {
+  if (pool_) return detail::pool_free_sized_c(detail::handle_of(pool_), ptr, size);
+  detail::area_munmap(device_, flags_, ptr, size);
+}
+
+buffer area::allocate(std::size_t size, const mmap_options& options) const {
+  return buffer(*this, mmap(size, options), size);
 }
 
 }  // namespace memarea

@@ -172,8 +172,10 @@ std::atomic<std::uint64_t> pool_internal::g_fork_generation{0};
 // Blocks go back to the driver here, beside free, which calls this after every free that
 // reached the arena (most often with nothing to give back): in one translation unit with it.
 void pool_state::release_blocks(const std::vector<record>& rs) {
+  if (rs.empty()) return;
+  memory_observer* watcher = allocations().observer();
   for (const record& r : rs) {
-    ipc_forget_pool_block(r.id);
+    if (watcher) watcher->forget_block(r.id);
     allocations().erase_if(r.base, [&](const record& x) { return x.id == r.id; });
     (void)release(r);  // a driver that refuses a free keeps the memory; the pool forgets it
   }
@@ -484,12 +486,14 @@ std::vector<record> pool_state::free_locked(void* p, native_stream ns, std::size
     throw error(errc::invalid_value,
                 fmt::format("pool free: {} holds {} bytes, not {}", p, spans[i].size, size));
   if (st == exported) {
-    // Shared through IPC: IPC says whether another process has it open. Asked under the
-    // arena's lock, so a second free of the piece waits and then finds it freed.
+    // Shared with other processes: the registry's observer (which marked it) says whether
+    // another process has it open. Asked under the arena's lock, so a second free of the
+    // piece waits and then finds it freed.
     const std::uint16_t tag = tag_for(ns);  // what may throw, first
-    if (ipc_on_pool_free(piece_locked(i), false) == pool_free_outcome::deferred) {
-      // Out of every list, still counted as handed out: no one reuses it until IPC gives it
-      // back (pool_release_held), once the last importer closed it.
+    memory_observer* watcher = allocations().observer();
+    if (watcher && watcher->before_piece_free(piece_locked(i), false) == free_outcome::deferred) {
+      // Out of every list, still counted as handed out: no one reuses it until the observer
+      // gives it back (pool_release_held), once the last importer closed it.
       spans[i].set(held);
       ipc_marks.at(i).tag = tag;
       ++held_count;

@@ -2,14 +2,17 @@
 // what the rest of core asks of pools is in pool_impl.hpp.
 //
 // A pool is one pool_state; its parts are defined in one file per concern:
+//   pool_spans.hpp  the arena's building blocks: spans, size classes, free lists
+//   pool_cache.hpp  the per-thread caches and the list of live pools
 //   pool_alloc.cpp  alloc and free: the per-thread caches (the fast path) and the arena's
 //                   free lists (the slow path), flushing the caches, fork()'s hold on them,
 //                   giving empty blocks back to the driver
 //   pool_arena.cpp  new blocks from the driver, stream-ordered reclaim of freed spans, trim,
 //                   statistics, retiring a stream
-//   pool_ipc.cpp    lookup of a block's live piece, and pieces shared through IPC
+//   pool_pieces.cpp lookup of a block's live piece (and the public lookup()), and pieces
+//                   shared with other processes
 //   pool.cpp        making and destroying pools, the list of live pools, the C API's calls
-//                   and the C++ classes
+//                   and the C++ classes (and area's allocation calls)
 // The hot paths (alloc, free, the thread cache) stay in one translation unit; what they call
 // in other files is inline here (the span lists, take_locked, give_back_locked).
 //
@@ -27,223 +30,36 @@
 //   says cached), so a free from another thread, or a double free, is refused exactly.
 // - Every block is one registry record (origin::pool, owner = the pool): copies and managed
 //   calls see the block; lookup() asks the pool for the live piece that holds a pointer.
-// - A piece shared through IPC is marked (state exported, an entry in ipc_marks): its free
-//   bypasses the threads' caches and asks IPC, which may hold it back (state held) until
-//   every importer closed it; then IPC gives it back (pool_release_held).
+// - A piece shared with other processes (through IPC) is marked (state exported, an entry in
+//   ipc_marks): its free bypasses the threads' caches and asks the registry's observer (IPC,
+//   core/memory/memory_observer.hpp), which may hold it back (state held) until every
+//   importer closed it; then the observer gives it back (pool_release_held).
 #pragma once
 
 #include "base/fork_safety.hpp"
-#include "core/pool/pool_impl.hpp"
 #include "core/memory/registry.hpp"
+#include "core/pool/pool_cache.hpp"
+#include "core/pool/pool_impl.hpp"
+#include "core/pool/pool_spans.hpp"
 
 #include <memarea/pool.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <limits>
-#include <memory>
-#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace memarea::detail {
 
-/// The pool's building blocks. They were one file's private types; a namespace of their own
-/// keeps their plain names (span, word, live) apart from the rest of detail at link time, and
-/// the using-directive below lets the pool's files name them as before (this header is
-/// included by those files only).
-namespace pool_internal {
-
-inline constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
-inline constexpr int kSub = 3;  // 8 second-level classes per power of two
-inline constexpr int kLists = 64 << kSub;
-inline constexpr std::size_t kMinBlock = std::size_t{2} << 20;
-inline constexpr std::size_t kMaxGrowth = std::size_t{1} << 30;
-
-/// Shelves: which blocks a piece comes from. Pieces under kSmallPiece come from blocks of their
-/// own, larger ones from theirs, so that small pieces never cut up the room large ones need:
-/// on REFERENCE.md's mixed trace and five more of its kind (other seeds) that held the peak
-/// reserved at 1.106-1.149x the peak live, against 1.113-1.229x with one shelf
-/// (bench/experiments/pool_fit_model.py). The initial block (pool_options::initial_size)
-/// serves every size: it is the shared shelf, searched first. A shelf grows by its own
-/// blocks; only a pool that may not grow (past its maximum, or the driver out of memory) takes
-/// a piece from the other shelf.
-enum shelf : std::uint8_t { shared_shelf = 0, small_shelf = 1, large_shelf = 2 };
-inline constexpr int kShelves = 3;
-inline constexpr std::size_t kSmallPiece = std::size_t{256} << 10;
-inline shelf shelf_for(std::size_t n) { return n < kSmallPiece ? small_shelf : large_shelf; }
-
-/// exported: live, and shared through IPC; held: freed while another process has it open.
-enum span_state : std::uint8_t { unused = 0, free_span, live, cached, exported, held };
-
-/// A span's state word: its span_state in the low byte, above it the incarnation, which grows
-/// each time the span is handed out. A thread's cache frees by compare-and-swap on the word it
-/// saw at allocation, so a stale entry of an earlier incarnation never takes a later one.
-constexpr std::uint64_t word(std::uint64_t incarnation, span_state st) {
-  return incarnation << 8 | st;
-}
-
-/// One piece of a block. A cache line each: two threads' cached pieces never share one.
-struct alignas(64) span {
-  std::uintptr_t start = 0;
-  std::size_t size = 0;
-  std::uint32_t phys_prev = kNone, phys_next = kNone;
-  std::uint32_t free_prev = kNone, free_next = kNone;
-  std::uint64_t freed_seq = 0;  // the arena's free counter when it was freed (stream order)
-  std::uint16_t tag = 0;        // while free: the stream tag whose lists hold it
-  shelf on = shared_shelf;      // its block's shelf
-  std::uint16_t list_class = 0;  // while free: the class of the list that holds it
-  std::atomic<std::uint64_t> state{unused};
-  /// While live: the bytes its allocation asked for (size is that rounded up, or more when a
-  /// larger span was reused), which lookup reports. Atomic: the allocating thread sets it
-  /// after the arena's lock is dropped, and a lookup may read it under that lock.
-  std::atomic<std::size_t> requested{0};
-
-  span_state st() const { return static_cast<span_state>(state.load(std::memory_order_relaxed) & 0xff); }
-  std::uint64_t incarnation() const { return state.load(std::memory_order_relaxed) >> 8; }
-  /// Under the arena's lock, or by the cache that holds the span: a new state, same incarnation.
-  void set(span_state v) { state.store(word(incarnation(), v), std::memory_order_relaxed); }
-};
-
-static_assert(sizeof(span) == 64, "a span is one cache line");
-
-/// Spans by index, in chunks that never move: a thread's cache reads a span it holds without
-/// the arena's lock while the arena adds spans (a std::deque's index would move under it).
-class span_table {
- public:
-  static constexpr std::uint32_t kChunk = 1024, kChunks = 4096;  // 4 Mi spans a pool
-  span_table() = default;
-  span_table(const span_table&) = delete;
-  span_table& operator=(const span_table&) = delete;
-  ~span_table() {
-    for (std::uint32_t k = 0; k < kChunks; ++k) delete[] chunks_[k].load(std::memory_order_relaxed);
-  }
-  /// On every path of alloc and free, several times each: always inline, one load of the
-  /// chunk's address (the table is in the object, not behind a pointer).
-  [[gnu::always_inline]] span& operator[](std::uint32_t i) const {
-    return chunks_[i / kChunk].load(std::memory_order_acquire)[i % kChunk];
-  }
-  std::uint32_t size() const { return size_; }
-  /// Adds a span (under the arena's lock); out_of_memory past 4 Mi spans.
-  std::uint32_t push() {
-    if (size_ == kChunk * kChunks)
-      throw error(errc::out_of_memory, "pool: more than 4 Mi pieces in one pool");
-    if (size_ % kChunk == 0 && !chunks_[size_ / kChunk].load(std::memory_order_relaxed))
-      chunks_[size_ / kChunk].store(new span[kChunk], std::memory_order_release);
-    return size_++;
-  }
-  void pop() { --size_; }
-
- private:
-  std::atomic<span*> chunks_[kChunks] = {};  // 32 KiB in the pool's state
-  std::uint32_t size_ = 0;
-};
-
-inline int floor_log2(std::size_t x) {
-  return 63 - std::countl_zero(static_cast<std::uint64_t>(x));
-}
-
-/// The class whose every span is >= s (search) or that holds a span of size s (insert).
-inline int insert_class(std::size_t s) {
-  const int fl = floor_log2(s);
-  const int sl = static_cast<int>((s >> (fl - kSub)) & ((1 << kSub) - 1));
-  return (fl << kSub) | sl;
-}
-inline int search_class(std::size_t s) {
-  const int fl = floor_log2(s);
-  const std::size_t up = s + ((std::size_t{1} << (fl - kSub)) - 1);
-  return up < s ? kLists - 1 : insert_class(up);
-}
-
-/// start -> span index; open addressing, linear probing, backward-shift deletion.
-class start_index {
- public:
-  start_index() : slots_(64) {}
-  std::uint32_t find(std::uintptr_t k) const {
-    for (std::size_t i = home(k);; i = (i + 1) & mask()) {
-      if (slots_[i].key == k) return slots_[i].value;
-      if (slots_[i].key == 0) return kNone;
-    }
-  }
-  /// Makes room for one insert (the only step of insert that may throw).
-  void prepare_insert() {
-    if ((count_ + 1) * 2 > slots_.size()) grow();
-  }
-  void insert(std::uintptr_t k, std::uint32_t v) {
-    prepare_insert();
-    place(k, v);
-    ++count_;
-  }
-  void erase(std::uintptr_t k) {
-    std::size_t i = home(k);
-    while (slots_[i].key != k) {
-      if (slots_[i].key == 0) return;
-      i = (i + 1) & mask();
-    }
-    for (std::size_t j = (i + 1) & mask();; j = (j + 1) & mask()) {
-      if (slots_[j].key == 0) break;
-      const std::size_t h = home(slots_[j].key);
-      // Move j back into the hole at i unless its home lies cyclically in (i, j].
-      if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
-    }
-    slots_[i] = {};
-    --count_;
-  }
-  std::size_t size() const { return count_; }
-
- private:
-  struct slot {
-    std::uintptr_t key = 0;
-    std::uint32_t value = kNone;
-  };
-  std::size_t mask() const { return slots_.size() - 1; }
-  std::size_t home(std::uintptr_t k) const {
-    return static_cast<std::size_t>((k >> 4) * 0x9e3779b97f4a7c15ull >> 17) & mask();
-  }
-  void place(std::uintptr_t k, std::uint32_t v) {
-    std::size_t i = home(k);
-    while (slots_[i].key != 0) i = (i + 1) & mask();
-    slots_[i] = {k, v};
-  }
-  void grow() {
-    std::vector<slot> old(slots_.size() * 2);
-    old.swap(slots_);
-    for (const slot& s : old)
-      if (s.key) place(s.key, s.value);
-  }
-  std::vector<slot> slots_;
-  std::size_t count_ = 0;
-};
-
-/// One stream tag's free lists: kLists classes on each shelf (head[shelf * kLists + class]).
-struct free_lists {
-  std::uint64_t fl_map[kShelves] = {};
-  std::uint8_t sl_map[kShelves][64] = {};
-  std::uint32_t head[kShelves * kLists];
-  std::size_t bytes = 0;
-  std::size_t spans = 0;
-  native_stream stream = nullptr;
-  native_event event = nullptr;    // recorded on stream to learn when its frees are safe
-  std::uint64_t event_seq = 0;     // frees up to this sequence number are covered by event
-  bool event_pending = false;
-  free_lists() { std::fill(std::begin(head), std::end(head), kNone); }
-};
-
-struct thread_cache;
-}  // namespace pool_internal
-
-using namespace pool_internal;  // the pool's files only: see above
+using namespace pool_internal;  // the pool's files only: see pool_spans.hpp
 
 /// A pool's state (memarea_pool_t points at it).
 struct pool_state {
@@ -577,220 +393,5 @@ struct pool_state {
   /// Gives what threads' caches hold back to the arena: everything, or what was freed on only.
   void flush_caches(bool all = true, native_stream only = nullptr);
 };
-
-namespace pool_internal {
-
-/// Counts the fork()s this process descends from: a pool made before one belongs to the parent.
-extern std::atomic<std::uint64_t> g_fork_generation;  // pool_alloc.cpp
-
-/// One thread's cache for one pool: freed pieces kept per size class for this thread's next
-/// allocations, and the pieces it was handed lately (so that their free finds its span without
-/// the arena). Everything is under `busy`, which only the owning thread takes on its fast
-/// paths; others take it to drain (trim, flush, destroy, fork) in short sections.
-struct alignas(64) thread_cache {  // a line of its own: no false sharing between threads
-  std::atomic<bool> busy{false};
-  std::atomic<pool_state*> pool{nullptr};  // null once the pool is gone (read by its thread)
-  std::uint64_t serial = 0;
-  /// Trivial (no member initializers): a free's batch of evicted entries is a plain array on
-  /// its stack, filled before it is read, not 640 bytes zeroed on every free.
-  struct entry {
-    std::uintptr_t start;
-    std::size_t size;
-    std::uint32_t span;
-    std::uint64_t incarnation;  // the span's, when this thread cached it
-    native_stream stream;
-  };
-  /// Cached pieces at most, in all classes: enough for a loop of 1,024 like allocations that
-  /// are all freed before the next loop (AML's allocator benchmarks, a layer's activations).
-  static constexpr std::uint32_t kEntries = 1024;
-  static constexpr std::uint16_t kEnd = 0xffff;
-  static_assert(kEntries < kEnd, "entry indices are 16 bits");
-  /// What a thread may keep cached: 4 MiB, or one piece of any size (so that a loop of
-  /// large round trips stays in the cache too). Kept small: cached pieces are reserved memory
-  /// that no other size and no other thread can use until a short pool flushes the caches.
-  static constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
-  /// Larger pieces are cached only alone (see kMaxBytes): many large pieces held out of the
-  /// arena's coalescing fragment it (the mixed trace on sim: peak reserved 1.222x the peak of
-  /// live bytes when pieces of up to 4 MiB were cached, 1.183x with this limit).
-  static constexpr std::size_t kMaxPiece = std::size_t{1} << 20;
-  /// A class's stack is searched this deep for a piece of the caller's stream and size.
-  static constexpr int kSearchDepth = 8;
-  /// Entries of other classes given back when a free finds the cache full: the cache follows
-  /// the sizes in use.
-  static constexpr int kEvictBatch = 16;
-
-  std::size_t cached_bytes = 0;
-  std::size_t cached_count = 0;
-
-  struct recent {
-    std::uintptr_t start = 0;
-    std::uint32_t span = kNone;
-    std::uint64_t incarnation = 0;  // the span's when this thread was handed it
-  };
-  /// Direct-mapped by address over the pool's alignment (pieces start at least that far
-  /// apart): 4,096 slots, so that 1,024 live pieces at a regular stride of one to 256 alignment
-  /// units each keep a slot of their own (Fibonacci hashing spreads an arithmetic sequence).
-  static constexpr int kRecentBits = 12, kRecent = 1 << kRecentBits;
-  static int recent_slot(std::uintptr_t p, int alignment_shift) {
-    return static_cast<int>((p >> alignment_shift) * 0x9e3779b97f4a7c15ull >> (64 - kRecentBits));
-  }
-  int recent_slot(std::uintptr_t p) const { return recent_slot(p, recent_shift); }
-  int recent_shift = 8;  ///< log2 of the pool's alignment (set when the cache is made)
-  recent recents[kRecent];
-
-  void lock() noexcept {
-    // Only a flush, trim, destroy, fork or a thread's exit contend, for one batch at most.
-    for (int spins = 0; busy.exchange(true, std::memory_order_acquire); ++spins) {
-      if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        std::this_thread::yield();  // the holder may be descheduled (one core)
-      }
-    }
-  }
-  void unlock() noexcept { busy.store(false, std::memory_order_release); }
-
-  /// Takes a cached piece of at least n bytes freed on stream ns, from class cls; false if
-  /// none within kSearchDepth.
-  bool take(int cls, std::size_t n, native_stream ns, entry* out) noexcept {
-    std::uint16_t prev = kEnd;
-    int depth = 0;
-    for (std::uint16_t i = head_[cls]; i != kEnd && depth < kSearchDepth;
-         prev = i, i = nodes_[i].next, ++depth) {
-      const entry& e = nodes_[i].e;
-      if (e.stream != ns || e.size < n) continue;
-      *out = e;
-      unlink(cls, prev, i);
-      return true;
-    }
-    return false;
-  }
-  /// Whether a piece of sz bytes fits (bytes and entries) under the byte limit.
-  bool has_room(std::size_t sz, std::size_t limit, bool one_of_any_size) const noexcept {
-    if (cached_count == kEntries) return false;
-    if (cached_count == 0 && one_of_any_size) return true;
-    return sz <= kMaxPiece && cached_bytes + sz <= limit;
-  }
-  /// Caches e in class cls (has_room said yes).
-  void put(int cls, const entry& e) noexcept {
-    std::uint16_t i;
-    if (free_head_ != kEnd) {
-      i = free_head_;
-      free_head_ = nodes_[i].next;
-    } else {
-      i = static_cast<std::uint16_t>(never_used_++);
-    }
-    nodes_[i].e = e;
-    nodes_[i].next = head_[cls];
-    head_[cls] = i;
-    nonempty_[cls / 64] |= std::uint64_t{1} << (cls % 64);
-    cached_bytes += e.size;
-    ++cached_count;
-  }
-  /// Takes entries of classes other than keep (round robin over the classes) until a piece of
-  /// sz bytes would fit, at most kEvictBatch of them; returns how many.
-  int evict_for(int keep, std::size_t sz, std::size_t limit, entry* out) noexcept {
-    int n = 0;
-    while (n < kEvictBatch && cached_count > 0 && !has_room(sz, limit, false)) {
-      const int cls = next_nonempty(victim_, keep);
-      if (cls < 0) break;
-      victim_ = cls;
-      out[n++] = nodes_[head_[cls]].e;
-      unlink(cls, kEnd, head_[cls]);
-    }
-    return n;
-  }
-
-  /// Takes out up to max entries (caller holds busy): of every stream, or only those freed on
-  /// `only`. Callers loop until it returns fewer than max; nothing here allocates, so a
-  /// cache's flag is never held across a throw.
-  std::size_t drain(entry* out, std::size_t max, bool all = true,
-                    native_stream only = nullptr) noexcept {
-    std::size_t n = 0;
-    for (int cls = 0; cls < kLists && n < max; ++cls) {
-      std::uint16_t prev = kEnd;
-      for (std::uint16_t i = head_[cls]; i != kEnd && n < max;) {
-        const std::uint16_t next = nodes_[i].next;
-        if (all || nodes_[i].e.stream == only) {
-          out[n++] = nodes_[i].e;
-          unlink(cls, prev, i);
-        } else {
-          prev = i;
-        }
-        i = next;
-      }
-    }
-    // The recents stay: each is checked against its span's incarnation when used, and those
-    // of pieces still live keep their frees off the arena.
-    return n;
-  }
-  /// Forgets every entry (the pool is going, and its pieces with its blocks).
-  void clear() noexcept {
-    std::fill(std::begin(head_), std::end(head_), kEnd);
-    nonempty_ = {};
-    free_head_ = kEnd;
-    never_used_ = 0;
-    cached_bytes = 0;
-    cached_count = 0;
-    for (recent& r : recents) r = {};
-  }
-
- private:
-  struct node {
-    entry e;
-    std::uint16_t next = kEnd;
-  };
-  void unlink(int cls, std::uint16_t prev, std::uint16_t i) noexcept {
-    (prev == kEnd ? head_[cls] : nodes_[prev].next) = nodes_[i].next;
-    if (head_[cls] == kEnd) nonempty_[cls / 64] &= ~(std::uint64_t{1} << (cls % 64));
-    nodes_[i].next = free_head_;
-    free_head_ = i;
-    cached_bytes -= nodes_[i].e.size;
-    --cached_count;
-  }
-  /// The first class at or after from (cyclically) with cached entries, other than skip; -1
-  /// if none.
-  int next_nonempty(int from, int skip) const noexcept {
-    constexpr int kWords = kLists / 64;
-    // kWords + 1 rounds: the last one reads from's word again, whole (the classes below from).
-    for (int k = 0; k <= kWords; ++k) {
-      const int w = (from / 64 + k) % kWords;
-      std::uint64_t bits = nonempty_[w];
-      if (k == 0) bits &= ~std::uint64_t{0} << (from % 64);
-      if (skip / 64 == w) bits &= ~(std::uint64_t{1} << (skip % 64));
-      if (bits) return w * 64 + std::countr_zero(bits);
-    }
-    return -1;
-  }
-  /// Per class: the index of its most recently cached entry (a stack linked through next).
-  std::array<std::uint16_t, kLists> head_ = make_heads();
-  std::array<std::uint64_t, kLists / 64> nonempty_{};  // classes whose stack is not empty
-  std::uint16_t free_head_ = kEnd;  // entries given back; then those never used yet
-  std::uint32_t never_used_ = 0;
-  int victim_ = 0;
-  node nodes_[kEntries];
-  static constexpr std::array<std::uint16_t, kLists> make_heads() {
-    std::array<std::uint16_t, kLists> h{};
-    for (auto& x : h) x = kEnd;
-    return h;
-  }
-};
-
-/// Every live pool, and a serial per pool (a cache or a lookup finds out whether its pool still
-/// lives, even if a new pool reuses the address).
-struct pool_list {
-  ranked_mutex m{lock_rank::pool_list};
-  std::unordered_map<const pool_state*, std::uint64_t> live;
-  std::uint64_t next_serial = 1;
-};
-extern std::atomic<pool_list*> g_pools;  // for fork's handlers, which must make nothing (pool.cpp)
-/// The live pools (made on first use).
-pool_list& pools();
-
-inline std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) & ~(a - 1); }
-
-}  // namespace pool_internal
 
 }  // namespace memarea::detail

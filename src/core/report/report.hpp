@@ -1,6 +1,9 @@
 // The reports of `memarea info` and `memarea topo` (their JSON, and the topology's
 // measurements), served by the C API (include/memarea/report.h), which the CLI (tools/) and the
-// Python package print, so that all of them give the same document.
+// Python package print, so that all of them give the same document. The info report is core's
+// (report_info.cpp); the topology's measurement is an optional component above core, src/topo/,
+// which defines the declarations below from "Topology" on (MEMAREA_WITH_TOPO; without it,
+// src/topo/topo_unavailable.cpp defines them to throw not_supported).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,6 +19,8 @@ namespace memarea::report {
 
 /// `memarea info --json`.
 nlohmann::json info_json();
+
+// --- Topology (src/topo/) ----------------------------------------------------------------
 
 /// How `memarea topo` measures (docs/topo.md says what each figure means).
 struct topology_options {
@@ -67,11 +72,11 @@ struct topology {
 void topology_defaults(std::size_t& size, int& reps);
 
 /// Fills the link labels of a topology whose n, names and pci are set: `link`,
-/// `link_nominal`, `host_link`, `host_link_nominal` and `legend` (core/report_links.cpp).
+/// `link_nominal`, `host_link`, `host_link_nominal` and `legend` (src/topo/topo_links.cpp).
 void label_links(topology& r);
 
 /// Measures with `o` (defaults already applied); `progress` (may be empty) hears what is being
-/// measured.
+/// measured. not_supported in a library built without the measurement.
 topology measure_topology(const topology_options& o,
                           const std::function<void(const std::string&)>& progress = {});
 

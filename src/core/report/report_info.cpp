@@ -1,5 +1,5 @@
-// `memarea info --json` (core/report.hpp): built here, in the library, so that the CLI and the
-// C API's memarea_info_json (the Python package's memarea.info()) give the same document.
+// `memarea info --json` (core/report/report.hpp): built here, in the library, so that the CLI and
+// the C API's memarea_info_json (the Python package's memarea.info()) give the same document.
 #include "core/report/report.hpp"
 
 #include <memarea/device.hpp>

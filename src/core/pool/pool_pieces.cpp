@@ -1,7 +1,17 @@
 // Pools' pieces as others see them: lookup() of the live piece that holds a pointer, and
-// pieces shared through IPC (marked exported; a free while another process has one open holds
-// it back until IPC gives it back). See pool_state.hpp for the files of pools.
+// pieces shared with other processes (marked exported, by the registry's observer: IPC; a free
+// while another process has one open holds it back until the observer gives it back). See
+// pool_state.hpp for the files of pools.
+//
+// Also the public lookup() of any pointer, which sits here, above areas and pools: a pool's
+// block answers with its live piece, a record the registry's observer owns (another process's
+// memory it mapped) with what the observer says, any other record with itself.
 #include "core/pool/pool_state.hpp"
+
+#include "core/memory/memory_observer.hpp"
+#include "core/system.hpp"
+
+#include <memarea/pointer.hpp>
 
 #include <algorithm>
 #include <mutex>
@@ -159,3 +169,44 @@ void pool_release_held(const pool_piece& piece) {
 }
 
 }  // namespace memarea::detail
+
+namespace memarea {
+using detail::system;
+
+std::optional<allocation_info> find(const void* ptr) {
+  if (auto r = detail::allocations().find(ptr)) {
+    const auto kind = static_cast<memory_kind>(r->kind);
+    if (r->made_by == detail::origin::pool) {
+      // A pool's block: the live piece that holds ptr, or nothing (free memory of the pool).
+      auto piece = detail::pool_sub_allocation(*r, ptr);
+      if (!piece) return std::nullopt;
+      return allocation_info{piece->base, piece->requested, kind, r->device, piece->capacity};
+    }
+    if (r->owner) {
+      // Another process's memory that the observer (IPC) mapped: the buffer it exported (not
+      // the rest of its driver allocation), on its device. The record is the whole mapping,
+      // opened on this process's device. Any other record has no owner: no call.
+      detail::memory_observer* watcher = detail::allocations().observer();
+      if (watcher && r->owner == watcher)
+        if (auto b = watcher->describe(*r, ptr))
+          return allocation_info{b->base, b->size, kind, b->device, b->size};
+    }
+    return allocation_info{r->base, r->size, kind, r->device, r->size};
+  }
+  auto& sys = system::get();
+  detail::pointer_info pi;
+  if (ptr && sys.gpu().pointer_query(ptr, &pi).ok())
+    return allocation_info{pi.base, pi.size, static_cast<memory_kind>(pi.kind), pi.device,
+                           pi.size};
+  return std::nullopt;
+}
+
+allocation_info lookup(const void* ptr) {
+  if (auto r = find(ptr)) return *r;
+  throw error(errc::not_found,
+              fmt::format("lookup: {} is in no memarea allocation and the {} driver does not "
+                          "know it",
+                          ptr, system::get().gpu().name()));
+}
+
+}  // namespace memarea

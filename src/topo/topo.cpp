@@ -1,13 +1,16 @@
-// `memarea topo`'s measurements and JSON (core/report.hpp): which devices can reach which, over
-// what link (core/report_links.cpp), and how fast memarea copies between them and the host, by
-// the methods of NVIDIA's nvbandwidth (copy-engine bandwidth) and the CUDA samples'
-// p2pBandwidthLatencyTest (latency), with the bare driver calls measured the same way beside
-// them on request. docs/topo.md says
-// exactly how each figure is made. In the library so that the CLI, the C API's
-// memarea_topo_json and the Python package's memarea.topo() give one document.
+// `memarea topo`'s measurements and JSON (core/report/report.hpp declares them, for the C API):
+// which devices can reach which, over what link (topo_links.cpp), and how fast memarea copies
+// between them and the host, by the methods of NVIDIA's nvbandwidth (copy-engine bandwidth) and
+// the CUDA samples' p2pBandwidthLatencyTest (latency), with the bare driver calls measured the
+// same way beside them on request. docs/topo.md says exactly how each figure is made.
+//
+// An optional component above core (MEMAREA_WITH_TOPO, src/CMakeLists.txt; without it
+// topo_unavailable.cpp answers instead): memarea's copies through the public API, and the
+// driver of the active backend (core/system.hpp) for what the public API cannot do, timing
+// with events and the bare driver calls of the baseline. Built into the library so that the
+// CLI, the C API's memarea_topo_json and the Python package's memarea.topo() give one document.
 #include "core/report/report.hpp"
 
-#include "core/stream_impl.hpp"
 #include "core/system.hpp"
 
 #include <memarea/area.hpp>

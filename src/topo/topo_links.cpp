@@ -1,6 +1,7 @@
-// The links of `memarea topo` (core/report.hpp): each pair's link as `nvidia-smi topo -m` names
-// it and each device's host link, read through NVML (dlopen'ed: memarea does not link it), with
-// their nominal peaks and what each label means. docs/topo.md lists the labels.
+// The links of `memarea topo` (core/report/report.hpp, topo.cpp): each pair's link as
+// `nvidia-smi topo -m` names it and each device's host link, read through NVML (dlopen'ed:
+// memarea does not link it), with their nominal peaks and what each label means. docs/topo.md
+// lists the labels.
 #include "core/report/report.hpp"
 
 #include <memarea/device.hpp>
