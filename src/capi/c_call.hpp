@@ -19,11 +19,6 @@ struct memarea_area {
 
 namespace memarea::detail {
 
-/// Records the calling thread's last error message.
-void set_last_error(const std::string& message);
-/// Clears it (the start of every call).
-void clear_last_error();
-
 /// Runs f; success, or the status of what it threw, with "fn: <its message>" kept as the
 /// thread's message (the public helper add-ons use too, <memarea/c_call.hpp>).
 template <class F>

@@ -23,8 +23,6 @@ namespace memarea::detail {
 namespace {
 thread_local std::string t_last_error;
 }
-void set_last_error(const std::string& message) { t_last_error = message; }
-void clear_last_error() { t_last_error.clear(); }
 }  // namespace memarea::detail
 
 extern "C" {
