@@ -1,5 +1,6 @@
-// Helpers of the add-on API's tests (api/addon_test.cpp, whitebox/addon_test.cpp): tags, the
-// host's page size and nodes, and the kernel's memory policy of a page.
+// Helpers of the add-on API's and host memory's tests (api/ and whitebox/ addon_test.cpp,
+// host_memory_test.cpp): tags, the host's page size and nodes, and the kernel's memory policy
+// of a page.
 #pragma once
 
 #include <memarea/error.hpp>
@@ -58,6 +59,13 @@ inline std::vector<unsigned long> all_nodes() {
     mask[i / bits] |= 1UL << (i % bits);
   }
   return mask;
+}
+
+/// The ids of the host's NUMA nodes.
+inline std::vector<int> node_ids() {
+  std::vector<int> ids;
+  for (const auto& n : host::numa_nodes()) ids.push_back(n.id);
+  return ids;
 }
 
 /// A node id that does not exist on this host.

@@ -175,4 +175,20 @@ inline std::set<int> accessed_set(const void* p, std::size_t n) {
   return {v.begin(), v.end()};
 }
 
+/// The active backend is HIP, and its runtime is HIP's NVIDIA platform (tools/hip-nvidia-shim).
+inline bool hip_over_nvidia() {
+  if (backend_name() != "hip") return false;
+  for (const auto& b : backends())
+    if (b.name == "hip") return b.version.rfind("HIP's NVIDIA platform", 0) == 0;
+  return false;
+}
+
+/// Skips a test unless the HIP backend runs over HIP's NVIDIA platform with a device.
+#define REQUIRE_HIP_OVER_NVIDIA()                                                         \
+  do {                                                                                    \
+    if (!memarea::test::hip_over_nvidia())                                                \
+      GTEST_SKIP() << "the HIP backend over HIP's NVIDIA platform only";                  \
+    MEMAREA_REQUIRE_DEVICES(1);                                                           \
+  } while (0)
+
 }  // namespace memarea::test

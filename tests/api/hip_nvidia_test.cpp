@@ -10,24 +10,6 @@
 using namespace memarea;
 using namespace memarea::test;
 
-namespace {
-
-/// The active backend is HIP, and its runtime is HIP's NVIDIA platform.
-bool hip_over_nvidia() {
-  if (backend_name() != "hip") return false;
-  for (const auto& b : backends())
-    if (b.name == "hip") return b.version.rfind("HIP's NVIDIA platform", 0) == 0;
-  return false;
-}
-
-#define REQUIRE_HIP_OVER_NVIDIA()                                                         \
-  do {                                                                                    \
-    if (!hip_over_nvidia()) GTEST_SKIP() << "the HIP backend over HIP's NVIDIA platform only"; \
-    MEMAREA_REQUIRE_DEVICES(1);                                                           \
-  } while (0)
-
-}  // namespace
-
 // The properties the platform answers for itself, and the one it cannot (unified addressing,
 // which it does not map: the backend reports it, as every HIP device has it).
 TEST(HipOverNvidia, PropertiesComeFromTheCudaDevice) {

@@ -3,6 +3,7 @@
 // error path. Runs in every configuration, `none` included: host memory needs no GPU. The CI
 // machine has one NUMA node, so placement is checked on node 0 (a real check: move_pages reads
 // it back) and on every node where there are more.
+#include "api/addon_util.hpp"
 #include "api/common.hpp"
 
 #include <memarea/host.hpp>
@@ -30,21 +31,6 @@ namespace mm = memarea::managed;
 namespace {
 
 constexpr std::size_t kPage = 4096;
-
-std::size_t host_page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
-
-std::vector<int> node_ids() {
-  std::vector<int> ids;
-  for (const auto& n : host::numa_nodes()) ids.push_back(n.id);
-  return ids;
-}
-
-/// A node id that does not exist on this host.
-int missing_node() {
-  int max = 0;
-  for (int id : node_ids()) max = std::max(max, id);
-  return max + 1;
-}
 
 /// The kernel's memory policy of the page at p (MPOL_*), or -1 without NUMA support.
 int policy_at(const void* p) {

@@ -10,24 +10,6 @@
 using namespace memarea;
 using namespace memarea::test;
 
-namespace {
-
-/// The active backend is HIP, and its runtime is HIP's NVIDIA platform.
-bool hip_over_nvidia() {
-  if (backend_name() != "hip") return false;
-  for (const auto& b : backends())
-    if (b.name == "hip") return b.version.rfind("HIP's NVIDIA platform", 0) == 0;
-  return false;
-}
-
-#define REQUIRE_HIP_OVER_NVIDIA()                                                         \
-  do {                                                                                    \
-    if (!hip_over_nvidia()) GTEST_SKIP() << "the HIP backend over HIP's NVIDIA platform only"; \
-    MEMAREA_REQUIRE_DEVICES(1);                                                           \
-  } while (0)
-
-}  // namespace
-
 // HIP 5.2's NVIDIA platform has no virtual memory calls: shareable memory is refused, with why,
 // and nothing is allocated.
 TEST(HipOverNvidia, ShareableMemoryIsNotSupported) {

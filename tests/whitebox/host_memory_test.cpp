@@ -1,6 +1,7 @@
 // memarea's pageable host memory as its registry sees it: an allocation is recorded and freed
 // by its base alone, refused input records nothing, and threads that allocate, advise, prefetch
 // and free leave the count as they found it. The rest is api/host_memory_test.cpp.
+#include "api/addon_util.hpp"
 #include "whitebox/whitebox.hpp"
 
 #include <memarea/host.hpp>
@@ -25,21 +26,6 @@ namespace mt = memarea::detail::testing;
 namespace {
 
 constexpr std::size_t kPage = 4096;
-
-std::size_t host_page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
-
-std::vector<int> node_ids() {
-  std::vector<int> ids;
-  for (const auto& n : host::numa_nodes()) ids.push_back(n.id);
-  return ids;
-}
-
-/// A node id that does not exist on this host.
-int missing_node() {
-  int max = 0;
-  for (int id : node_ids()) max = std::max(max, id);
-  return max + 1;
-}
 
 }  // namespace
 
