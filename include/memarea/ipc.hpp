@@ -28,15 +28,13 @@
 #include <utility>
 #include <vector>
 
-namespace memarea::detail {
-/// How an ipc::mapping lets go: ipc::close.
-struct mapping_close {
-  /// ipc::close(ptr).
+namespace memarea::ipc {
+
+/// The releaser of mapping (owner.hpp): close().
+struct mapping_release {
+  /// close(ptr); throws what close throws.
   void free(void* ptr, std::size_t size) const;
 };
-}  // namespace memarea::detail
-
-namespace memarea::ipc {
 
 /// Flag of open(): the importing device may differ from the memory's; peer access is enabled
 /// as needed (cudaIpcMemLazyEnablePeerAccess; MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS in C).
@@ -78,7 +76,7 @@ void close(void* ptr);
 
 /// An open mapping, closed on destruction (owner.hpp: data() the pointer open returned, size(),
 /// reset(), try_reset(), release()). Move-only. After release() the caller closes with close().
-class mapping : public owner<memarea::detail::mapping_close> {
+class mapping : public owner<mapping_release> {
  public:
   /// Empty: holds nothing.
   mapping() = default;

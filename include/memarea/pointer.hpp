@@ -63,19 +63,18 @@ void free_tagged(void* ptr, std::size_t size, const void* tag);
 /// that maps at a fixed address (MAP_FIXED) must not replace. invalid_value for size 0.
 bool overlaps_allocation(const void* ptr, std::size_t size);
 
-namespace detail {
-/// How managed_buffer and host_buffer give memory back: memarea's free by base pointer alone
-/// (as memarea_free does).
-struct base_release {
-  /// Frees the allocation that starts at ptr.
+/// The releaser of owned_allocation (owner.hpp), so of managed::managed_buffer and
+/// host::host_buffer: memarea's free by base pointer alone, as memarea_free does.
+struct allocation_release {
+  /// Frees the allocation that starts at ptr (size is not needed); invalid_value, freeing
+  /// nothing, when ptr is not the start of a live memarea allocation.
   void free(void* ptr, std::size_t size) const;
 };
-}  // namespace detail
 
 /// An owning, move-only allocation that memarea frees by its base pointer alone (owner.hpp:
 /// data() its start, size() as asked for, reset(), try_reset(), release()): what
 /// managed::managed_buffer and host::host_buffer build on. After release() the caller frees
 /// with managed::free or host::free.
-using owned_allocation = owner<detail::base_release>;
+using owned_allocation = owner<allocation_release>;
 
 }  // namespace memarea

@@ -266,7 +266,7 @@ buffer area::allocate(std::size_t size, const mmap_options& options) const {
 
 int buffer::device() const { return lookup(data()).device; }
 
-void detail::base_release::free(void* ptr, std::size_t) const { managed_free(ptr); }
+void allocation_release::free(void* ptr, std::size_t) const { detail::managed_free(ptr); }
 
 std::optional<allocation_info> find(const void* ptr) {
   if (auto r = detail::allocations().find(ptr)) {

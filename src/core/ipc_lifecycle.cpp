@@ -470,4 +470,4 @@ sweep_report sweep(bool dry_run) {
 
 }  // namespace memarea::ipc
 
-void memarea::detail::mapping_close::free(void* ptr, std::size_t) const { ipc::close(ptr); }
+void memarea::ipc::mapping_release::free(void* ptr, std::size_t) const { ipc::close(ptr); }
