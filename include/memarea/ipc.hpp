@@ -143,6 +143,12 @@ struct sweep_report {
 /// remove_stale_objects() with the whole report; with dry_run it removes nothing and lists what
 /// it would remove (`memarea ipc gc --dry-run`).
 sweep_report sweep(bool dry_run = false);
+/// This process's owner id: the 16 hex digits in the names of the /dev/shm objects it makes
+/// ("memarea-<kind>-<owner>-...", its lease "memarea-lease-<owner>"), for a program or test
+/// that checks what a process left behind. 0 until the process makes its first shared object
+/// (an IPC export, sim device memory, ...), which draws the id; a child of fork() draws its
+/// own. Makes nothing.
+std::uint64_t owner_id() noexcept;
 
 // --- shareable memory and file descriptors -----------------------------------------------------
 

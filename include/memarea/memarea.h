@@ -395,6 +395,11 @@ typedef struct memarea_ipc_sweep_report {
 /** memarea_ipc_remove_stale_objects with the whole report; dry_run not 0: removes nothing and
  *  counts what it would remove. report may be NULL. */
 MEMAREA_API memarea_status memarea_ipc_sweep(memarea_ipc_sweep_report *report, int dry_run);
+/** This process's owner id (*owner): the 16 hex digits in the names of the /dev/shm objects it
+ *  makes ("memarea-<kind>-<owner>-...", its lease "memarea-lease-<owner>"); 0 until it makes
+ *  its first shared object, which draws the id (a child of fork() draws its own). Makes
+ *  nothing. INVALID_VALUE for owner NULL. */
+MEMAREA_API memarea_status memarea_ipc_owner_id(unsigned long long *owner);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Shareable memory and file descriptors (seed 001: what legacy IPC cannot share)           */
