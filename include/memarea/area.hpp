@@ -1,6 +1,9 @@
 // memarea — areas: where memory lives and who can see it (AML's area concept, seed 004).
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
 #include <memarea/pointer.hpp>
@@ -104,3 +107,5 @@ class buffer : public owner<area_release> {
 void* host_get_device_pointer(void* host_ptr);
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

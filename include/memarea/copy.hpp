@@ -10,6 +10,9 @@
 // blocks the calling thread.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/stream.hpp>
 
 #include <cstddef>
@@ -34,3 +37,5 @@ void copy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                      stream_view s);
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

@@ -17,6 +17,9 @@
 //    the calls fail with not_supported (a child whose parent never used memarea starts afresh).
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
 
@@ -181,3 +184,5 @@ int receive_fd(int socket, void* payload = nullptr, std::size_t capacity = 0,
                std::size_t* size = nullptr, int timeout_ms = -1);
 
 }  // namespace memarea::ipc
+
+#pragma GCC visibility pop

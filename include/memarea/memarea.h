@@ -6,6 +6,9 @@
 #ifndef MEMAREA_MEMAREA_H
 #define MEMAREA_MEMAREA_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -446,5 +449,7 @@ MEMAREA_API void memarea_dlpack_capsule_destructor(void *capsule);
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+#pragma GCC visibility pop
 
 #endif /* MEMAREA_MEMAREA_H */

@@ -1,6 +1,9 @@
 // memarea — what any pointer is.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/device.hpp>
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
@@ -78,3 +81,5 @@ struct allocation_release {
 using owned_allocation = owner<allocation_release>;
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

@@ -7,6 +7,9 @@
 // rules and figures.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/area.hpp>
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
@@ -114,3 +117,5 @@ class pool_buffer : public owner<pool_release> {
 };
 
 }  // namespace memarea
+
+#pragma GCC visibility pop
