@@ -446,7 +446,8 @@ class Buffer(_BufferCore, _Array):
 
 class View(_ViewCore, _Array):
     """A zero-copy typed view of part of a Buffer (Buffer.view): shape, dtype, and every export
-    a Buffer has (DLPack, CUDA array interface, NumPy, memoryview). It keeps the Buffer alive."""
+    a Buffer has (DLPack, CUDA array interface, NumPy, memoryview, the buffer protocol typed and
+    shaped as the view). It keeps the Buffer alive."""
     __slots__ = ("_buffer", "_offset", "_dtype", "_shape", "__weakref__")
 
     def __init__(self, buffer: Buffer, offset: int, dtype="uint8", shape=None, *, limit=None):

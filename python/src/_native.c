@@ -43,8 +43,13 @@ static void raise_status(memarea_status st) {
   }
 }
 
-/* A handle attribute (an int or None) as a pointer; -1 with an exception set on failure. */
+/* The _handle attribute (an int or None) of obj (NULL: none) as a pointer; -1 with an exception
+ * set on failure. */
 static int handle_of(PyObject *obj, void **out) {
+  if (obj == NULL) {
+    *out = NULL;
+    return 0;
+  }
   PyObject *h = PyObject_GetAttr(obj, str_handle);
   if (h == NULL) return -1;
   if (h == Py_None) {
@@ -115,7 +120,7 @@ static int buffer_do_free(BufferCore *self) {
   self->open = 0;
   switch (self->mode) {
     case MODE_POOL:
-      if (PyObject_TypeCheck(self->owner, PoolCore_Type)) {
+      if (self->owner != NULL && PyObject_TypeCheck(self->owner, PoolCore_Type)) {
         owner_handle = ((PoolCore *)self->owner)->handle;
       } else if (handle_of(self->owner, &owner_handle) < 0) {
         goto failed;
