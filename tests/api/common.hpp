@@ -28,6 +28,16 @@ inline std::vector<unsigned char> random_bytes(std::size_t n) {
   return v;
 }
 
+/// Writes random bytes over [p, p+n) through memarea's copy and reads them back: whether the
+/// same bytes came back.
+inline bool round_trips(void* p, std::size_t n) {
+  const auto v = random_bytes(n);
+  copy(p, v.data(), n);
+  std::vector<unsigned char> back(n, 0);
+  copy(back.data(), p, n);
+  return back == v;
+}
+
 /// Number of devices of the active backend.
 inline int devices() { return memarea::device_count(); }
 
