@@ -122,6 +122,11 @@ TEST(IpcProcess, OpenCountsCacheAndStaleHandles) {
   const auto h2 = ipc::handle::from_hex(owner.ask("alloc " + str(n) + " " + str(seed2)));
   EXPECT_NE(h, h2);
   const std::uint64_t owner_lease = owner_from_hex(owner.ask("owner"));  // who made h2's objects
+  // They are there now (the end checks they are gone: with an owner of 0, or none of its
+  // objects ever there, it would hold vacuously).
+  ASSERT_NE(owner_lease, 0u);
+  ASSERT_EQ(objects_of(owner_lease, "lease").size(), 1u);
+  ASSERT_EQ(objects_of(owner_lease, "ipc").size(), 1u);
   EXPECT_MEMAREA_ERROR((void)ipc::open(h), errc::invalid_handle);
   {
     ipc::mapping m(h2);
