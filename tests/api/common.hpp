@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <random>
@@ -36,6 +37,13 @@ inline bool round_trips(void* p, std::size_t n) {
   std::vector<unsigned char> back(n, 0);
   copy(back.data(), p, n);
   return back == v;
+}
+
+/// A pointer as memarea's messages print it ("0x" and lower-case hex digits).
+inline std::string pointer_text(const void* p) {
+  char b[2 + 2 * sizeof p + 1];
+  std::snprintf(b, sizeof b, "%p", p);
+  return b;
 }
 
 /// Number of devices of the active backend.

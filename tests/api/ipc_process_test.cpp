@@ -342,6 +342,67 @@ TEST(IpcProcess, FreeIsRefusedWhenAsked) {
   memarea_area_destroy(a);
 }
 
+// memarea_free and its C++ equivalents (managed::free, host::free: any memarea allocation by its
+// pointer) refuse memory of another process opened through IPC: the registry's observer (IPC)
+// names the call that closes it. The refusal changes nothing: the mapping still holds the
+// exporter's bytes, writes reach the exporter, it still counts one importer, and it closes.
+TEST(IpcProcess, FreeByPointerRefusesImportedMemory) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const std::size_t n = 20000;
+  const auto seed = new_seed();
+  child owner({"export", str(n), str(seed)});
+  void* p = ipc::open(ipc::handle::from_hex(owner.line()));
+  ASSERT_EQ(lookup(p).kind, memory_kind::ipc_imported);
+  const std::string why = pointer_text(p) +
+                          " is memory of another process opened through IPC; close it with "
+                          "memarea_ipc_close_mem_handle / ipc::close";
+  EXPECT_EQ(memarea_free(p), MEMAREA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(std::string(memarea_last_error_message()), "memarea_free: " + why);
+  for (void (*free_by_pointer)(void*) : {&managed::free, &host::free}) {
+    try {
+      free_by_pointer(p);
+      ADD_FAILURE() << "imported memory was freed by its pointer";
+    } catch (const error& e) {
+      EXPECT_EQ(e.status(), errc::invalid_value) << e.what();
+      EXPECT_EQ(e.message(), why);
+    }
+  }
+  EXPECT_EQ(lookup(p).kind, memory_kind::ipc_imported);
+  EXPECT_TRUE(holds(p, seed, n));
+  const auto seed2 = new_seed();
+  fill(p, seed2, n);
+  EXPECT_EQ(owner.ask("check " + str(seed2)), "ok");
+  EXPECT_EQ(owner.ask("importers"), "1");
+  ipc::close(p);
+  EXPECT_EQ(owner.ask("importers"), "0");
+}
+
+// The same for shareable memory exported as a descriptor, in a fresh process (the helper) that
+// made no other IPC call: making shareable memory sets the observer that refuses, which names
+// the call that releases it. After the refusals the memory holds its bytes, through its own
+// pointer and through the descriptor imported again, and releases.
+TEST(IpcProcess, FreeByPointerRefusesShareableMemory) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  REQUIRE_HELPER();
+  const std::size_t n = 5000;
+  child helper({"free-shareable", str(n), str(new_seed())});
+  const std::string made = helper.line();
+  if (made.rfind("MEMAREA_ERROR_NOT_SUPPORTED", 0) == 0) GTEST_SKIP() << made;
+  ASSERT_EQ(made.rfind("at ", 0), 0u) << made;
+  const std::string why = made.substr(3) +
+                          " is shareable memory; release it with memarea_shareable_release / "
+                          "ipc::release_shareable";
+  EXPECT_EQ(helper.line(), "MEMAREA_ERROR_INVALID_VALUE memarea_free: " + why);
+  EXPECT_EQ(helper.line(), "MEMAREA_ERROR_INVALID_VALUE " + why);  // managed::free
+  EXPECT_EQ(helper.line(), "MEMAREA_ERROR_INVALID_VALUE " + why);  // host::free
+  EXPECT_EQ(helper.line(), "kind device");
+  EXPECT_EQ(helper.line(), "holds ok");
+  EXPECT_EQ(helper.line(), "imported ok");
+  EXPECT_EQ(helper.line(), "released");
+  EXPECT_EQ(helper.wait(), 0);
+}
+
 TEST(IpcProcess, KilledImporterDoesNotPinMemory) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();

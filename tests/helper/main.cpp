@@ -33,6 +33,14 @@
 //                                "limit=L cached=FLAGS": L the import cache's bound, FLAGS a 1
 //                                per argument whose mapping is still cached, else 0; a memarea
 //                                error prints "STATUS message" (exit 2)
+//   free-shareable N SEED        shareable memory of N bytes on device 0 holding pattern(SEED),
+//                                exported as a descriptor, in a process that made no IPC call
+//                                before: prints "at P" (P: its pointer), then for memarea_free,
+//                                managed::free and host::free of it "STATUS message" (or
+//                                "freed"), then "kind K" (its lookup), "holds ok"/"bad" (through
+//                                its pointer), "imported ok"/"bad" (the descriptor imported again)
+//                                and "released"; "MEMAREA_ERROR_NOT_SUPPORTED message" where
+//                                there is no shareable memory
 // Exit status: 0 success, 2 memarea error (status name printed), 3 data mismatch, 4/5 wrong
 // outcome of expect, 64 usage.
 #include "base/housekeeper.hpp"
@@ -42,7 +50,10 @@
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
+#include <memarea/host.hpp>
 #include <memarea/ipc.hpp>
+#include <memarea/managed.hpp>
+#include <memarea/memarea.h>
 #include <memarea/pointer.hpp>
 
 #include <unistd.h>
@@ -363,6 +374,53 @@ int overlap(int argc, char** argv) {
   }
 }
 
+int free_shareable(int argc, char** argv) {
+  if (argc != 4) return 64;
+  const std::size_t n = num(argv[2]);
+  const auto expected = pattern(num(argv[3]), n);
+  void* p = nullptr;
+  std::size_t allocated = 0;
+  const memarea_status made = memarea_shareable_create(&p, &allocated, n, 0);
+  if (made != MEMAREA_SUCCESS) {
+    say(std::string(memarea_status_name(made)) + " " + memarea_last_error_message());
+    return made == MEMAREA_ERROR_NOT_SUPPORTED ? 0 : 2;
+  }
+  char at[32];
+  std::snprintf(at, sizeof at, "%p", p);
+  say(std::string("at ") + at);
+  memarea::copy(p, expected.data(), n);
+  int fd = -1;
+  if (memarea_shareable_export_fd(&fd, p) != MEMAREA_SUCCESS) {
+    say(std::string("export_fd: ") + memarea_last_error_message());
+    return 2;
+  }
+  const memarea_status freed = memarea_free(p);
+  say(freed == MEMAREA_SUCCESS
+          ? std::string("freed")
+          : std::string(memarea_status_name(freed)) + " " + memarea_last_error_message());
+  for (void (*free_by_pointer)(void*) : {&memarea::managed::free, &memarea::host::free}) {
+    try {
+      free_by_pointer(p);
+      say("freed");
+    } catch (const memarea::error& e) {
+      say(std::string(memarea::to_string(e.status())) + " " + e.message());
+    }
+  }
+  say(std::string("kind ") + memarea::to_string(memarea::lookup(p).kind));
+  say(matches(p, expected.data(), n) ? "holds ok" : "holds bad");
+  void* q = nullptr;
+  if (memarea_shareable_import_fd(&q, fd, allocated, 0) != MEMAREA_SUCCESS) {
+    say(std::string("import_fd: ") + memarea_last_error_message());
+    return 2;
+  }
+  ::close(fd);
+  say(matches(q, expected.data(), n) ? "imported ok" : "imported bad");
+  const bool released = memarea_shareable_release(q) == MEMAREA_SUCCESS &&
+                        memarea_shareable_release(p) == MEMAREA_SUCCESS;
+  say(released ? "released" : std::string("release: ") + memarea_last_error_message());
+  return released ? 0 : 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -378,6 +436,7 @@ int main(int argc, char** argv) {
     if (cmd == "overlap") return overlap(argc, argv);
     if (cmd == "import-all") return import_all(argc, argv);
     if (cmd == "importer") return importer(argc, argv);
+    if (cmd == "free-shareable") return free_shareable(argc, argv);
   } catch (const memarea::error& e) {
     say(memarea::to_string(e.status()));
     std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";
