@@ -41,11 +41,20 @@
 //                                its pointer), "imported ok"/"bad" (the descriptor imported again)
 //                                and "released"; "MEMAREA_ERROR_NOT_SUPPORTED message" where
 //                                there is no shareable memory
+//   prepare                      makes no IPC call; obeys stdin: "state" -> "armed=A owner=O" (A:
+//                                1 while the first device allocation's hook is armed, O: this
+//                                process's lease, 0 before it has one); "host" -> allocate
+//                                pinned host memory, then as "state"; "device" -> allocate
+//                                device memory, then as "state"; "fork" -> a child of fork()
+//                                prints "child " and its state, allocates device memory, prints
+//                                "child " and its state again, then "child owner=O" once it has
+//                                a lease, and lives until "end" -> "ended S" (its exit status)
 // Exit status: 0 success, 2 memarea error (status name printed), 3 data mismatch, 4/5 wrong
 // outcome of expect, 64 usage.
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
 #include "core/ipc/ipc_wire.hpp"
+#include "core/memory/memory_observer.hpp"
 #include "testing/memarea_testing.hpp"
 
 #include <memarea/area.hpp>
@@ -56,9 +65,12 @@
 #include <memarea/memarea.h>
 #include <memarea/pointer.hpp>
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -421,6 +433,70 @@ int free_shareable(int argc, char** argv) {
   return released ? 0 : 2;
 }
 
+/// "armed=A owner=O" (see prepare).
+std::string prepare_state() {
+  const bool armed =
+      memarea::detail::memory_events::first_device_allocation.load() != nullptr;
+  return std::string("armed=") + (armed ? "1" : "0") +
+         " owner=" + hex64(memarea::detail::lease::current());
+}
+
+int prepare(int argc, char**) {
+  if (argc != 2) return 64;
+  constexpr std::size_t n = 4096;
+  const memarea::area device(0);
+  const memarea::area pinned(0, memarea::area_flags::host);
+  std::vector<std::pair<const memarea::area*, void*>> made;  // given back at the end
+  pid_t kid = -1;
+  int kid_go = -1;  // the child lives until this closes
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "state") {
+      say(prepare_state());
+    } else if (line == "host") {
+      made.emplace_back(&pinned, pinned.mmap(n));
+      say(prepare_state());
+    } else if (line == "device") {
+      made.emplace_back(&device, device.mmap(n));
+      say(prepare_state());
+    } else if (line == "fork" && kid < 0) {
+      int go[2];
+      if (::pipe2(go, O_CLOEXEC) != 0) return 2;
+      std::cout.flush();
+      std::fflush(nullptr);
+      kid = ::fork();
+      if (kid == 0) {
+        ::close(go[1]);
+        say("child " + prepare_state());
+        void* p = device.mmap(n);
+        say("child " + prepare_state());
+        // Where device memory does not make the lease at once (as sim's does), the background
+        // preparation makes it.
+        for (int i = 0; i < 3000 && memarea::detail::lease::current() == 0; ++i) ::usleep(10000);
+        say("child owner=" + hex64(memarea::detail::lease::current()));
+        char c;
+        while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        device.munmap(p, n);
+        std::cout.flush();
+        ::_exit(0);
+      }
+      ::close(go[0]);
+      if (kid < 0) return 2;
+      kid_go = go[1];
+    } else if (line == "end" && kid > 0) {
+      ::close(kid_go);
+      int st = 0;
+      while (::waitpid(kid, &st, 0) < 0 && errno == EINTR) {
+      }
+      kid = -1;
+      say("ended " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)));
+    }
+  }
+  for (auto [a, p] : made) a->munmap(p, n);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -437,6 +513,7 @@ int main(int argc, char** argv) {
     if (cmd == "import-all") return import_all(argc, argv);
     if (cmd == "importer") return importer(argc, argv);
     if (cmd == "free-shareable") return free_shareable(argc, argv);
+    if (cmd == "prepare") return prepare(argc, argv);
   } catch (const memarea::error& e) {
     say(memarea::to_string(e.status()));
     std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";
