@@ -2,6 +2,8 @@
 // the white-box suite's (tests/whitebox/whitebox.hpp adds what reaches inside).
 #pragma once
 
+#include "topo/topo_built.hpp"
+
 #include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>
 
@@ -191,6 +193,15 @@ inline void expect_range_attribute_refusals(void* ptr, std::size_t size) {
 inline std::set<int> accessed_set(const void* p, std::size_t n) {
   auto v = ::memarea::managed::accessed_by(p, n);
   return {v.begin(), v.end()};
+}
+
+/// Expects what memarea_topo_json(_ex) answers in a library built without the measurement:
+/// NOT_SUPPORTED, no document, and the message that says why.
+inline void expect_topo_compiled_out(memarea_status st, const char* json) {
+  EXPECT_EQ(st, MEMAREA_ERROR_NOT_SUPPORTED) << memarea_last_error_message();
+  EXPECT_EQ(json, nullptr);
+  EXPECT_EQ(std::string(memarea_last_error_message()),
+            std::string("memarea_topo_json_ex: ") + kTopoCompiledOut);
 }
 
 /// The active backend is HIP, and its runtime is HIP's NVIDIA platform (tools/hip-nvidia-shim).

@@ -53,9 +53,12 @@ TEST(CliInfo, WithoutDevicesTheLastLineShowsHowToTryTheSim) {
   EXPECT_NE(last.find("MEMAREA_BACKEND=sim MEMAREA_SIM_DEVICES=4 memarea topo"),
             std::string::npos)
       << last;
+  // (Built without the topology measurement: the command is refused, saying why.)
   const auto tried = run_cli({"topo", "--size", "64K", "--reps", "1"},
                              {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=4"});
-  EXPECT_EQ(tried.exit_code, 0) << tried.err;
+  if (!topo_refused_as_compiled_out(tried)) {
+    EXPECT_EQ(tried.exit_code, 0) << tried.err;
+  }
 }
 
 TEST(CliInfo, BadBackendSettingIsRefusedWithItsName) {

@@ -3,6 +3,8 @@
 // stdout and stderr kept apart, and a scratch directory per test.
 #pragma once
 
+#include "topo/topo_built.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -153,6 +155,21 @@ inline std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size())) ++n;
   return n;
+}
+
+/// Where the library was built without the topology measurement, expects r, a run of
+/// `memarea topo` that got as far as measuring, to be its refusal (exit status 1, the reason on
+/// stderr) and returns true: the test ends there, as what it checks next needs a measurement.
+/// Where the measurement is built, returns false and expects nothing.
+inline bool topo_refused_as_compiled_out(const outcome& r) {
+  if (memarea::test::topo_built()) return false;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(std::string("memarea: topo: ") + memarea::test::kTopoCompiledOut +
+                       " [MEMAREA_ERROR_NOT_SUPPORTED]"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  return true;
 }
 
 }  // namespace memarea::cli_test
