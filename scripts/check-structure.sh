@@ -27,6 +27,8 @@
 #   (e) The topology measurement (src/topo/, an optional component above core) includes of core
 #       only the report's declarations it defines (src/core/report/report.hpp) and the active
 #       driver (src/core/system.hpp): memarea's copies go through the public API.
+#   (f) docs/seeds.md, the tables of the seeds' functions and their tests, names only tests that
+#       exist and calls that are declared: scripts/check-seed-tables.sh, whose errors it shows.
 #
 # An include is judged by the file it names, found as the compiler finds it: a quoted include
 # beside the including file first ("../ipc/x.hpp", "ipc/x.hpp" from core's root), then under
@@ -38,7 +40,8 @@
 #
 # Files: what git tracks plus what it does not ignore yet (new files count before their
 # commit); a tracked file deleted in the work tree is skipped. Checks the checkout this script
-# lies in, or the one given: scripts/check-structure.sh [ROOT]. Bash, grep and awk: a second.
+# lies in, or the one given: scripts/check-structure.sh [ROOT]. Bash, grep and awk (and python3
+# for (f)): a second.
 set -euo pipefail
 
 root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}
@@ -48,7 +51,6 @@ readonly max_lines=700
 # (c) Files over the limit whose split into files of one concern each is under way on another
 # branch: each may not grow past the length given here.
 declare -A splitting=(
-  [tests/mpi/mpi_test.cpp]=917
   [bench/experiments/staging_paths.cu]=832
 )
 
@@ -260,6 +262,10 @@ if ((${#sized[@]})); then
     { n = FNR; prev = FILENAME }
     END { if (prev != "") print prev "\t" n }')
 fi
+
+# (f)
+bash scripts/check-seed-tables.sh "$root" >/dev/null ||
+  fail "docs/seeds.md names a test or a call that does not exist (check-seed-tables above)"
 
 if ((failed)); then
   echo "check-structure: FAILED (rules: scripts/check-structure.sh's header)" >&2

@@ -1,6 +1,9 @@
 // memarea — the sim backend: emulated devices in host memory, for CI and machines without GPUs.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -31,3 +34,5 @@ void configure(const settings& s);
 std::size_t parse_size(const std::string& text);
 
 }  // namespace memarea::sim
+
+#pragma GCC visibility pop

@@ -2,6 +2,9 @@
 // names one (or the default stream) in every stream-ordered call.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 
 namespace memarea {
@@ -73,3 +76,5 @@ class stream_view {
 };
 
 }  // namespace memarea
+
+#pragma GCC visibility pop
