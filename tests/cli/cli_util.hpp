@@ -142,7 +142,8 @@ inline outcome run_cli(const std::vector<std::string>& args, const std::vector<s
 }
 
 /// Runs `memarea-bench args...` (see run_cli).
-inline outcome run_bench(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+inline outcome run_bench(const std::vector<std::string>& args,
+                         const std::vector<std::string>& env) {
   return run_cli(args, env, MEMAREA_BENCH);
 }
 
