@@ -140,7 +140,8 @@ where() {  # file lineno target line
 
 # (d) Core's rooms, lowest first: each with the rooms it may include (besides its own files and
 # core's root). memory <- pool <- ipc, memory <- managed, memory <- peer <- copy; report (the
-# info report) sits above them all.
+# info report) sits above them all, and so does device (the device reset), which checks and
+# releases what each room below holds in a device's context before the driver destroys it.
 declare -A rooms=(
   [memory]=""
   [pool]="memory"
@@ -149,6 +150,7 @@ declare -A rooms=(
   [copy]="memory peer"
   [ipc]="memory pool"
   [report]="memory pool managed peer copy ipc"
+  [device]="memory pool peer copy ipc"
 )
 
 driver_files=() tool_files=() bench_files=() core_files=() topo_files=() sized=()
