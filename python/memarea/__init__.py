@@ -39,7 +39,6 @@ __all__ = [
     "copy_2d", "copy_2d_async", "copy_async", "device_count", "device_properties",
     "device_reset", "disable_peer_access", "dlpack_device", "dtype", "enable_peer_access",
     "get_device", "implementation", "info", "ipc", "library_path", "live_exports", "lookup",
-    "memset",
-    "memset_async", "peer_access", "prefetch", "range_attributes", "set_device", "synchronize",
-    "topo",
+    "memset", "memset_async", "peer_access", "prefetch", "range_attributes", "set_device",
+    "synchronize", "topo",
 ]
