@@ -568,7 +568,10 @@ std::optional<importer::buffer_range> importer::buffer_at(const void* mapping_ba
 
 void importer::device_uses(int device, detail::device_uses& out) {
   std::lock_guard lock(m_);
-  for (const auto& [k, e] : entries_) {
+  // Not a structured binding: clang before 16 cannot capture one in a lambda.
+  for (const auto& entry : entries_) {
+    const auto& k = entry.first;
+    const auto& e = entry.second;
     if (e.refs == 0 || e.map->opened_on != device) continue;
     out.add([&] {
       return fmt::format("IPC mapping at {} ({} bytes) of buffer {} of process {}, open",

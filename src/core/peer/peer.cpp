@@ -130,7 +130,10 @@ bool peer_enabled_first(int device, int peer) noexcept {
 void peer_device_uses(int device, device_uses& out) {
   (void)table();  // made before the lock (fork_safety.hpp)
   std::lock_guard lock(g_mutex());
-  for (const auto& [pair, s] : g_scopes) {
+  // Not a structured binding: clang before 16 cannot capture one in a lambda.
+  for (const auto& scope : g_scopes) {
+    const auto& pair = scope.first;
+    const auto& s = scope.second;
     if (s.count == 0 || (pair.first != device && pair.second != device)) continue;
     out.add([&, count = s.count] {
       return fmt::format("peer access {} -> {} held by {} peer::scoped_access object{}",
