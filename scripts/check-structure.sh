@@ -25,10 +25,13 @@
 #   (e) The topology measurement (src/topo/, an optional component above core) includes of core
 #       only the report's declarations it defines (core/report/report.hpp) and the active
 #       driver (core/system.hpp): memarea's copies go through the public API.
+#   (f) docs/seeds.md, the tables of the seeds' functions and their tests, names only tests that
+#       exist and calls that are declared: scripts/check-seed-tables.sh, whose errors it shows.
 #
 # Files: what git tracks plus what it does not ignore yet (new files count before their
 # commit); a tracked file deleted in the work tree is skipped. Checks the checkout this script
-# lies in, or the one given: scripts/check-structure.sh [ROOT]. Plain grep and awk: a second.
+# lies in, or the one given: scripts/check-structure.sh [ROOT]. Plain grep and awk (and python3
+# for (f)): a second.
 set -euo pipefail
 
 root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}
@@ -169,6 +172,10 @@ if ((${#sized[@]})); then
     { n = FNR; prev = FILENAME }
     END { if (n > max) print prev ": " n " lines, more than " max "; split it along its concerns" }')
 fi
+
+# (f)
+bash scripts/check-seed-tables.sh "$root" >/dev/null ||
+  fail "docs/seeds.md names a test or a call that does not exist (check-seed-tables above)"
 
 if ((failed)); then
   echo "check-structure: FAILED (rules: scripts/check-structure.sh's header)" >&2

@@ -137,7 +137,7 @@ if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
   done
   run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_tests" late
   run "${mpi_run[@]}" 2 2 "$BIN/memarea_mpi_tests" mismatch
-  run "${mpi_run[@]}" 3 3 "$BIN/memarea_mpi_tests" records
+  run "${mpi_run[@]}" 3 3 "$BIN/memarea_mpi_protocol_tests" records
   run "${mpi_run[@]}" 3 3 "$BIN/memarea_mpi_tests" bad_record
   run "${mpi_run[@]}" 3 3 "$BIN/memarea_mpi_tests" version
   run env MEMAREA_MPI_TEST_NODES=2 "${mpi_run[@]}" 4 4 "$BIN/memarea_mpi_tests" window

@@ -7,6 +7,9 @@
 #ifndef AML_H
 #define AML_H 1
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 /* The standard headers AML's aml.h brings in, which AML programs rely on. */
 #include <assert.h>
 #include <errno.h>
@@ -83,4 +86,6 @@ int aml_area_fprintf(FILE *stream, const char *prefix, const struct aml_area *ar
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_H */

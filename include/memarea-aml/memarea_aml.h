@@ -4,6 +4,9 @@
 #ifndef MEMAREA_AML_H
 #define MEMAREA_AML_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include "aml.h"
 
 #include <memarea/memarea.h>
@@ -26,4 +29,6 @@ extern struct aml_area_ops memarea_aml_pooled_area_ops;
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* MEMAREA_AML_H */

@@ -1,6 +1,9 @@
 // memarea — areas: where memory lives and who can see it (AML's area concept, seed 004).
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
 #include <memarea/pointer.hpp>
@@ -75,24 +78,22 @@ class area {
   detail::pool_object* pool_ = nullptr;  ///< mmap and munmap go to this pool when set
 };
 
-namespace detail {
-/// How a buffer gives its memory back: its area's munmap.
+/// The releaser of buffer (owner.hpp): its area's munmap.
 struct area_release {
   area source{};  ///< the area the memory came from
   /// source.munmap(ptr, size).
   void free(void* ptr, std::size_t size) const { source.munmap(ptr, size); }
 };
-}  // namespace detail
 
 /// An owning, move-only allocation from an area (owner.hpp: data(), size() as asked for,
 /// reset(), try_reset(), release()). After release() the caller frees with source().munmap.
-class buffer : public owner<detail::area_release> {
+class buffer : public owner<area_release> {
  public:
   /// Empty: holds nothing.
   buffer() = default;
   /// Takes ownership of ptr, `size` bytes that a.mmap returned.
   buffer(area a, void* ptr, std::size_t size) noexcept
-      : owner(ptr, size, detail::area_release{a}) {}
+      : owner(ptr, size, area_release{a}) {}
 
   /// The area the memory came from.
   const memarea::area& source() const noexcept { return releaser().source; }
@@ -106,3 +107,5 @@ class buffer : public owner<detail::area_release> {
 void* host_get_device_pointer(void* host_ptr);
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

@@ -5,6 +5,9 @@
 // memarea_set_last_error.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 #include <memarea/memarea.h>
 
@@ -64,3 +67,5 @@ memarea_status c_call(const char* fn, F&& f) noexcept {
 }
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

@@ -6,6 +6,9 @@
 // memarea_pool_destroy it), from_c(stream) views a C stream that the caller keeps alive.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 #include <memarea/event.hpp>
 #include <memarea/ipc.hpp>
@@ -116,3 +119,5 @@ inline pool_stats from_c(const memarea_pool_stats& s) noexcept {
 }
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

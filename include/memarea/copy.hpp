@@ -10,6 +10,9 @@
 // blocks the calling thread.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/stream.hpp>
 
 #include <cstddef>
@@ -58,3 +61,5 @@ void copy_2d_async(void* dst, std::size_t dst_pitch, const void* src, std::size_
                    std::size_t width, std::size_t height, stream_view s);
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

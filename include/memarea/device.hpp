@@ -1,6 +1,9 @@
 // memarea — devices of the active GPU backend and the calling thread's current device.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 
 #include <cstddef>
@@ -73,3 +76,5 @@ struct backend_info {
 std::vector<backend_info> backends();
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

@@ -1,6 +1,9 @@
 // memarea — errors: one enumeration for every backend, a std::error_category and an exception.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <cstddef>
 #include <functional>
 #include <stdexcept>
@@ -102,3 +105,5 @@ void report_release_failure(const void* ptr, std::size_t size, const std::except
 
 template <>
 struct std::is_error_code_enum<memarea::errc> : std::true_type {};
+
+#pragma GCC visibility pop

@@ -3,6 +3,9 @@
 // CUDA's and HIP's events. docs/streams.md.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 #include <memarea/stream.hpp>
 
@@ -68,3 +71,5 @@ class event {
 float elapsed_ms(const event& start, const event& end);
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

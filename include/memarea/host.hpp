@@ -2,6 +2,9 @@
 // backend, none included. docs/managed.md says what prefetch and advice do on this memory.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/pointer.hpp>
 
 #include <cstddef>
@@ -82,3 +85,5 @@ class host_buffer : public owned_allocation {
 };
 
 }  // namespace memarea::host
+
+#pragma GCC visibility pop

@@ -17,6 +17,9 @@
 //    the calls fail with not_supported (a child whose parent never used memarea starts afresh).
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
 
@@ -28,15 +31,13 @@
 #include <utility>
 #include <vector>
 
-namespace memarea::detail {
-/// How an ipc::mapping lets go: ipc::close.
-struct mapping_close {
-  /// ipc::close(ptr).
+namespace memarea::ipc {
+
+/// The releaser of mapping (owner.hpp): close().
+struct mapping_release {
+  /// close(ptr); throws what close throws.
   void free(void* ptr, std::size_t size) const;
 };
-}  // namespace memarea::detail
-
-namespace memarea::ipc {
 
 /// Flag of open(): the importing device may differ from the memory's; peer access is enabled
 /// as needed (cudaIpcMemLazyEnablePeerAccess; MEMAREA_IPC_LAZY_ENABLE_PEER_ACCESS in C).
@@ -78,7 +79,7 @@ void close(void* ptr);
 
 /// An open mapping, closed on destruction (owner.hpp: data() the pointer open returned, size(),
 /// reset(), try_reset(), release()). Move-only. After release() the caller closes with close().
-class mapping : public owner<memarea::detail::mapping_close> {
+class mapping : public owner<mapping_release> {
  public:
   /// Empty: holds nothing.
   mapping() = default;
@@ -145,6 +146,12 @@ struct sweep_report {
 /// remove_stale_objects() with the whole report; with dry_run it removes nothing and lists what
 /// it would remove (`memarea ipc gc --dry-run`).
 sweep_report sweep(bool dry_run = false);
+/// This process's owner id: the 16 hex digits in the names of the /dev/shm objects it makes
+/// ("memarea-<kind>-<owner>-...", its lease "memarea-lease-<owner>"), for a program or test
+/// that checks what a process left behind. 0 until the process makes its first shared object
+/// (an IPC export, sim device memory, ...), which draws the id; a child of fork() draws its
+/// own. Makes nothing.
+std::uint64_t owner_id() noexcept;
 
 // --- shareable memory and file descriptors -----------------------------------------------------
 
@@ -177,3 +184,5 @@ int receive_fd(int socket, void* payload = nullptr, std::size_t capacity = 0,
                std::size_t* size = nullptr, int timeout_ms = -1);
 
 }  // namespace memarea::ipc
+
+#pragma GCC visibility pop

@@ -2,6 +2,9 @@
 // attachment (seed 002), on every backend. docs/managed.md says what each call does where.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/device.hpp>
 #include <memarea/error.hpp>
 #include <memarea/pointer.hpp>
@@ -117,3 +120,5 @@ std::vector<int> accessed_by(const void* ptr, std::size_t n);
 void attach(stream_view s, void* ptr, std::size_t n, unsigned flags);
 
 }  // namespace memarea::managed
+
+#pragma GCC visibility pop

@@ -6,6 +6,9 @@
 #ifndef MEMAREA_MEMAREA_H
 #define MEMAREA_MEMAREA_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -407,6 +410,11 @@ typedef struct memarea_ipc_sweep_report {
 /** memarea_ipc_remove_stale_objects with the whole report; dry_run not 0: removes nothing and
  *  counts what it would remove. report may be NULL. */
 MEMAREA_API memarea_status memarea_ipc_sweep(memarea_ipc_sweep_report *report, int dry_run);
+/** This process's owner id (*owner): the 16 hex digits in the names of the /dev/shm objects it
+ *  makes ("memarea-<kind>-<owner>-...", its lease "memarea-lease-<owner>"); 0 until it makes
+ *  its first shared object, which draws the id (a child of fork() draws its own). Makes
+ *  nothing. INVALID_VALUE for owner NULL. */
+MEMAREA_API memarea_status memarea_ipc_owner_id(unsigned long long *owner);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Shareable memory and file descriptors (seed 001: what legacy IPC cannot share)           */
@@ -558,5 +566,7 @@ MEMAREA_API void memarea_dlpack_capsule_destructor(void *capsule);
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+#pragma GCC visibility pop
 
 #endif /* MEMAREA_MEMAREA_H */

@@ -2,6 +2,9 @@
 // the C API's types, for code that also calls memarea.h) and memarea/mpi.hpp (libmemarea_mpi).
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
@@ -16,3 +19,5 @@
 #include <memarea/pool.hpp>
 #include <memarea/sim.hpp>
 #include <memarea/stream.hpp>
+
+#pragma GCC visibility pop

@@ -11,6 +11,9 @@
 #ifndef MEMAREA_MPI_H
 #define MEMAREA_MPI_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/memarea.h>
 #include <mpi.h>
 
@@ -115,5 +118,7 @@ MEMAREA_API memarea_status memarea_mpi_shared_close(memarea_mpi_shared_t shared)
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+#pragma GCC visibility pop
 
 #endif /* MEMAREA_MPI_H */

@@ -16,6 +16,9 @@
 // which all fail alike and change nothing; the communicator stays usable then.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/area.hpp>
 #include <memarea/error.hpp>
 #include <memarea/pool.hpp>
@@ -86,11 +89,16 @@ class collective_error : public memarea::error {
   int rank_;
 };
 
+// libmemarea_mpi's own types, opaque here: hidden, so that nothing of them is exported. The
+// members below that only the library calls (those that take or return one of them, and the
+// helpers of its own classes) are marked hidden too.
+#pragma GCC visibility push(hidden)
 namespace detail {
 struct group;
 struct imports;
 struct window_access;
 }  // namespace detail
+#pragma GCC visibility pop
 
 /// The node queries that shared_buffers and shared_window share: the ranks of this rank's node
 /// and how this process reaches each one's memory (shared_buffers::get, shared_window::remote).
@@ -125,7 +133,8 @@ class node_view {
  protected:
   /// Empty; `name` ("shared_buffers") prefixes the messages of its errors.
   explicit node_view(const char* name) noexcept;
-  node_view(const char* name, std::unique_ptr<detail::imports> i) noexcept;
+  [[gnu::visibility("hidden")]] node_view(const char* name,
+                                          std::unique_ptr<detail::imports> i) noexcept;
   // Never deleted through a node_view pointer: the destructor is protected and not virtual.
   ~node_view();
   node_view(node_view&&) noexcept;
@@ -135,16 +144,16 @@ class node_view {
   node_view& operator=(const node_view&) = delete;
 
   /// Takes i as the imports (the caller closed its own first).
-  void adopt(std::unique_ptr<detail::imports> i) noexcept;
+  [[gnu::visibility("hidden")]] void adopt(std::unique_ptr<detail::imports> i) noexcept;
   /// The imports; invalid_value naming `call` (as "shared_window::remote") when empty.
-  detail::imports& need(const char* call) const;
+  [[gnu::visibility("hidden")]] detail::imports& need(const char* call) const;
   /// Node rank r's memory as this process sees it, checking r (`call` names the query).
-  void* memory_of(int node_rank, const char* call) const;
+  [[gnu::visibility("hidden")]] void* memory_of(int node_rank, const char* call) const;
   /// A barrier step of kind `kind` (a detail::step_kind), named `call`.
-  void step(int kind, const char* call);
+  [[gnu::visibility("hidden")]] void step(int kind, const char* call);
   /// The collective close: closes every import, then waits until every rank of the node has
   /// closed its own. Empty afterwards, whatever it throws.
-  void close_imports(const char* call);
+  [[gnu::visibility("hidden")]] void close_imports(const char* call);
 
  private:
   std::unique_ptr<detail::imports> imports_;
@@ -180,7 +189,8 @@ class shared_buffers : public node_view {
 
  private:
   friend shared_buffers share(MPI_Comm, const void*, const options&);
-  explicit shared_buffers(std::unique_ptr<detail::imports> i) noexcept;
+  [[gnu::visibility("hidden")]] explicit shared_buffers(
+      std::unique_ptr<detail::imports> i) noexcept;
 };
 
 /// Shares one buffer per rank with the ranks of its node: `buffer` is any pointer inside memory
@@ -255,13 +265,16 @@ class shared_window : public node_view {
   using allocate_fn = std::function<void*(int node_rank)>;
   /// Frees the segment.
   using release_fn = std::function<void(void*, std::size_t)>;
-  shared_window(MPI_Comm comm, std::size_t bytes, const allocate_fn& allocate, release_fn release,
-                const options& o);
+  [[gnu::visibility("hidden")]] shared_window(MPI_Comm comm, std::size_t bytes,
+                                              const allocate_fn& allocate, release_fn release,
+                                              const options& o);
   /// Frees the segment now (a failure goes to the release-failure record).
-  void free_segment() noexcept;
+  [[gnu::visibility("hidden")]] void free_segment() noexcept;
   release_fn release_;
   void* segment_ = nullptr;
   std::size_t size_ = 0;
 };
 
 }  // namespace memarea::mpi
+
+#pragma GCC visibility pop

@@ -3,6 +3,9 @@
 // device_buffer spell it: data(), size(), explicit operator bool, reset(), try_reset(), release().
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 
 #include <cstddef>
@@ -144,3 +147,5 @@ class owner {
 };
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

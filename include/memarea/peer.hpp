@@ -5,6 +5,9 @@
 // enabled so that copies can pick the direct path, and reference counts for scoped_access.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 
 namespace memarea::peer {
@@ -76,3 +79,5 @@ class scoped_access {
 };
 
 }  // namespace memarea::peer
+
+#pragma GCC visibility pop

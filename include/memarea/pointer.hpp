@@ -1,6 +1,9 @@
 // memarea — what any pointer is.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/device.hpp>
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
@@ -66,19 +69,20 @@ void free_tagged(void* ptr, std::size_t size, const void* tag);
 /// map with MAP_FIXED_NOREPLACE where the range may hold free pages. invalid_value for size 0.
 bool overlaps_allocation(const void* ptr, std::size_t size);
 
-namespace detail {
-/// How managed_buffer and host_buffer give memory back: memarea's free by base pointer alone
-/// (as memarea_free does).
-struct base_release {
-  /// Frees the allocation that starts at ptr.
+/// The releaser of owned_allocation (owner.hpp), so of managed::managed_buffer and
+/// host::host_buffer: memarea's free by base pointer alone, as memarea_free does.
+struct allocation_release {
+  /// Frees the allocation that starts at ptr (size is not needed); invalid_value, freeing
+  /// nothing, when ptr is not the start of a live memarea allocation.
   void free(void* ptr, std::size_t size) const;
 };
-}  // namespace detail
 
 /// An owning, move-only allocation that memarea frees by its base pointer alone (owner.hpp:
 /// data() its start, size() as asked for, reset(), try_reset(), release()): what
 /// managed::managed_buffer and host::host_buffer build on. After release() the caller frees
 /// with managed::free or host::free.
-using owned_allocation = owner<detail::base_release>;
+using owned_allocation = owner<allocation_release>;
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

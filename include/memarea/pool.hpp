@@ -7,6 +7,9 @@
 // rules and figures.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/area.hpp>
 #include <memarea/error.hpp>
 #include <memarea/owner.hpp>
@@ -101,29 +104,30 @@ class pool {
   detail::pool_object* handle_ = nullptr;
 };
 
-namespace detail {
-/// How a pool_buffer gives its piece back: to its pool, ordered on its stream.
+/// The releaser of pool_buffer (owner.hpp): gives its piece back to its pool, ordered on its
+/// stream. Made by pool_buffer's constructor from the pool it allocates from.
 struct pool_release {
-  pool_object* pool = nullptr;  ///< the pool the piece came from
-  stream_view stream;           ///< the stream it was allocated on, and is freed on
-  /// The pool's free of ptr on `stream`.
+  detail::pool_object* pool = nullptr;  ///< the pool the piece came from (its handle)
+  stream_view stream;                   ///< the stream it was allocated on, and is freed on
+  /// The pool's free of ptr on `stream` (pool::deallocate); throws what that throws.
   void free(void* ptr, std::size_t size) const;
 };
-}  // namespace detail
 
 /// An owning, move-only allocation from a pool, freed on the stream it was allocated on
 /// (owner.hpp: data(), size() as asked for, reset(), try_reset(), release()). After release()
 /// the caller frees with pool::deallocate on that stream. The pool must outlive it. A piece
 /// freed behind its back (pool::deallocate: a bug of the program) is refused: try_reset()
 /// returns invalid_value, reset() records it.
-class pool_buffer : public owner<detail::pool_release> {
+class pool_buffer : public owner<pool_release> {
  public:
   /// Empty: holds nothing.
   pool_buffer() = default;
   /// size bytes of p, ordered on s (the default: the pool's device's default stream); throws
   /// what pool::allocate does.
   pool_buffer(pool& p, std::size_t size, stream_view s = {})
-      : owner(p.allocate(size, s), size, detail::pool_release{p.handle_, s}) {}
+      : owner(p.allocate(size, s), size, pool_release{p.handle_, s}) {}
 };
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

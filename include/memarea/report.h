@@ -7,6 +7,9 @@
 #ifndef MEMAREA_REPORT_H
 #define MEMAREA_REPORT_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/memarea.h>
 
 #ifdef __cplusplus
@@ -45,5 +48,7 @@ MEMAREA_API void memarea_string_free(char *s);
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+#pragma GCC visibility pop
 
 #endif /* MEMAREA_REPORT_H */

@@ -1,6 +1,9 @@
 // memarea — the sim backend: emulated devices in host memory, for CI and machines without GPUs.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/stream.hpp>
 
 #include <cstddef>
@@ -64,3 +67,5 @@ class stream_gate {
 };
 
 }  // namespace memarea::sim
+
+#pragma GCC visibility pop

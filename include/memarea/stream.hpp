@@ -3,6 +3,9 @@
 // made outside memarea (stream_view::wrap). Events: memarea/event.hpp. docs/streams.md.
 #pragma once
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <memarea/error.hpp>
 
 namespace memarea {
@@ -119,3 +122,5 @@ class stream_view {
 void forget_stream(stream_view s);
 
 }  // namespace memarea
+
+#pragma GCC visibility pop

@@ -46,6 +46,13 @@ memarea_status memarea_ipc_sweep(memarea_ipc_sweep_report* report, int dry_run) 
   });
 }
 
+memarea_status memarea_ipc_owner_id(unsigned long long* owner) {
+  return c_call(__func__, [&] {
+    require(owner, "owner");
+    *owner = memarea::ipc::owner_id();
+  });
+}
+
 memarea_status memarea_shareable_create(void** ptr, size_t* allocated, size_t size, int device) {
   return c_call(__func__, [&] {
     require(ptr, "ptr");

@@ -28,8 +28,7 @@ class system;
 
 namespace system_instance {
 /// The process's system once made: read inline by system::get() (every copy and synchronize
-/// asks, and a call costs more than the load). Default visibility, as registry_instance::made,
-/// so that libmemarea-aml reads this one.
+/// asks, and a call costs more than the load).
 inline constinit std::atomic<system*> made{nullptr};
 }  // namespace system_instance
 

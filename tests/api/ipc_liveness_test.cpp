@@ -8,8 +8,12 @@
 #include <memarea/ipc.hpp>
 
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,4 +88,74 @@ TEST(IpcLiveness, ImporterKilledWhileTheFreeWaits) {
       << "the free still waits for a dead importer";
   (void)ipc::remove_stale_objects();
   EXPECT_TRUE(objects_of(holder_owner).empty());
+}
+
+// ipc::owner_id() and memarea_ipc_owner_id() name this process's objects in /dev/shm (what a
+// program checks after a job, as tests/mpi's harness does): 0 in a child of fork() until it
+// makes a shared object, then an id of its own, never the parent's.
+TEST(IpcLiveness, OwnerIdNamesThisProcessesObjects) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  buffer b = area(0).allocate(4096);
+  (void)ipc::export_handle(b.data());  // makes the lease and the segment
+  const std::uint64_t id = ipc::owner_id();
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(objects_of(id, "lease").size(), 1u);
+  EXPECT_EQ(objects_of(id, "ipc").size(), 1u);
+  unsigned long long c = 0;
+  EXPECT_STATUS(memarea_ipc_owner_id(&c), MEMAREA_SUCCESS);
+  EXPECT_EQ(c, id);
+  EXPECT_STATUS(memarea_ipc_owner_id(nullptr), MEMAREA_ERROR_INVALID_VALUE);
+
+  // Sim alone survives fork() without exec; TSan cannot start threads in such a child.
+  bool child_exports = backend_name() == "sim";
+#ifdef __SANITIZE_THREAD__
+  child_exports = false;
+#endif
+  int ids[2];  // the child's id, for the parent to check and to remove what the child left
+  ASSERT_EQ(pipe(ids), 0);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(300);  // a stuck child dies instead of hanging the suite
+    ::close(ids[0]);
+    int rc = 0;
+    unsigned long long before = 1;
+    if (ipc::owner_id() != 0) rc = 2;
+    if (rc == 0 && (memarea_ipc_owner_id(&before) != MEMAREA_SUCCESS || before != 0)) rc = 3;
+    if (rc == 0 && child_exports) {
+      try {
+        buffer mine = area(0).allocate(4096);
+        (void)ipc::export_handle(mine.data());
+        const std::uint64_t own = ipc::owner_id();
+        // Alive, its objects cannot be swept: its lease and segment are there under its id.
+        if (objects_of(own, "lease").size() != 1 || objects_of(own, "ipc").size() != 1) rc = 4;
+        if (!write_all(ids[1], &own, sizeof own)) rc = 5;
+      } catch (...) {
+        rc = 6;
+      }
+    }
+    _exit(rc);
+  }
+  ::close(ids[1]);
+  std::uint64_t child = 0;
+  const bool got = read_within(ids[0], &child, sizeof child, kForkWait);
+  ::close(ids[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2, 3: the parent's id in the child; 4: its objects not under its id; 5: its id not "
+         "sent; 6: it threw";
+  EXPECT_EQ(ipc::owner_id(), id);  // the parent's is unchanged
+  if (child_exports && got) {
+    // An id of its own. What it left by _exit is removed here, by name: a sweep would take
+    // the dead owners of other test processes from under their tests.
+    EXPECT_NE(child, 0u);
+    EXPECT_NE(child, id);
+    for (const std::string& name : objects_of(child)) shm_unlink(("/" + name).c_str());
+    EXPECT_TRUE(objects_of(child).empty());
+  } else {
+    EXPECT_FALSE(child_exports) << "the child sent no id";
+  }
 }

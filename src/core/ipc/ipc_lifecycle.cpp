@@ -514,7 +514,8 @@ sweep_report sweep(bool dry_run) {
   auto r = detail::lease::sweep(dry_run);
   return sweep_report{std::move(r.removed), r.live_owners, r.left_alone, r.busy};
 }
+std::uint64_t owner_id() noexcept { return detail::lease::current(); }
 
 }  // namespace memarea::ipc
 
-void memarea::detail::mapping_close::free(void* ptr, std::size_t) const { ipc::close(ptr); }
+void memarea::ipc::mapping_release::free(void* ptr, std::size_t) const { ipc::close(ptr); }

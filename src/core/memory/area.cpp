@@ -272,7 +272,7 @@ memory_kind area::kind() const noexcept {
 
 int buffer::device() const { return lookup(data()).device; }
 
-void detail::base_release::free(void* ptr, std::size_t) const { managed_free(ptr); }
+void allocation_release::free(void* ptr, std::size_t) const { detail::managed_free(ptr); }
 
 const void* tag_of(const void* ptr) {
   if (auto r = detail::allocations().find(ptr)) return r->tag;

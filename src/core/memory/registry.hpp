@@ -204,7 +204,7 @@ class registry {
 
 namespace registry_instance {
 /// The process's registry once made: read inline by allocations() (every copy asks, and a call
-/// per copy costs more than the load). Default visibility, so libmemarea-aml sees this one.
+/// per copy costs more than the load).
 inline constinit std::atomic<registry*> made{nullptr};
 /// Makes it (under fork_init_guard, as made_once does) on the first call; out of line.
 registry& make();

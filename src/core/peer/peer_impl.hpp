@@ -13,8 +13,7 @@ struct peer_flags {
 };
 /// The table's flags once made: read inline by peer_enabled(), which every copy between two
 /// devices asks (inline rather than a call: 8 instructions fewer a copy_peer_async on sim, 16
-/// a copy_async between two devices). Default visibility, as registry_instance::made, so that
-/// libmemarea-aml and libmemarea read one copy.
+/// a copy_async between two devices).
 inline constinit std::atomic<const peer_flags*> g_peer_flags{nullptr};
 /// peer_enabled() before the table exists: makes it (out of line).
 bool peer_enabled_first(int device, int peer) noexcept;

@@ -337,8 +337,8 @@ void pool::destroy() {
   handle_ = nullptr;
 }
 
-void detail::pool_release::free(void* ptr, std::size_t) const {
-  pool_free_c(handle_of(pool), ptr, to_c(stream));
+void pool_release::free(void* ptr, std::size_t) const {
+  detail::pool_free_c(detail::handle_of(pool), ptr, to_c(stream));
 }
 
 // An area's allocation calls sit here, above areas and pools: an area made by as_area draws from

@@ -4,6 +4,9 @@
 #ifndef AML_AREA_HIP_H
 #define AML_AREA_HIP_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include "../../aml.h"
 
 #ifdef __cplusplus
@@ -64,4 +67,6 @@ int aml_area_hip_fprintf(const struct aml_area_data *data, FILE *stream, const c
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_AREA_HIP_H */

@@ -19,6 +19,9 @@
 #ifndef AML_AREA_LINUX_NUMA_H
 #define AML_AREA_LINUX_NUMA_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -125,4 +128,6 @@ int aml_area_linux_fprintf(const struct aml_area_data *data, FILE *stream, const
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_AREA_LINUX_NUMA_H */

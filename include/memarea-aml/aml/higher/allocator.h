@@ -11,6 +11,9 @@
 #ifndef AML_HIGHER_ALLOCATOR_H
 #define AML_HIGHER_ALLOCATOR_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include "../../aml.h"
 
 #ifdef __cplusplus
@@ -71,4 +74,6 @@ int aml_allocator_free_chunk(struct aml_allocator *allocator, struct aml_allocat
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_HIGHER_ALLOCATOR_H */

@@ -3,6 +3,9 @@
 #ifndef AML_BITMAP_H
 #define AML_BITMAP_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -84,4 +87,6 @@ int aml_bitmap_dup(struct aml_bitmap **dst, const struct aml_bitmap *src);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_BITMAP_H */

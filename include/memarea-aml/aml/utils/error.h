@@ -4,6 +4,9 @@
 #ifndef AML_ERROR_H
 #define AML_ERROR_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,4 +38,6 @@ void aml_perror(const char *msg);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_ERROR_H */

@@ -2,6 +2,9 @@
 #ifndef AML_FEATURES_H
 #define AML_FEATURES_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,4 +33,6 @@ int aml_support_backends(const unsigned long backends);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_FEATURES_H */

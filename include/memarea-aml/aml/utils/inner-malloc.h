@@ -10,6 +10,9 @@
 #ifndef AML_INNER_MALLOC_H
 #define AML_INNER_MALLOC_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -113,5 +116,7 @@ static inline void *aml_inner_calloc_(size_t head, size_t n, size_t elem, size_t
  *  ... as given to it. */
 #define AML_INNER_MALLOC_GET_EXTRA(ptr, n, type, ...) \
   ((void *)((char *)(void *)(ptr) + AML_INNER_EXTRA_OFFSET_(n, type, __VA_ARGS__)))
+
+#pragma GCC visibility pop
 
 #endif /* AML_INNER_MALLOC_H */

@@ -2,6 +2,9 @@
 #ifndef AML_VERSION_H
 #define AML_VERSION_H 1
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,4 +24,6 @@ extern const char *aml_version_string;     /**< AML_VERSION_STRING, from the lib
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_VERSION_H */

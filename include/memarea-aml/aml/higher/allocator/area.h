@@ -11,6 +11,9 @@
 #ifndef AML_HIGHER_ALLOCATOR_AREA_H
 #define AML_HIGHER_ALLOCATOR_AREA_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include "../../../aml.h"
 #include "../allocator.h"
 
@@ -52,4 +55,6 @@ int aml_allocator_area_free(struct aml_allocator_data *data, void *ptr);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_HIGHER_ALLOCATOR_AREA_H */

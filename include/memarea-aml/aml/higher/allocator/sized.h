@@ -12,6 +12,9 @@
 #ifndef AML_HIGHER_ALLOCATOR_SIZED_H
 #define AML_HIGHER_ALLOCATOR_SIZED_H
 
+/* Built with -fvisibility=hidden: what this header declares is the library's API. */
+#pragma GCC visibility push(default)
+
 #include "../../../aml.h"
 #include "../allocator.h"
 
@@ -59,4 +62,6 @@ int aml_allocator_sized_free(struct aml_allocator_data *data, void *ptr);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
+
 #endif /* AML_HIGHER_ALLOCATOR_SIZED_H */
