@@ -113,6 +113,9 @@ class stream_view {
   detail::stream_object* handle_ = nullptr;
 };
 
+/// Declared here too (not only as the friend above), so that the library exports it.
+bool operator==(stream_view a, stream_view b) noexcept;
+
 /// Before the owner of a native stream that memarea used through stream_view::wrap destroys
 /// it: waits for the work queued on it so far and makes every pool forget it (pieces freed on
 /// it become free for every stream), as destroying a memarea::stream does. Without it, a pool
