@@ -53,10 +53,17 @@ strip out/gpu-bin/hip-nvidia/libamdhip64.so.5
 mkdir -p out/gpu-bin/cuda-entry-clock
 cp build/gpu/cuda-entry-clock/libcuda.so.1 out/gpu-bin/cuda-entry-clock/
 strip out/gpu-bin/cuda-entry-clock/libcuda.so.1
-# The Python package with its tests, bench and example (pure Python: nothing built), copied
-# after the strip above, which takes files only.
+# The Python package with its tests, bench and example, copied after the strip above, which
+# takes files only; and its compiled extension (abi3: the GPU image's Python 3.12 loads the one
+# built here), in the package, where memarea/_ext.py looks first.
 mkdir -p out/gpu-bin/python/examples
 cp -r python/memarea python/tests python/bench out/gpu-bin/python/
+if [ ! -f build/gpu/python/memarea/_native.abi3.so ]; then
+  echo "gpu-build: no build/gpu/python/memarea/_native.abi3.so: the Python extension needs" \
+       "python3-dev (see cmake's 'Python extension' message)" >&2
+  exit 1
+fi
+cp build/gpu/python/memarea/_native.abi3.so out/gpu-bin/python/memarea/
 cp examples/python/*.py out/gpu-bin/python/examples/
 find out/gpu-bin/python -name __pycache__ -prune -exec rm -rf {} +
 echo "$PWD/build/gpu/tests/memarea_test_helper" > out/gpu-bin/HELPER_PATH

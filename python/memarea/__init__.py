@@ -1,11 +1,12 @@
 """memarea: place, share and move memory across GPUs, the host and processes, from Python.
 
-A pure-Python package over libmemarea's C API (ctypes): the same package runs on any Python 3.9+
-with nothing compiled. It finds libmemarea.so through $MEMAREA_LIBRARY, then next to the
-package, then where `cmake --install` put it, then this checkout's build tree, then the system
-loader's path. Every call releases the GIL while the library runs (ctypes does so for every
-foreign call), so blocking calls -- synchronous copies, synchronize, IPC opens, topo() -- let
-other threads run.
+Python over libmemarea's C API (ctypes), with a compiled extension (memarea._native, CPython
+3.11+) for the allocation hot path and the buffer protocol where it was built;
+``memarea.implementation`` says which serves ("compiled" or "ctypes"). It finds libmemarea.so
+through $MEMAREA_LIBRARY, then next to the package, then where `cmake --install` put it, then
+this checkout's build tree, then the system loader's path. Every call releases the GIL while
+the library runs, so blocking calls -- synchronous copies, synchronize, IPC opens, topo() --
+let other threads run.
 
     import memarea, numpy as np
     area = memarea.Area(device=0)                 # device memory on device 0
@@ -19,6 +20,7 @@ ValueError before any call. See docs/python.md.
 """
 
 from ._lib import Error, Status, library_path
+from ._ext import implementation
 from ._interop import DType, dtype, live_exports
 from ._core import (ADVICE, CPU_DEVICE_ID, KINDS, AllocationInfo, Area, Buffer, Pool, Stream,
                     View, advise, backend, can_access_peer, copy, copy_2d, copy_2d_async,
@@ -36,7 +38,7 @@ __all__ = [
     "Event", "ExternalStream", "Pool", "Status", "Stream", "View", "advise", "backend",
     "can_access_peer", "copy", "copy_2d", "copy_2d_async", "copy_async", "device_count",
     "device_properties", "disable_peer_access", "dlpack_device", "dtype", "enable_peer_access",
-    "get_device", "info", "ipc", "library_path", "live_exports", "lookup", "memset",
-    "memset_async", "peer_access", "prefetch", "range_attributes", "record_stream",
+    "get_device", "implementation", "info", "ipc", "library_path", "live_exports", "lookup",
+    "memset", "memset_async", "peer_access", "prefetch", "range_attributes", "record_stream",
     "set_device", "synchronize", "topo",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 
 from ._buffer import Buffer
+from ._ext import native
 from ._device import CPU_DEVICE_ID, Stream, _int, _size, _stream_handle, get_device
 from ._lib import PoolOptions, PoolStats, check, fn, raise_status
 
@@ -95,7 +96,32 @@ class Area:
         return f"<memarea.Area {self.kind} device={self._device}>"
 
 
-class Pool:
+class _PurePoolCore:
+    """Pool's state and hot path in Python (ctypes), where the compiled extension's PoolCore is
+    absent (memarea/_ext.py): the same attributes and behaviour."""
+    __slots__ = ("_handle", "area", "device", "kind", "__weakref__")
+
+    def alloc(self, nbytes: int, stream: Stream | None = None) -> Buffer:
+        """Allocates nbytes, ordered on stream (None: the device's default stream): memory
+        freed on that stream is reused at once. The Buffer is freed on the same stream."""
+        # The common case checked inline (this is the hot path); _size raises the precise error.
+        if type(nbytes) is not int or not 0 < nbytes < 1 << 64:
+            nbytes = _size(nbytes, "nbytes")
+        h = self._handle
+        if h is None:
+            raise ValueError("the pool is closed")
+        p = ctypes.c_void_p()
+        if stream is not None and not isinstance(stream, Stream):
+            from ._stream import as_stream  # a foreign stream: the Buffer frees on it
+            stream = as_stream(stream)
+        st = fn.pool_alloc(h, ctypes.byref(p), nbytes,
+                           None if stream is None else _stream_handle(stream))
+        if st:
+            raise_status(st)
+        return Buffer._make(p.value, nbytes, self.device, self.kind, self, Buffer._POOL, stream)
+
+
+class Pool(native.PoolCore if native is not None else _PurePoolCore):
     """A stream-ordered pool of memory drawn from an Area (memarea_pool_t; docs/pools.md):
     allocations after the first come from memory the pool already holds, without a driver call.
 
@@ -106,7 +132,7 @@ class Pool:
 
     Buffers keep their pool alive. close() (or a with-block) destroys it, and raises
     memarea.Error with status BUSY while Buffers of it are live."""
-    __slots__ = ("_handle", "area", "device", "kind", "__weakref__")
+    __slots__ = ()
 
     def __init__(self, area: Area | None = None, *, initial_size: int = 0, maximum_size: int = 0,
                  release_threshold: int | None = None, alignment: int = 256,
@@ -138,25 +164,6 @@ class Pool:
         h = ctypes.c_void_p()
         check(fn.pool_create(ctypes.byref(h), c_area, ctypes.byref(o)))
         self._handle = h.value
-
-    def alloc(self, nbytes: int, stream: Stream | None = None) -> Buffer:
-        """Allocates nbytes, ordered on stream (None: the device's default stream): memory
-        freed on that stream is reused at once. The Buffer is freed on the same stream."""
-        # The common case checked inline (this is the hot path); _size raises the precise error.
-        if type(nbytes) is not int or not 0 < nbytes < 1 << 64:
-            nbytes = _size(nbytes, "nbytes")
-        h = self._handle
-        if h is None:
-            raise ValueError("the pool is closed")
-        p = ctypes.c_void_p()
-        if stream is not None and not isinstance(stream, Stream):
-            from ._stream import as_stream  # a foreign stream: the Buffer frees on it
-            stream = as_stream(stream)
-        st = fn.pool_alloc(h, ctypes.byref(p), nbytes,
-                           None if stream is None else _stream_handle(stream))
-        if st:
-            raise_status(st)
-        return Buffer._make(p.value, nbytes, self.device, self.kind, self, Buffer._POOL, stream)
 
     def stats(self) -> dict:
         """The pool's counters now (memarea_pool_stats as a dict)."""

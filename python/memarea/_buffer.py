@@ -8,7 +8,8 @@ import sys
 from typing import NamedTuple
 
 from . import _interop as dl
-from ._device import _backend, _int
+from ._device import _backend, _int, _size, _stream_object
+from ._ext import native
 from ._lib import AllocationInfoC, IpcHandle, check, fn, raise_status
 
 # --- what a pointer is ------------------------------------------------------------------------------
@@ -180,25 +181,36 @@ class _Array:
     def memoryview(self) -> memoryview:
         """A writable memoryview of host-touchable memory, shaped and typed as the array
         where the struct module has a format for its dtype (else bytes). Zero-copy; it keeps
-        the memory alive."""
+        the memory alive (with the compiled extension it is a buffer-protocol export of the
+        Buffer: free() raises BufferError until it is released)."""
         if not self.host_accessible:
             raise TypeError(f"memarea {self.kind} memory is not host memory: the host cannot "
                             "view it (copy it with memarea.copy)")
         buf = self._buffer
         buf._check_open()
         buf._sync_pending()
-        raw = (ctypes.c_ubyte * self.nbytes).from_address(self.ptr)
-        raw._memarea_owner = self  # the ctypes array keeps the memory's owner alive
-        mv = memoryview(raw).cast("B")
+        mv = buf._host_bytes()
+        start, n = self.ptr - buf.ptr, self.nbytes
+        if start or n != len(mv):
+            mv = mv[start:start + n]
         fmt = self._dtype.format
         if fmt is None or self._dtype is dl.UINT8 and len(self._shape) == 1:
             return mv
         return mv.cast(fmt, self._shape)
 
-    if sys.version_info >= (3, 12):
-        def __buffer__(self, flags):
-            """The buffer protocol (PEP 688, Python 3.12+): memoryview(x), bytes(x)."""
-            return self.memoryview()
+    def _exported_view(self) -> memoryview:
+        # What the buffer protocol exports (memoryview(x), numpy.frombuffer(x)): refused with
+        # BufferError, which NumPy and memoryview expect, where there is nothing to export --
+        # memory the host cannot touch, or a dtype the struct module has no format for (NumPy
+        # then reads __array_interface__, which has one).
+        if not self.host_accessible:
+            raise BufferError(f"memarea {self.kind} memory is not host memory: the host cannot "
+                              "view it through the buffer protocol (copy it to host memory with "
+                              "memarea.copy, or use DLPack)")
+        if self._dtype.format is None:
+            raise BufferError(f"{self._dtype.name} has no buffer-protocol format: view the bytes "
+                              "(x.view('uint8')), or use numpy.asarray or DLPack")
+        return self.memoryview()
 
     def tobytes(self) -> bytes:
         """A copy of the memory in a bytes object (through memarea.copy: any kind)."""
@@ -214,22 +226,11 @@ class _Array:
                     dtype, shape, limit=self.ptr - self._buffer.ptr + self.nbytes)
 
 
-class Buffer(_Array):
-    """Memory memarea allocated: an Area's or a Pool's allocation, or memory of another process
-    opened through IPC. A 1-D array of bytes (view() gives typed views).
-
-    Freed deterministically by free() or a with-block, or by the garbage collector once nothing
-    refers to it (views, NumPy arrays and DLPack tensors made from it refer to it). Pickling it
-    (multiprocessing, concurrent.futures) sends an IPC handle: the receiver opens the same
-    device memory, under memarea's IPC lifetime rules (docs/ipc.md)."""
+class _PureBufferCore:
+    """Buffer's state and hot path in Python (ctypes), where the compiled extension's
+    BufferCore is absent (memarea/_ext.py): the same attributes and behaviour."""
     __slots__ = ("_ptr", "_nbytes", "device", "kind", "_owner", "_mode", "_stream", "_exports",
-                 "_pending", "__weakref__")
-
-    # How the memory goes back (fixed at creation; _owner is the Area, Pool or None).
-    _AREA, _POOL, _FREE, _IPC = range(4)
-
-    def __init__(self):
-        raise TypeError("Buffers come from Area.alloc, Pool.alloc or memarea.ipc.open")
+                 "_pending", "_buffer_views", "__weakref__")
 
     @classmethod
     def _make(cls, ptr, nbytes, device, kind, owner, mode, stream=None):
@@ -237,20 +238,8 @@ class Buffer(_Array):
         b._ptr, b._nbytes, b.device, b.kind = ptr, nbytes, device, kind
         b._owner, b._mode, b._stream = owner, mode, stream
         b._exports = b._pending = None
+        b._buffer_views = 0
         return b
-
-    # -- the _Array fields
-    @property
-    def _buffer(self):
-        return self
-
-    @property
-    def _dtype(self):
-        return dl.UINT8
-
-    @property
-    def _shape(self):
-        return (self._nbytes,)
 
     @property
     def ptr(self) -> int:
@@ -271,54 +260,35 @@ class Buffer(_Array):
         """True once freed."""
         return self._ptr is None
 
-    @property
-    def device_ptr(self) -> int:
-        """The address the device uses: for mapped host memory its device pointer, otherwise
-        ptr."""
-        self._check_open()
-        if self.kind not in ("mapped", "registered"):
-            return self._ptr
-        p = ctypes.c_void_p()
-        check(fn.host_get_device_pointer(ctypes.byref(p), self._ptr))
-        return p.value or 0
-
     def _check_open(self):
         if self._ptr is None:
             raise ValueError("the memarea Buffer was freed")
 
-    # -- stream-ordered work and exports
-    def _add_pending(self, stream):
-        if self._pending is None:
-            self._pending = []
-        if stream not in self._pending:
-            self._pending.append(stream)
+    def _host_bytes(self) -> memoryview:
+        # The whole buffer as bytes, counted as an export until the memoryviews made from it
+        # are all released (the ctypes array they share is then dropped, and its pin with it).
+        raw = (ctypes.c_ubyte * self._nbytes).from_address(self._ptr)
+        raw._memarea_pin = _ViewPin(self)
+        return memoryview(raw).cast("B")
 
-    def _sync_pending(self):
-        p = self._pending
-        if p:
-            self._pending = None
-            for s in p:
-                if s._handle is not None:
-                    check(fn.stream_synchronize(s._handle))
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags):
+            """The buffer protocol (PEP 688): memoryview(x), numpy.frombuffer(x)."""
+            return self._exported_view()
 
-    def _export_begun(self, address):
-        if self._exports is None:
-            self._exports = set()
-        self._exports.add(address)
-
-    def _export_done(self, address):
-        if self._exports is not None:
-            self._exports.discard(address)
-
-    # -- freeing
     def free(self) -> None:
         """Frees the memory now (after memarea stream work queued on it completes). Raises
-        BufferError while a DLPack consumer still holds it. Freeing twice does nothing."""
+        BufferError while a DLPack consumer or a buffer-protocol export (a memoryview, a NumPy
+        array made through the buffer protocol) still holds it. Freeing twice does nothing."""
         if self._ptr is None:
             return
         if self._exports:
             raise BufferError(f"the buffer is still held by {len(self._exports)} DLPack "
                               "consumer(s) (torch/cupy/jax tensors made from it): drop them first")
+        if self._buffer_views:
+            raise BufferError("the buffer is still viewed through the buffer protocol by "
+                              f"{self._buffer_views} export(s) (memoryview(buffer), "
+                              "numpy.frombuffer, numpy.asarray): release them first")
         self._sync_pending()
         ptr, self._ptr = self._ptr, None
         mode = self._mode
@@ -345,6 +315,100 @@ class Buffer(_Array):
         # At interpreter exit module globals may already be gone: the process exits anyway.
         if getattr(self, "_ptr", None) is not None and fn is not None:
             self.free()
+
+
+class _ViewPin:
+    """Counts one buffer-protocol export of a Buffer (pure path) while it lives."""
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+        buffer._buffer_views += 1
+
+    def __del__(self):
+        self.buffer._buffer_views -= 1
+
+
+if native is not None:
+    _BufferCore, _ViewCore = native.BufferCore, native.ViewCore
+else:
+    class _PureViewCore:
+        """View's buffer protocol where there is no compiled extension: Python 3.12+ only
+        (PEP 688)."""
+        __slots__ = ()
+
+        if sys.version_info >= (3, 12):
+            def __buffer__(self, flags):
+                """The buffer protocol (PEP 688): memoryview(x), numpy.frombuffer(x)."""
+                return self._exported_view()
+
+    _BufferCore, _ViewCore = _PureBufferCore, _PureViewCore
+
+
+class Buffer(_BufferCore, _Array):
+    """Memory memarea allocated: an Area's or a Pool's allocation, or memory of another process
+    opened through IPC. A 1-D array of bytes (view() gives typed views). Memory the host can
+    touch has the buffer protocol (memoryview(buf), numpy.frombuffer(buf)).
+
+    Freed deterministically by free() or a with-block, or by the garbage collector once nothing
+    refers to it (views, NumPy arrays and DLPack tensors made from it refer to it). Pickling it
+    (multiprocessing, concurrent.futures) sends an IPC handle: the receiver opens the same
+    device memory, under memarea's IPC lifetime rules (docs/ipc.md)."""
+    __slots__ = ()
+
+    # How the memory goes back (fixed at creation; _owner is the Area, Pool or None).
+    _AREA, _POOL, _FREE, _IPC = range(4)
+
+    def __init__(self):
+        raise TypeError("Buffers come from Area.alloc, Pool.alloc or memarea.ipc.open")
+
+    # -- the _Array fields
+    @property
+    def _buffer(self):
+        return self
+
+    @property
+    def _dtype(self):
+        return dl.UINT8
+
+    @property
+    def _shape(self):
+        return (self._nbytes,)
+
+    @property
+    def device_ptr(self) -> int:
+        """The address the device uses: for mapped host memory its device pointer, otherwise
+        ptr."""
+        self._check_open()
+        if self.kind not in ("mapped", "registered"):
+            return self._ptr
+        p = ctypes.c_void_p()
+        check(fn.host_get_device_pointer(ctypes.byref(p), self._ptr))
+        return p.value or 0
+
+    # -- stream-ordered work and exports
+    def _add_pending(self, stream):
+        if self._pending is None:
+            self._pending = []
+        if stream not in self._pending:
+            self._pending.append(stream)
+
+    def _sync_pending(self):
+        p = self._pending
+        if p:
+            self._pending = None
+            for s in p:
+                if s._handle is not None:
+                    check(fn.stream_synchronize(s._handle))
+
+    def _export_begun(self, address):
+        if self._exports is None:
+            self._exports = set()
+        self._exports.add(address)
+
+    def _export_done(self, address):
+        if self._exports is not None:
+            self._exports.discard(address)
 
     # -- IPC
     def ipc_handle(self) -> bytes:
@@ -380,9 +444,10 @@ class Buffer(_Array):
                 f"{where}>")
 
 
-class View(_Array):
+class View(_ViewCore, _Array):
     """A zero-copy typed view of part of a Buffer (Buffer.view): shape, dtype, and every export
-    a Buffer has (DLPack, CUDA array interface, NumPy, memoryview). It keeps the Buffer alive."""
+    a Buffer has (DLPack, CUDA array interface, NumPy, memoryview, the buffer protocol typed and
+    shaped as the view). It keeps the Buffer alive."""
     __slots__ = ("_buffer", "_offset", "_dtype", "_shape", "__weakref__")
 
     def __init__(self, buffer: Buffer, offset: int, dtype="uint8", shape=None, *, limit=None):
@@ -455,6 +520,9 @@ class View(_Array):
         return (f"<memarea.View {self._dtype.name}{list(self._shape)} offset={self._offset} of "
                 f"{self._buffer!r}>")
 
+
+if native is not None:
+    native.setup(Buffer, raise_status, _size, _stream_object)
 
 # The buffer methods call these module functions, which take buffers: imported last, once
 # Buffer and View exist, so that the two modules can name each other (memarea._core imports

@@ -215,6 +215,17 @@ class Stream:
         return f"<memarea.Stream device={self.device} {state}>"
 
 
+def _stream_object(stream) -> Stream:
+    """The open memarea Stream that a stream argument (not None) names: a foreign one (an int,
+    torch's, cupy's) wrapped. What Pool.alloc's compiled path keeps in the Buffer, which is
+    freed on it."""
+    if not isinstance(stream, Stream):
+        from ._stream import as_stream
+        stream = as_stream(stream)
+    stream._check()
+    return stream
+
+
 def _stream_handle(stream) -> int | None:
     if stream is None:
         return None

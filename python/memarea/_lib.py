@@ -1,8 +1,8 @@
 """Loading libmemarea.so, the C API's prototypes, and errors as exceptions.
 
-The package is pure Python over the C API (include/memarea/memarea.h, report.h) through ctypes:
-one package serves every Python 3 (3.11 on Debian, 3.12 on the GPU image) with nothing to
-compile. ctypes.CDLL releases the GIL around every foreign call, so a blocking memarea call
+The package is Python over the C API (include/memarea/memarea.h, report.h) through ctypes, which
+serves every Python 3 with nothing compiled; the compiled extension (memarea/_ext.py) takes the
+hot path where it was built, and binds to the library loaded here. ctypes.CDLL releases the GIL around every foreign call, so a blocking memarea call
 (a synchronous copy, a stream or device synchronize, an IPC open, a topology measurement) lets
 other Python threads run.
 """
