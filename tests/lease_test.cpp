@@ -163,6 +163,42 @@ TEST(Lease, AForkChildHasItsOwnAndItsDeathIsSeen) {
   EXPECT_FALSE(exists("/memarea-lease-" + hex16(alive.owner)));
 }
 
+// A sweep holds a dead owner's lock byte (after the lease's sweep byte) while it removes the
+// owner's objects: a liveness test at that moment must not take the sweep for the owner. It
+// waits for the sweep as a second sweep does and then answers gone; a sweep that holds on for
+// longer than a sweep waits leaves it unknown, never alive. (Here the sweep is this test: it
+// takes the sweep byte while the child lives, so that no other process's sweep gets there.)
+TEST(Lease, ALivenessTestDoesNotTakeASweepAtWorkForTheOwner) {
+  lease_child child(true);
+  ASSERT_NE(child.owner, 0u);
+  const int sweep = lease::open(child.owner);
+  ASSERT_GE(sweep, 0);
+  flock fl{};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_len = 1;
+  fl.l_start = lease::kSweepLockByte;
+  // (Another process's sweep holds it for a moment while it finds the child alive.)
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (fcntl(sweep, F_OFD_SETLK, &fl) != 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(fcntl(sweep, F_OFD_GETLK, &fl), 0);
+  ASSERT_EQ(fl.l_type, F_UNLCK) << "another sweep held the sweep byte for 5 s";
+  fl.l_type = F_WRLCK;
+  EXPECT_NE(lease::test_owner(child.owner), lease::holder::gone) << "a live owner taken for gone";
+  EXPECT_EQ(child.finish(), 0);
+  fl.l_start = 0;  // the owner's byte, free now that the owner is dead: the sweep at work
+  ASSERT_EQ(fcntl(sweep, F_OFD_SETLK, &fl), 0);
+  EXPECT_NE(lease::test_owner(child.owner), lease::holder::alive)
+      << "a sweep at work taken for the owner";
+  std::thread done([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::close(sweep);  // drops both locks, as the sweep does when it is done
+  });
+  EXPECT_EQ(lease::test_owner(child.owner), lease::holder::gone);
+  done.join();
+}
+
 TEST(Lease, ObjectsWithoutALeaseAreRemovedAndOddFilesAreNot) {
   const std::uint64_t orphan = 0x0badc0de00000000ull | static_cast<std::uint64_t>(getpid());
   const std::string object = lease::object_name("test", orphan, 3, 16);

@@ -49,6 +49,20 @@ int get_device();
 /// Waits for all work on `device`.
 void device_synchronize(int device);
 
+/// Resets `device` (-1: the calling thread's current device): the driver destroys everything
+/// its context holds (CUDA: cuDevicePrimaryCtxReset_v2; HIP: hipDeviceReset) and makes it anew
+/// at its next use. First memarea checks that it holds nothing there: errc::busy, changing
+/// nothing, while memory of the device that memarea allocated is live (device, pinned, mapped,
+/// registered, managed and shareable memory, pool pieces, IPC mappings open on the device,
+/// memory freed while another process has it open), while a peer::scoped_access holds access
+/// to or from it, or while a stream or event memarea made on it lives; the message lists them
+/// (the first few, and how many). Otherwise it drops its caches of the device (staging
+/// buffers, closed IPC mappings, pools' events), disables peer access to and from it, gives
+/// the blocks of the device's pools back (the pools stay usable), then resets. Other threads
+/// must not use the device meanwhile, as the drivers require (docs/areas.md). Throws
+/// invalid_device for a bad id, no_device without devices.
+void device_reset(int device);
+
 /// Makes `device` the calling thread's current device for its lifetime and restores the
 /// previous one on every path out of the scope, exceptions included.
 class device_guard {

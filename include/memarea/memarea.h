@@ -106,6 +106,15 @@ MEMAREA_API memarea_status memarea_stream_destroy(memarea_stream_t stream);
 MEMAREA_API memarea_status memarea_stream_synchronize(memarea_stream_t stream);
 /** Waits for all work on the current device. */
 MEMAREA_API memarea_status memarea_device_synchronize(void);
+/** Resets device (-1: the current device), as cudaDeviceReset / hipDeviceReset do: the driver
+ *  destroys everything its context holds and makes it anew at its next use. MEMAREA_ERROR_BUSY,
+ *  changing nothing, while memarea holds anything there: memory of the device (device, pinned,
+ *  mapped, registered, managed, shareable, pool pieces, open IPC mappings, frees waiting for
+ *  another process), peer access held by a C++ peer::scoped_access, streams or events made on
+ *  it; the message lists them. Otherwise drops memarea's caches of the device, disables peer
+ *  access to and from it, gives its pools' blocks back (pools stay usable), then resets. No
+ *  other thread may use the device meanwhile (docs/areas.md, "Resetting a device"). */
+MEMAREA_API memarea_status memarea_device_reset(int device);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Areas (seed 004, AML's HIP area)                                                         */

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 
-from ._lib import DeviceProperties, check, fn
+from ._lib import DeviceProperties, Error, Status, check, fn, lib, library_path
 
 CPU_DEVICE_ID = -1
 """The device id of the host (MEMAREA_CPU_DEVICE_ID), e.g. for prefetch(buffer, device=CPU_DEVICE_ID)."""
@@ -96,6 +96,39 @@ def synchronize(device: int | None = None) -> None:
         return
     with _OnDevice(_int(device, "device")):
         check(fn.device_synchronize())
+
+
+try:
+    _device_reset = lib.memarea_device_reset
+except AttributeError as _e:
+    raise ImportError(f"memarea: {library_path} lacks memarea_device_reset: it is older than "
+                      "this package; rebuild it from the same checkout") from _e
+_device_reset.restype = ctypes.c_int
+_device_reset.argtypes = [ctypes.c_int]
+
+
+def device_reset(device: int | None = None) -> None:
+    """Resets `device` (None or -1: the calling thread's current device), as cudaDeviceReset
+    does: the driver destroys everything the device's context holds and makes it anew at its
+    next use. Raises Error with status BUSY, changing nothing, while memarea holds anything
+    there (buffers and pool pieces of the device, pinned, mapped and managed memory made on it,
+    IPC mappings open on it, streams made on it): the message lists them. Otherwise it
+    disables peer access to and from the device, gives its pools' blocks back (the pools stay
+    usable) and resets. No other thread may use the device meanwhile (docs/areas.md,
+    "Resetting a device")."""
+    device = -1 if device is None else _int(device, "device")
+    # memarea.peer_access scopes are this package's own (the C API has none): held like the C++
+    # API's scoped_access, they refuse a reset of either device of their pair alike.
+    from ._ops import _scopes, _scopes_lock
+    target = get_device() if device == -1 and device_count() > 0 else device
+    with _scopes_lock:
+        held = [(pair, state[0]) for pair, state in _scopes.items() if target in pair]
+    if held:
+        (a, b), n = held[0]
+        raise Error(Status.BUSY,
+                    f"device_reset: device {target} is in use: peer access {a} -> {b} held by "
+                    f"{n} memarea.peer_access scope{'s' if n != 1 else ''}; leave them first")
+    check(_device_reset(device))
 
 
 def _json_call(f, *args) -> dict:

@@ -116,7 +116,44 @@ def test_info_is_the_cli_document():
     assert mine == cli
 
 
+# What the topology report says in a library built without the measurement
+# (src/topo/topo_unavailable.cpp).
+_TOPO_COMPILED_OUT = ("this memarea was built without the topology measurement (CMake option "
+                      "MEMAREA_WITH_TOPO=OFF); build it with MEMAREA_WITH_TOPO=ON for "
+                      "`memarea topo`")
+
+
+def _topo_built():
+    """Whether the library under test has the topology measurement: CMake's MEMAREA_WITH_TOPO in
+    the cache of the build tree the library lies in (ctest's runs); a library outside a build
+    tree (installed) is taken to have it, as the default build does."""
+    d = os.path.dirname(os.path.realpath(memarea.library_path))
+    while True:
+        cache = os.path.join(d, "CMakeCache.txt")
+        if os.path.isfile(cache):
+            with open(cache, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if line.startswith("MEMAREA_WITH_TOPO:"):
+                        value = line.strip().split("=", 1)[-1].upper()
+                        return value not in ("", "0", "OFF", "NO", "FALSE", "N", "IGNORE",
+                                             "NOTFOUND") and not value.endswith("-NOTFOUND")
+            return True
+        parent = os.path.dirname(d)
+        if parent == d:
+            return True
+        d = parent
+
+
 def test_topo(backend, ndev):
+    if not _topo_built():
+        # Built without the measurement: refused, saying why; argument checks come first.
+        with pytest.raises(memarea.Error) as e:
+            memarea.topo(size=1 << 16, reps=1)
+        assert e.value.status == memarea.Status.NOT_SUPPORTED
+        assert e.value.message.endswith(_TOPO_COMPILED_OUT), e.value.message
+        with pytest.raises(ValueError):
+            memarea.topo(size=-1)
+        return
     if backend != "sim":
         pytest.skip("measures seconds on a GPU; the GPU suite runs `memarea topo`")
     t = memarea.topo(size=1 << 16, reps=1)

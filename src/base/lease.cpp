@@ -252,9 +252,31 @@ int open(std::uint64_t owner) noexcept {
 }
 
 holder test(int fd) noexcept {
-  flock fl = byte_lock(F_WRLCK, kOwnerByte);
-  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return holder::unknown;
-  return fl.l_type == F_UNLCK ? holder::gone : holder::alive;
+  // A sweep holds the owner's byte too, while it removes a dead owner's objects, and it takes
+  // the sweep byte first: holding the sweep byte, we read the owner's byte as the owner's alone
+  // (not a sweep's, which would make a dead owner look alive). Waited for as one sweep waits for
+  // another; under the lease mutex, as the sweep, so that a child of fork() never inherits a
+  // descriptor of ours that holds a lock on someone's lease.
+  const flock sweep_fl = byte_lock(F_WRLCK, kSweepByte);
+  const flock unlock_fl = byte_lock(F_UNLCK, kSweepByte);
+  for (int attempt = 0;; ++attempt) {
+    {
+      lease_lock lock;
+      flock take = sweep_fl;
+      if (fcntl(fd, F_OFD_SETLK, &take) == 0) {
+        flock fl = byte_lock(F_WRLCK, kOwnerByte);
+        const int rc = fcntl(fd, F_OFD_GETLK, &fl);
+        flock release = unlock_fl;
+        (void)fcntl(fd, F_OFD_SETLK, &release);
+        if (rc != 0) return holder::unknown;
+        return fl.l_type == F_UNLCK ? holder::gone : holder::alive;
+      }
+      if (errno != EAGAIN && errno != EACCES) return holder::unknown;
+    }
+    if (attempt == kSweepWaits) return holder::unknown;
+    timespec pause{0, kSweepWaitNs};
+    nanosleep(&pause, nullptr);
+  }
 }
 
 holder test_owner(std::uint64_t owner) noexcept {

@@ -12,7 +12,9 @@
 // is still making its lease either finds the lock taken (and draws another name) or its name
 // gone (and draws another): the sweep never removes a live owner's objects. A sweep first
 // takes the lease's second byte, so that two sweeps of one dead owner take turns: when a sweep
-// returns, what it found of a dead owner is gone (not left to a sweep still at work).
+// returns, what it found of a dead owner is gone (not left to a sweep still at work). A
+// liveness test takes the second byte too before it reads the first, so that it never takes a
+// sweep at work on a dead owner for the owner.
 #pragma once
 
 #include <cstddef>
@@ -60,8 +62,10 @@ int open(std::uint64_t owner) noexcept;
 /// What a lease's lock says.
 enum class holder { alive, gone, unknown };
 
-/// Whether the process that owns the lease behind fd still lives (F_OFD_GETLK); unknown if the
-/// kernel cannot say.
+/// Whether the process that owns the lease behind fd (opened for writing) still lives
+/// (F_OFD_GETLK), read while holding the lease's sweep byte so that a sweep removing a dead
+/// owner's objects is not taken for the owner; unknown if the kernel cannot say, or a sweep
+/// holds the lease for longer than a sweep waits for another.
 holder test(int fd) noexcept;
 
 /// test(open(owner)): gone when the lease does not exist.

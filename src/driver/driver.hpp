@@ -239,6 +239,13 @@ class driver {
   /// Milliseconds between two recorded, completed events, both made with event_timing::on.
   virtual dstatus event_elapsed_ms(float* ms, native_event start, native_event end) = 0;
   virtual dstatus device_synchronize(int device) = 0;
+  /// Destroys what the device's context holds (CUDA: cuDevicePrimaryCtxReset_v2 of its primary
+  /// context; HIP: hipDeviceReset with the device current): its memory, streams, events, and
+  /// peer access from it. The context is made anew at its next use; no memory or stream made
+  /// before is valid after. The sim frees no memory (memarea refuses a reset while its own
+  /// lives) and drops the device's streams and peer access. Core checks before it calls this
+  /// (core/device/device_reset.cpp).
+  virtual dstatus device_reset(int device) = 0;
 
   // --- legacy IPC (whole allocations, base pointers only) -----------------------------------
   virtual dstatus ipc_get_handle(void* base, ipc_native_handle* handle) = 0;

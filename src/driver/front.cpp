@@ -251,7 +251,7 @@ dstatus driver_front::get_p2p_attribute(memarea_p2p_attribute attr, int src, int
 dstatus driver_front::stream_create(int device, native_stream* s) {
   if (!s) return null_argument("stream_create", "s");
   MEMAREA_FRONT_DEVICE("stream_create", device);
-  return backend_->stream_create(device, s);
+  return counted(backend_->stream_create(device, s), device, &live_counts::streams, 1);
 }
 
 dstatus driver_front::stream_destroy(int device, native_stream s) {
@@ -260,7 +260,7 @@ dstatus driver_front::stream_destroy(int device, native_stream s) {
                    "stream_destroy: a default stream (legacy or per-thread) cannot be destroyed");
   }
   MEMAREA_FRONT_DEVICE("stream_destroy", device);
-  return backend_->stream_destroy(device, s);
+  return counted(backend_->stream_destroy(device, s), device, &live_counts::streams, -1);
 }
 
 dstatus driver_front::stream_get_device(native_stream s, int* device) {
@@ -288,13 +288,14 @@ dstatus driver_front::event_create(int device, native_event* e, event_timing tim
                                static_cast<int>(sync)));
   }
   MEMAREA_FRONT_DEVICE("event_create", device);
-  return backend_->event_create(device, e, timing, sync);
+  return counted(backend_->event_create(device, e, timing, sync), device, &live_counts::events,
+                 1);
 }
 
 dstatus driver_front::event_destroy(int device, native_event e) {
   if (!e) return null_argument("event_destroy", "e");
   MEMAREA_FRONT_DEVICE("event_destroy", device);
-  return backend_->event_destroy(device, e);
+  return counted(backend_->event_destroy(device, e), device, &live_counts::events, -1);
 }
 
 dstatus driver_front::event_synchronize(native_event e) {
@@ -311,6 +312,33 @@ dstatus driver_front::event_elapsed_ms(float* ms, native_event start, native_eve
 dstatus driver_front::device_synchronize(int device) {
   MEMAREA_FRONT_DEVICE("device_synchronize", device);
   return backend_->device_synchronize(device);
+}
+
+dstatus driver_front::device_reset(int device) {
+  MEMAREA_FRONT_DEVICE("device_reset", device);
+  dstatus st = backend_->device_reset(device);
+  if (st.ok() && count_ > 0) {
+    live_[static_cast<std::size_t>(device)].streams.store(0, std::memory_order_relaxed);
+    live_[static_cast<std::size_t>(device)].events.store(0, std::memory_order_relaxed);
+  }
+  return st;
+}
+
+dstatus driver_front::counted(dstatus st, int device, std::atomic<long> live_counts::*which,
+                              long delta) {
+  if (st.ok() && count_ > 0)
+    (live_[static_cast<std::size_t>(device)].*which).fetch_add(delta, std::memory_order_relaxed);
+  return st;
+}
+
+long driver_front::live_streams(int device) const noexcept {
+  if (count_ == 0 || bad_device(device) || device < 0) return 0;
+  return live_[static_cast<std::size_t>(device)].streams.load(std::memory_order_relaxed);
+}
+
+long driver_front::live_events(int device) const noexcept {
+  if (count_ == 0 || bad_device(device) || device < 0) return 0;
+  return live_[static_cast<std::size_t>(device)].events.load(std::memory_order_relaxed);
 }
 
 // --- legacy IPC ---------------------------------------------------------------------------------

@@ -11,6 +11,8 @@
 
 #include "driver/driver.hpp"
 
+#include <atomic>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +25,12 @@ namespace memarea::detail {
 /// has none (a missing library is no_device, a backend not built in is not_supported), and
 /// each backend answers that itself.
 class driver_front {
+  /// Streams and events of one device made through the front and not destroyed yet.
+  struct live_counts {
+    std::atomic<long> streams{0};
+    std::atomic<long> events{0};
+  };
+
  public:
   /// Takes the backend; reads its device count once (backends fix it when they load).
   explicit driver_front(std::unique_ptr<driver> backend)
@@ -168,6 +176,14 @@ class driver_front {
   }
   dstatus event_elapsed_ms(float* ms, native_event start, native_event end);
   dstatus device_synchronize(int device);
+  /// On success the device's counts of live streams and events (below) go to 0: the driver
+  /// destroyed them all.
+  dstatus device_reset(int device);
+  /// Streams and events of `device` made through the front and not destroyed yet (0 for a bad
+  /// ordinal). A reset destroys them under their owners, so core refuses one while any lives
+  /// (core/device/device_reset.cpp); counted here, the one door every creation passes.
+  long live_streams(int device) const noexcept;
+  long live_events(int device) const noexcept;
 
   // --- legacy IPC ----------------------------------------------------------------------------
   dstatus ipc_get_handle(void* base, ipc_native_handle* handle);
@@ -216,8 +232,15 @@ class driver_front {
   [[gnu::cold]] dstatus refuse_copy_2d(const copy_2d_params& c, int device) const;
   [[gnu::cold]] dstatus refuse_event(const char* what, native_event e, int device) const;
 
+  /// The status of a create (delta +1) or destroy (-1) of a stream or an event, counted
+  /// (live_streams, live_events) when it succeeded.
+  dstatus counted(dstatus st, int device, std::atomic<long> live_counts::*which, long delta);
+
   std::unique_ptr<driver> backend_;
   int count_ = 0;
+  /// Per device: streams and events made through the front and not destroyed yet.
+  std::unique_ptr<live_counts[]> live_ =
+      std::make_unique<live_counts[]>(static_cast<std::size_t>(count_ > 0 ? count_ : 0));
 };
 
 /// A status of memarea's own refusal: no vendor call was made, so no native code or name.

@@ -79,6 +79,7 @@ struct entry_names {
   const char* mem_advise;
   const char* mem_range_get_attribute;
   const char* stream_attach_mem_async;
+  const char* device_reset;  ///< destroys a device's context and everything in it
 };
 
 /// Which shareable-memory operation a vendor's shareable_check is asked about.
@@ -348,6 +349,13 @@ class gpu_backend final : public driver {
     MEMAREA_GPU_READY("device_synchronize");
     return on_device(device, Vendor::fn.device_synchronize,
                      [&] { return v_.device_synchronize(); });
+  }
+  /// With the device's context current (HIP's reset acts on the current device; CUDA's names
+  /// it), which is put back afterwards: on CUDA the same primary context, made anew at its
+  /// next use.
+  dstatus device_reset(int device) override {
+    MEMAREA_GPU_READY("device_reset");
+    return on_device(device, Vendor::fn.device_reset, [&] { return v_.device_reset(device); });
   }
 
   // --- legacy IPC ----------------------------------------------------------------------------

@@ -61,6 +61,7 @@ class unavailable_driver final : public driver {
   dstatus event_query(native_event) override { return fail(); }
   dstatus event_elapsed_ms(float*, native_event, native_event) override { return fail(); }
   dstatus device_synchronize(int) override { return fail(); }
+  dstatus device_reset(int) override { return fail(); }
   dstatus ipc_get_handle(void*, ipc_native_handle*) override { return fail(); }
   dstatus ipc_open_handle(int, const ipc_native_handle&, unsigned, void**) override { return fail(); }
   dstatus ipc_close_handle(void*) override { return fail(); }

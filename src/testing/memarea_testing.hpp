@@ -115,7 +115,7 @@ std::size_t fault_guard_watched() noexcept;
 // --- the sim driver (src/testing/sim.cpp) -----------------------------------------------------
 
 /// The sim driver calls a test may make fail once.
-enum class sim_failure { stream_destroy, disable_peer_access, set_current_device };
+enum class sim_failure { stream_destroy, disable_peer_access, set_current_device, device_reset };
 /// The active backend's sim driver; nullptr when the active backend is not sim.
 sim::sim_driver* active_sim();
 /// The next call of `call` on d fails with errc::unknown (its message says it was injected)
@@ -127,5 +127,7 @@ void sim_fail_next(sim::sim_driver& d, sim_failure call);
 dstatus sim_enqueue_host_task(sim::sim_driver& d, int device, void* s, std::function<void()> fn);
 /// The attach flags last applied to d's managed allocation containing ptr (0 when unknown).
 unsigned sim_attach_flags(const sim::sim_driver& d, const void* ptr);
+/// How many times d reset device (its driver's device_reset succeeded).
+std::uint64_t sim_resets(const sim::sim_driver& d, int device);
 
 }  // namespace memarea::detail::testing

@@ -29,6 +29,11 @@ struct sim_access {
     if (it == d.allocations_.end() || it->second.from != sim::origin::managed) return 0;
     return it->second.flags;
   }
+  static std::uint64_t resets(const sim::sim_driver& d, int device) {
+    std::lock_guard lk(d.m_);
+    const auto i = static_cast<std::size_t>(device);
+    return device >= 0 && i < d.resets_.size() ? d.resets_[i] : 0;
+  }
 };
 
 sim::sim_driver* active_sim() {
@@ -43,6 +48,7 @@ void sim_fail_next(sim::sim_driver& d, sim_failure call) {
       return sim_access::fail_next(d, injectable::disable_peer_access);
     case sim_failure::set_current_device:
       return sim_access::fail_next(d, injectable::set_current_device);
+    case sim_failure::device_reset: return sim_access::fail_next(d, injectable::device_reset);
   }
 }
 
@@ -52,6 +58,10 @@ dstatus sim_enqueue_host_task(sim::sim_driver& d, int device, void* s, std::func
 
 unsigned sim_attach_flags(const sim::sim_driver& d, const void* ptr) {
   return sim_access::attach_flags(d, ptr);
+}
+
+std::uint64_t sim_resets(const sim::sim_driver& d, int device) {
+  return sim_access::resets(d, device);
 }
 
 }  // namespace memarea::detail::testing

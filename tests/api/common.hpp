@@ -2,6 +2,8 @@
 // the white-box suite's (tests/whitebox/whitebox.hpp adds what reaches inside).
 #pragma once
 
+#include "topo/topo_built.hpp"
+
 #include <memarea/c_interop.hpp>
 #include <memarea/memarea.hpp>
 
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <random>
@@ -26,6 +29,23 @@ inline std::vector<unsigned char> random_bytes(std::size_t n) {
   for (auto& b : v) b = static_cast<unsigned char>(rng());
   if (n && std::all_of(v.begin(), v.end(), [](unsigned char c) { return c == 0; })) v[0] = 1;
   return v;
+}
+
+/// Writes random bytes over [p, p+n) through memarea's copy and reads them back: whether the
+/// same bytes came back.
+inline bool round_trips(void* p, std::size_t n) {
+  const auto v = random_bytes(n);
+  copy(p, v.data(), n);
+  std::vector<unsigned char> back(n, 0);
+  copy(back.data(), p, n);
+  return back == v;
+}
+
+/// A pointer as memarea's messages print it ("0x" and lower-case hex digits).
+inline std::string pointer_text(const void* p) {
+  char b[2 + 2 * sizeof p + 1];
+  std::snprintf(b, sizeof b, "%p", p);
+  return b;
 }
 
 /// Number of devices of the active backend.
@@ -173,6 +193,15 @@ inline void expect_range_attribute_refusals(void* ptr, std::size_t size) {
 inline std::set<int> accessed_set(const void* p, std::size_t n) {
   auto v = ::memarea::managed::accessed_by(p, n);
   return {v.begin(), v.end()};
+}
+
+/// Expects what memarea_topo_json(_ex) answers in a library built without the measurement:
+/// NOT_SUPPORTED, no document, and the message that says why.
+inline void expect_topo_compiled_out(memarea_status st, const char* json) {
+  EXPECT_EQ(st, MEMAREA_ERROR_NOT_SUPPORTED) << memarea_last_error_message();
+  EXPECT_EQ(json, nullptr);
+  EXPECT_EQ(std::string(memarea_last_error_message()),
+            std::string("memarea_topo_json_ex: ") + kTopoCompiledOut);
 }
 
 /// The active backend is HIP, and its runtime is HIP's NVIDIA platform (tools/hip-nvidia-shim).

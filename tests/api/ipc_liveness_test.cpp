@@ -32,12 +32,21 @@ TEST(IpcLiveness, ExporterKilledWhileThreeImportersHoldIt) {
   child exporter({"export", str(n), str(seed)});
   const std::string h = exporter.line();
   const std::uint64_t exporter_owner = owner_from_hex(exporter.ask("owner"));
+  // What the end checks is gone is there now: the exporter's lease and segment, and each
+  // importer's lease (an owner of 0 would own nothing, and the checks would hold vacuously).
+  ASSERT_NE(exporter_owner, 0u);
+  ASSERT_EQ(objects_of(exporter_owner, "lease").size(), 1u);
+  ASSERT_EQ(objects_of(exporter_owner, "ipc").size(), 1u);
   std::vector<std::unique_ptr<child>> importers;
   std::vector<std::uint64_t> importer_owners;
   for (int i = 0; i < 3; ++i) {
-    importers.push_back(std::make_unique<child>(std::vector<std::string>{"hold", h, str(n), str(seed)}));
+    importers.push_back(
+        std::make_unique<child>(std::vector<std::string>{"hold", h, str(n), str(seed)}));
     ASSERT_EQ(importers.back()->line(), "opened");
     importer_owners.push_back(owner_from_hex(importers.back()->ask("owner")));
+    ASSERT_NE(importer_owners.back(), 0u);
+    ASSERT_NE(importer_owners.back(), exporter_owner);
+    ASSERT_EQ(objects_of(importer_owners.back(), "lease").size(), 1u);
   }
   EXPECT_EQ(exporter.ask("importers"), "3");
   for (auto& i : importers) EXPECT_EQ(i->ask("reopen"), "reopened");
@@ -78,6 +87,9 @@ TEST(IpcLiveness, ImporterKilledWhileTheFreeWaits) {
   child holder({"hold", hex(ipc::export_handle(p)), str(n), str(seed)});
   ASSERT_EQ(holder.line(), "opened");
   const std::uint64_t holder_owner = owner_from_hex(holder.ask("owner"));
+  // The importer's lease is there (the end checks that nothing of it is left).
+  ASSERT_NE(holder_owner, 0u);
+  ASSERT_EQ(objects_of(holder_owner, "lease").size(), 1u);
   ipc::collect();
   const std::size_t before = ipc::deferred_frees();
   a.munmap(p, n);

@@ -6,6 +6,8 @@
 // Skipped, saying so, where rsvg-convert is missing.
 #include "tools/topo_svg.hpp"
 
+#include "topo/topo_built.hpp"
+
 #include <gtest/gtest.h>
 
 #ifdef MEMAREA_HAVE_ZLIB
@@ -160,6 +162,15 @@ TEST(TopoRender, PicturesOfOneTwoFourAndEightSimDevicesRenderWithoutOverlaps) {
         "env -u MEMAREA_SIM_PEER_GROUPS -u MEMAREA_SIM_DEVICE_MEMORY MEMAREA_BACKEND=sim "
         "MEMAREA_SIM_DEVICES=" + std::to_string(n) + " " + shell_quote(MEMAREA_CLI) +
         " topo --size 64K --reps 1 --baseline --svg " + shell_quote(svg.string()) + " >/dev/null";
+    if (!memarea::test::topo_built()) {
+      // Built without the measurement: refused (exit status 1), saying why, and no SVG written.
+      const fs::path err = work / "err.txt";
+      EXPECT_EQ(std::system((run + " 2>" + shell_quote(err.string())).c_str()), 1 << 8) << run;
+      EXPECT_NE(slurp(err).find(memarea::test::kTopoCompiledOut), std::string::npos)
+          << slurp(err);
+      EXPECT_FALSE(fs::exists(svg));
+      continue;
+    }
     ASSERT_EQ(std::system(run.c_str()), 0) << run;
     const parsed p = parse(slurp(svg));
     ASSERT_GT(p.width, 0);

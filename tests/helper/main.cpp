@@ -33,21 +33,44 @@
 //                                "limit=L cached=FLAGS": L the import cache's bound, FLAGS a 1
 //                                per argument whose mapping is still cached, else 0; a memarea
 //                                error prints "STATUS message" (exit 2)
+//   free-shareable N SEED        shareable memory of N bytes on device 0 holding pattern(SEED),
+//                                exported as a descriptor, in a process that made no IPC call
+//                                before: prints "at P" (P: its pointer), then for memarea_free,
+//                                managed::free and host::free of it "STATUS message" (or
+//                                "freed"), then "kind K" (its lookup), "holds ok"/"bad" (through
+//                                its pointer), "imported ok"/"bad" (the descriptor imported again)
+//                                and "released"; "MEMAREA_ERROR_NOT_SUPPORTED message" where
+//                                there is no shareable memory
+//   prepare                      makes no IPC call; obeys stdin: "state" -> "armed=A owner=O" (A:
+//                                1 while the first device allocation's hook is armed, O: this
+//                                process's lease, 0 before it has one); "host" -> allocate
+//                                pinned host memory, then as "state"; "device" -> allocate
+//                                device memory, then as "state"; "fork" -> a child of fork()
+//                                prints "child " and its state, allocates device memory, prints
+//                                "child " and its state again, then "child owner=O" once it has
+//                                a lease, and lives until "end" -> "ended S" (its exit status)
 // Exit status: 0 success, 2 memarea error (status name printed), 3 data mismatch, 4/5 wrong
 // outcome of expect, 64 usage.
 #include "base/housekeeper.hpp"
 #include "base/lease.hpp"
 #include "core/ipc/ipc_wire.hpp"
+#include "core/memory/memory_observer.hpp"
 #include "testing/memarea_testing.hpp"
 
 #include <memarea/area.hpp>
 #include <memarea/copy.hpp>
+#include <memarea/host.hpp>
 #include <memarea/ipc.hpp>
+#include <memarea/managed.hpp>
+#include <memarea/memarea.h>
 #include <memarea/pointer.hpp>
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -363,6 +386,117 @@ int overlap(int argc, char** argv) {
   }
 }
 
+int free_shareable(int argc, char** argv) {
+  if (argc != 4) return 64;
+  const std::size_t n = num(argv[2]);
+  const auto expected = pattern(num(argv[3]), n);
+  void* p = nullptr;
+  std::size_t allocated = 0;
+  const memarea_status made = memarea_shareable_create(&p, &allocated, n, 0);
+  if (made != MEMAREA_SUCCESS) {
+    say(std::string(memarea_status_name(made)) + " " + memarea_last_error_message());
+    return made == MEMAREA_ERROR_NOT_SUPPORTED ? 0 : 2;
+  }
+  char at[32];
+  std::snprintf(at, sizeof at, "%p", p);
+  say(std::string("at ") + at);
+  memarea::copy(p, expected.data(), n);
+  int fd = -1;
+  if (memarea_shareable_export_fd(&fd, p) != MEMAREA_SUCCESS) {
+    say(std::string("export_fd: ") + memarea_last_error_message());
+    return 2;
+  }
+  const memarea_status freed = memarea_free(p);
+  say(freed == MEMAREA_SUCCESS
+          ? std::string("freed")
+          : std::string(memarea_status_name(freed)) + " " + memarea_last_error_message());
+  for (void (*free_by_pointer)(void*) : {&memarea::managed::free, &memarea::host::free}) {
+    try {
+      free_by_pointer(p);
+      say("freed");
+    } catch (const memarea::error& e) {
+      say(std::string(memarea::to_string(e.status())) + " " + e.message());
+    }
+  }
+  say(std::string("kind ") + memarea::to_string(memarea::lookup(p).kind));
+  say(matches(p, expected.data(), n) ? "holds ok" : "holds bad");
+  void* q = nullptr;
+  if (memarea_shareable_import_fd(&q, fd, allocated, 0) != MEMAREA_SUCCESS) {
+    say(std::string("import_fd: ") + memarea_last_error_message());
+    return 2;
+  }
+  ::close(fd);
+  say(matches(q, expected.data(), n) ? "imported ok" : "imported bad");
+  const bool released = memarea_shareable_release(q) == MEMAREA_SUCCESS &&
+                        memarea_shareable_release(p) == MEMAREA_SUCCESS;
+  say(released ? "released" : std::string("release: ") + memarea_last_error_message());
+  return released ? 0 : 2;
+}
+
+/// "armed=A owner=O" (see prepare).
+std::string prepare_state() {
+  const bool armed =
+      memarea::detail::memory_events::first_device_allocation.load() != nullptr;
+  return std::string("armed=") + (armed ? "1" : "0") +
+         " owner=" + hex64(memarea::detail::lease::current());
+}
+
+int prepare(int argc, char**) {
+  if (argc != 2) return 64;
+  constexpr std::size_t n = 4096;
+  const memarea::area device(0);
+  const memarea::area pinned(0, memarea::area_flags::host);
+  std::vector<std::pair<const memarea::area*, void*>> made;  // given back at the end
+  pid_t kid = -1;
+  int kid_go = -1;  // the child lives until this closes
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "state") {
+      say(prepare_state());
+    } else if (line == "host") {
+      made.emplace_back(&pinned, pinned.mmap(n));
+      say(prepare_state());
+    } else if (line == "device") {
+      made.emplace_back(&device, device.mmap(n));
+      say(prepare_state());
+    } else if (line == "fork" && kid < 0) {
+      int go[2];
+      if (::pipe2(go, O_CLOEXEC) != 0) return 2;
+      std::cout.flush();
+      std::fflush(nullptr);
+      kid = ::fork();
+      if (kid == 0) {
+        ::close(go[1]);
+        say("child " + prepare_state());
+        void* p = device.mmap(n);
+        say("child " + prepare_state());
+        // Where device memory does not make the lease at once (as sim's does), the background
+        // preparation makes it.
+        for (int i = 0; i < 3000 && memarea::detail::lease::current() == 0; ++i) ::usleep(10000);
+        say("child owner=" + hex64(memarea::detail::lease::current()));
+        char c;
+        while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        device.munmap(p, n);
+        std::cout.flush();
+        ::_exit(0);
+      }
+      ::close(go[0]);
+      if (kid < 0) return 2;
+      kid_go = go[1];
+    } else if (line == "end" && kid > 0) {
+      ::close(kid_go);
+      int st = 0;
+      while (::waitpid(kid, &st, 0) < 0 && errno == EINTR) {
+      }
+      kid = -1;
+      say("ended " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)));
+    }
+  }
+  for (auto [a, p] : made) a->munmap(p, n);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -378,6 +512,8 @@ int main(int argc, char** argv) {
     if (cmd == "overlap") return overlap(argc, argv);
     if (cmd == "import-all") return import_all(argc, argv);
     if (cmd == "importer") return importer(argc, argv);
+    if (cmd == "free-shareable") return free_shareable(argc, argv);
+    if (cmd == "prepare") return prepare(argc, argv);
   } catch (const memarea::error& e) {
     say(memarea::to_string(e.status()));
     std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";

@@ -98,6 +98,8 @@ TEST(IpcLiveness, SweepRemovesWhatADeadExporterLeft) {
 // removing. Now a sweep waits for another sweep's lock on the lease (here: held by hand, as
 // another process's sweep would) and returns only once the dead owner's objects are gone; one
 // held for longer than it waits is left to the next sweep (busy), never mistaken for a live owner.
+// The lock is taken while the exporter still lives, so that no other process's sweep (other
+// test processes run at the same time) removes its objects before the test's own sweep races.
 TEST(IpcLiveness, TwoSweepsOfOneDeadOwnerTakeTurns) {
   MEMAREA_REQUIRE_DEVICES(1);
   REQUIRE_HELPER();
@@ -106,26 +108,24 @@ TEST(IpcLiveness, TwoSweepsOfOneDeadOwnerTakeTurns) {
     child exporter({"export", "70000", str(new_seed())});
     const ipc::handle h = ipc::handle::from_hex(exporter.line());
     const std::uint64_t owner = owner_of(h);
-    exporter.kill_now();
-    EXPECT_EQ(exporter.wait(), 128 + SIGKILL);
+    ASSERT_NE(owner, 0u);
     char path[64];
     std::snprintf(path, sizeof path, "/dev/shm/memarea-lease-%016llx",
                   static_cast<unsigned long long>(owner));
     const int other_sweep = ::open(path, O_RDWR | O_CLOEXEC);
-    if (other_sweep < 0) {
-      // Another test process's background sweep removed it first: nothing to race with.
-      EXPECT_TRUE(objects_of(owner).empty());
-      continue;
-    }
+    ASSERT_GE(other_sweep, 0) << path << ": " << std::strerror(errno);
     flock fl{};
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
     fl.l_start = lease::kSweepLockByte;
     fl.l_len = 1;
-    // (Another test process's sweep may hold it for a moment.)
+    // (Another process's sweep holds it for a moment while it finds the exporter alive.)
     ASSERT_TRUE(within(5, [&] { return ::fcntl(other_sweep, F_OFD_SETLK, &fl) == 0; }));
     const std::size_t made = objects_of(owner).size();
     ASSERT_GE(made, 2u);  // its lease and its IPC segment at least
+    exporter.kill_now();
+    EXPECT_EQ(exporter.wait(), 128 + SIGKILL);
+    EXPECT_EQ(objects_of(owner).size(), made) << "removed under another sweep's lock";
     if (held_too_long) {
       const auto report = lease::sweep();
       // (At least: other test processes may be holding their own dead exporters' leases.)
@@ -137,7 +137,7 @@ TEST(IpcLiveness, TwoSweepsOfOneDeadOwnerTakeTurns) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ::close(other_sweep);
       });
-      const auto report = lease::sweep();
+      (void)lease::sweep();
       release.join();
       // What it found is gone when it returns (removed by it, or by a sweep of another test
       // process that took its turn first).

@@ -17,15 +17,6 @@ using namespace memarea;
 using namespace memarea::test;
 namespace mt = memarea::detail::testing;
 
-/// Writes random bytes over [p, p+n) through memarea's copy and reads them back.
-bool round_trips(void* p, std::size_t n) {
-  const auto v = random_bytes(n);
-  copy(p, v.data(), n);
-  std::vector<unsigned char> back(n, 0);
-  copy(back.data(), p, n);
-  return back == v;
-}
-
 struct kind_case {
   const char* name;
   unsigned flags;

@@ -26,8 +26,14 @@ TEST(ReportCapi, DefaultsAndRefusals) {
   EXPECT_NE(std::strstr(memarea_last_error_message(), "json"), nullptr);
   EXPECT_EQ(memarea_topo_json(nullptr, 0, 0), MEMAREA_ERROR_INVALID_VALUE);
   memarea_string_free(nullptr);  // does nothing
-  if (memarea::backend_name() != "sim") return;
   char* s = nullptr;  // size 0 and reps 0: the CLI's defaults for sim
+  if (!memarea::test::topo_built()) {
+    const std::size_t before = memarea::test::live_allocations();
+    memarea::test::expect_topo_compiled_out(memarea_topo_json(&s, 0, 0), s);
+    EXPECT_EQ(memarea::test::live_allocations(), before);
+    return;
+  }
+  if (memarea::backend_name() != "sim") return;
   // The all-pairs measurement holds, on each device, a 4 MiB source and destination per other
   // device: a configuration with smaller devices (sim10_budget8: 64 MiB each) cannot hold them,
   // and must say so, leaving nothing behind.

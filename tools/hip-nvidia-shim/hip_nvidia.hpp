@@ -124,6 +124,7 @@ cudaError_t cudaLaunchCooperativeKernelMultiDevice(cudaLaunchParams* launches, u
 #define hipEventElapsedTime hip_nvidia_hipEventElapsedTime
 #define hipStreamWaitEvent hip_nvidia_hipStreamWaitEvent
 #define hipDeviceSynchronize hip_nvidia_hipDeviceSynchronize
+#define hipDeviceReset hip_nvidia_hipDeviceReset
 #define hipIpcGetMemHandle hip_nvidia_hipIpcGetMemHandle
 #define hipIpcOpenMemHandle hip_nvidia_hipIpcOpenMemHandle
 #define hipIpcCloseMemHandle hip_nvidia_hipIpcCloseMemHandle
@@ -182,6 +183,7 @@ cudaError_t cudaLaunchCooperativeKernelMultiDevice(cudaLaunchParams* launches, u
 #undef hipEventElapsedTime
 #undef hipStreamWaitEvent
 #undef hipDeviceSynchronize
+#undef hipDeviceReset
 #undef hipIpcGetMemHandle
 #undef hipIpcOpenMemHandle
 #undef hipIpcCloseMemHandle

@@ -284,6 +284,9 @@ HIP_NVIDIA_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t e
 /// Waits for all work of the current device.
 HIP_NVIDIA_EXPORT hipError_t hipDeviceSynchronize() { return hip_nvidia_hipDeviceSynchronize(); }
 
+/// cudaDeviceReset: the current device's primary context, destroyed and made anew at next use.
+HIP_NVIDIA_EXPORT hipError_t hipDeviceReset() { return hip_nvidia_hipDeviceReset(); }
+
 /// The IPC handle of a device allocation (64 bytes on both platforms).
 HIP_NVIDIA_EXPORT hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t* handle, void* ptr) {
   return hip_nvidia_hipIpcGetMemHandle(handle, ptr);

@@ -308,6 +308,25 @@ class staging_pool final : public fork_participant {
     }
   }
 
+  /// Destroys the idle stagers that hold something of device (a pinned block made in its
+  /// context, a stream or an event on it), outside the lock: a device reset destroys them.
+  void drop_device(int device) {
+    std::vector<std::unique_ptr<stager>> dropped;
+    {
+      std::lock_guard lock(m_);
+      for (auto it = idle_.begin(); it != idle_.end();) {
+        const stager& st = **it;
+        const auto d = static_cast<std::size_t>(device);
+        if (st.src == device || st.dst == device || (d < st.entry.size() && st.entry[d])) {
+          dropped.push_back(std::move(*it));
+          it = idle_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+
   static constexpr std::size_t max_idle = 16;
 
   /// In a child of fork(): the idle stagers' streams and events belong to the parent's driver
@@ -510,6 +529,8 @@ void set_staging(const staging_settings& s) {
   validate(s);
   pool().configure(s);
 }
+
+void drop_staging(int device) { pool().drop_device(device); }
 
 void staged_copy(void* dst, int dst_device, const void* src, int src_device, std::size_t n,
                  stream_ref on) {

@@ -84,6 +84,9 @@ staging_settings staging() noexcept;
 /// freed once idle. invalid_value for chunk, min_chunk or chunk_cost 0, or buffers outside
 /// 2..16.
 void set_staging(const staging_settings& s);
+/// Destroys the idle staging buffers, streams and events that belong to device (a device reset
+/// would destroy them under the cache). Copies in flight keep theirs.
+void drop_staging(int device);
 
 /// Copies n bytes of device memory of src_device to device memory of dst_device through pinned
 /// host buffers: chunk i+1 goes device->host on a stream of src_device while chunk i goes

@@ -8,6 +8,8 @@
 #include "core/ipc/ipc_liveness.hpp"
 #include "core/system.hpp"
 
+#include <memarea/pointer.hpp>
+
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -197,6 +199,25 @@ bool exporter::adopt_block(const record& r, const std::vector<std::uint64_t>& ex
     ++wait->pending;
   }
   return wait->pending != 0;
+}
+
+void exporter::device_uses(int device, detail::device_uses& out) {
+  std::lock_guard lock(m_);
+  for (const deferred_free& d : deferred_) {
+    if (d.block) {
+      if (d.block->r.context_device != device) continue;
+      out.add([&] {
+        return fmt::format("pool piece at {} ({} bytes) of a destroyed pool, freed but open in "
+                           "another process (IPC)",
+                           d.piece.base, d.piece.size);
+      });
+    } else if (!d.piece.pool && d.r.context_device == device) {
+      out.add([&] {
+        return fmt::format("{} memory at {} ({} bytes), freed but open in another process (IPC)",
+                           to_string(static_cast<memory_kind>(d.r.kind)), d.r.base, d.r.size);
+      });
+    }
+  }
 }
 
 void exporter::forget_block(std::uint64_t id) {

@@ -7,6 +7,7 @@
 #include "base/fork_safety.hpp"
 #include "core/ipc/ipc_segment.hpp"
 #include "core/ipc/ipc_wire.hpp"
+#include "core/memory/device_uses.hpp"
 #include "core/pool/pool_impl.hpp"
 #include "core/memory/registry.hpp"
 
@@ -59,6 +60,9 @@ class exporter {
   /// sub-allocations go back to their pools, with no lock of the exporter held); returns how
   /// many frees finished. The background thread's tick and ipc::collect().
   std::size_t finish_deferred();
+  /// Adds the frees of device's memory that wait for other processes to close it (device
+  /// reset); a live pool's pieces among them are its pool's to report (held pieces).
+  void device_uses(int device, detail::device_uses& out);
 
   /// open() of a handle this process made: the pointer, counted for close_own. *size, when
   /// asked for, receives the bytes from the pointer to the end of the buffer.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/ipc/ipc_wire.hpp"
+#include "core/memory/device_uses.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -45,5 +46,13 @@ struct imported_buffer {
 /// registry record's base); the whole mapping when no open buffer holds p; nullopt when
 /// mapping_base is not an imported mapping.
 std::optional<imported_buffer> imported_buffer_at(const void* mapping_base, const void* p);
+
+/// What IPC holds in device's context, for a device reset: other processes' buffers open now
+/// in mappings made on device, and memory of device freed while another process had it open,
+/// still waiting for it to close (those whose importers are gone are finished first).
+void device_uses(int device, detail::device_uses& out);
+/// Closes the cached (closed) imports mapped on device: a reset would unmap them under the
+/// cache.
+void drop_device(int device);
 
 }  // namespace memarea::detail::ipc_internal

@@ -300,6 +300,7 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
   m.base = base;
   m.from = &src;
   m.device = w.device;
+  m.opened_on = device;
   std::memcpy(m.native, w.native, sizeof m.native);
   // The driver's own range of the new mapping (its address-range query: a first one costs
   // about a tenth of a first pointer-attribute query, which takes tens of microseconds).
@@ -563,6 +564,27 @@ std::optional<importer::buffer_range> importer::buffer_at(const void* mapping_ba
   }
   // Mapped, but outside every open buffer: the whole mapping, still on the exporter's device.
   return buffer_range{m->second.base, m->second.size, m->second.device};
+}
+
+void importer::device_uses(int device, detail::device_uses& out) {
+  std::lock_guard lock(m_);
+  for (const auto& [k, e] : entries_) {
+    if (e.refs == 0 || e.map->opened_on != device) continue;
+    out.add([&] {
+      return fmt::format("IPC mapping at {} ({} bytes) of buffer {} of process {}, open",
+                         static_cast<const void*>(static_cast<char*>(e.map->base) + e.begin),
+                         e.end - e.begin, k.buffer, e.pid);
+    });
+  }
+}
+
+void importer::drop_device(int device) {
+  std::lock_guard lock(m_);
+  for (auto l = lru_.begin(); l != lru_.end();) {
+    auto cur = l++;  // evict_locked moves cur's node away
+    auto it = entries_.find(*cur);
+    if (it->second.map->opened_on == device) evict_locked(it);
+  }
 }
 
 }  // namespace memarea::detail::ipc_internal

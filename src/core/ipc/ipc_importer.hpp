@@ -10,6 +10,7 @@
 #include "core/ipc/ipc_liveness.hpp"
 #include "core/ipc/ipc_segment.hpp"
 #include "core/ipc/ipc_wire.hpp"
+#include "core/memory/device_uses.hpp"
 
 #include "driver/driver.hpp"
 
@@ -98,6 +99,12 @@ class importer {
   /// is no mapping of this importer.
   std::optional<buffer_range> buffer_at(const void* mapping_base, const void* p);
 
+  /// Adds the buffers open now (not only cached) in mappings made on device (device reset).
+  void device_uses(int device, detail::device_uses& out);
+  /// Closes the cached (closed) buffers whose mapping was made on device, and so those
+  /// mappings: a device reset would unmap them under the cache.
+  void drop_device(int device);
+
  private:
   struct key {
     std::uint64_t owner;
@@ -141,6 +148,7 @@ class importer {
     int open_entries = 0;       ///< of those, entries open now (refs > 0)
     std::uint64_t record_id = 0;
     int device = 0;             ///< the exporter's device (the handle's): where it lives
+    int opened_on = 0;          ///< this process's device it was opened on: its context's
   };
   /// One buffer of another process: [begin, end) of a mapping.
   struct entry {

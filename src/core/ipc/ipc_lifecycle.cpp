@@ -340,6 +340,18 @@ void liveness_tick() noexcept {
   }
 }
 
+void device_uses(int device, detail::device_uses& out) {
+  state* s = g_state.load(std::memory_order_acquire);
+  if (!s) return;  // nothing exported or imported in this process
+  (void)s->tick();
+  s->out.device_uses(device, out);
+  s->in.device_uses(device, out);
+}
+
+void drop_device(int device) {
+  if (state* s = g_state.load(std::memory_order_acquire)) s->in.drop_device(device);
+}
+
 std::optional<imported_buffer> imported_buffer_at(const void* mapping_base, const void* p) {
   state* s = g_state.load(std::memory_order_acquire);
   if (!s) return std::nullopt;  // nothing imported yet

@@ -115,6 +115,14 @@ std::size_t registry::count_if(const std::function<bool(const record&)>& count) 
   return n;
 }
 
+std::vector<record> registry::select(const std::function<bool(const record&)>& pick) const {
+  std::vector<record> out;
+  std::shared_lock lock(mutex_);
+  for (const auto& [base, r] : by_base_)
+    if (pick(r)) out.push_back(r);
+  return out;
+}
+
 registry& registry_instance::make() {
   // As made_once (base/fork_safety.hpp), with the pointer where allocations() reads it inline.
   fork_init_guard guard;

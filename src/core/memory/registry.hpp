@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <shared_mutex>
+#include <vector>
 
 #include "base/fork_safety.hpp"
 
@@ -119,6 +120,9 @@ class registry {
   bool overlaps(const void* p, std::size_t size) const;
   /// Number of live allocations for which count(record) is true (count must not take locks).
   std::size_t count_if(const std::function<bool(const record&)>& count) const;
+  /// Copies of the live allocations for which pick(record) is true, by base (pick must not
+  /// take locks).
+  std::vector<record> select(const std::function<bool(const record&)>& pick) const;
 
   /// The observer of frees and lookups (memory_observer.hpp), or null while none is set: the
   /// free paths of areas and pools call it when set, and only then. Acquire: pairs with

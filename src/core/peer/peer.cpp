@@ -2,6 +2,7 @@
 // counts behind peer::scoped_access. The driver owns the real state and its statuses; memarea
 // mirrors what it learns so that copies can choose a path without asking the driver.
 #include "core/peer/peer_impl.hpp"
+#include "core/memory/device_uses.hpp"
 #include "core/system.hpp"
 
 #include <memarea/c_interop.hpp>
@@ -123,6 +124,37 @@ bool peer_enabled_first(int device, int peer) noexcept {
     return table().get(device, peer);
   } catch (...) {
     return false;  // the backend failed to initialise: nothing can be enabled
+  }
+}
+
+void peer_device_uses(int device, device_uses& out) {
+  (void)table();  // made before the lock (fork_safety.hpp)
+  std::lock_guard lock(g_mutex());
+  for (const auto& [pair, s] : g_scopes) {
+    if (s.count == 0 || (pair.first != device && pair.second != device)) continue;
+    out.add([&, count = s.count] {
+      return fmt::format("peer access {} -> {} held by {} peer::scoped_access object{}",
+                         pair.first, pair.second, count, count == 1 ? "" : "s");
+    });
+  }
+}
+
+void peer_disable_device(int device) {
+  const int n = system::get().device_count();
+  peer_table& t = table();  // made before the lock (fork_safety.hpp)
+  std::lock_guard lock(g_mutex());
+  for (int p = 0; p < n; ++p) {
+    if (p == device) continue;
+    for (auto [from, to] : {std::pair{device, p}, std::pair{p, device}}) {
+      if (!t.get(from, to)) continue;
+      const dstatus st = disable_locked(from, to);
+      if (!st.ok() && st.code != errc::peer_access_not_enabled)
+        throw_status(st, fmt::format("device reset: disabling peer access {} -> {}", from, to));
+    }
+  }
+  for (int p = 0; p < n; ++p) {
+    t.set(device, p, false);
+    t.set(p, device, false);
   }
 }
 

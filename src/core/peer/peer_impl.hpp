@@ -33,4 +33,15 @@ inline bool peer_enabled(int device, int peer) noexcept {
 /// True when either direction of the pair is enabled: a direct copy needs only one of them.
 inline bool peer_path(int a, int b) noexcept { return peer_enabled(a, b) || peer_enabled(b, a); }
 
+// --- what a device reset asks of peer access (core/device/device_reset.cpp) -------------------
+
+class device_uses;  // core/memory/device_uses.hpp
+/// Adds the pairs from or to device that live peer::scoped_access objects hold: a reset would
+/// end the access they promise for their lifetime.
+void peer_device_uses(int device, device_uses& out);
+/// Disables access from device to each other device and from each to it where memarea's table
+/// says it is on (the driver's "not enabled" counts as done), then clears the table's row and
+/// column of device. Throws what else the driver refuses; pairs disabled before stay disabled.
+void peer_disable_device(int device);
+
 }  // namespace memarea::detail

@@ -83,4 +83,19 @@ std::optional<pool_sub_range> pool_sub_allocation(const record& r, const void* p
 /// every stream, and forgets s (a new stream may get its handle).
 void pool_retire_stream(int device, native_stream s);
 
+// --- what a device reset asks of pools (core/pool/pool_device.cpp) ---------------------------
+
+class device_uses;  // core/memory/device_uses.hpp
+/// Adds the pieces that pools of device (device, pinned, mapped and managed pools on it) still
+/// hand out: live, exported, or freed but open in another process. Threads' caches are
+/// flushed on the way (what they cache is free).
+void pool_device_uses(int device, device_uses& out);
+/// Every pool of device waits for its streams to pass their frees and destroys its events (a
+/// reset would destroy them under it).
+void pool_forget_device_events(int device);
+/// As pool_forget_device_events, then every pool of device gives all its blocks back to the
+/// driver; the pools stay usable and draw new blocks. busy when a block still holds a piece
+/// (one allocated since pool_device_uses looked), after giving back the others.
+void pool_release_device(int device);
+
 }  // namespace memarea::detail

@@ -25,6 +25,7 @@ namespace memarea::detail::cuda {
   X(DeviceGetAttribute, 2000, 12000)                    \
   X(DeviceGetPCIBusId, 4010, 12000)                     \
   X(DevicePrimaryCtxRetain, 7000, 12000)                \
+  X(DevicePrimaryCtxReset, 11000, 12000)                \
   X(CtxSetCurrent, 4000, 12000)                         \
   X(CtxGetCurrent, 4000, 12000)                         \
   X(CtxGetDevice, 2000, 12000)                          \

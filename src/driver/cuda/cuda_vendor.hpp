@@ -64,7 +64,8 @@ class cuda_vendor {
       .ipc_get_handle = "cuIpcGetMemHandle", .ipc_open_handle = "cuIpcOpenMemHandle",
       .ipc_close_handle = "cuIpcCloseMemHandle", .mem_prefetch_async = "cuMemPrefetchAsync",
       .mem_advise = "cuMemAdvise", .mem_range_get_attribute = "cuMemRangeGetAttribute",
-      .stream_attach_mem_async = "cuStreamAttachMemAsync"};
+      .stream_attach_mem_async = "cuStreamAttachMemAsync",
+      .device_reset = "cuDevicePrimaryCtxReset_v2"};
 
   cuda_vendor() = default;
   /// Primary contexts and the library stay: this may run during exit, after libcuda has torn
@@ -329,6 +330,9 @@ class cuda_vendor {
     return put_if_ok(r, ms, v);
   }
   CUresult device_synchronize() const { return cu_.CtxSynchronize(); }
+  /// Destroys everything of the device's primary context; memarea's retain stays, so the
+  /// cached handle names the same context, made anew at its next use.
+  CUresult device_reset(int device) const { return cu_.DevicePrimaryCtxReset(device_of(device)); }
   CUresult ipc_get_handle(void* base, ipc_native_handle* handle) const {
     CUipcMemHandle h;
     std::memset(&h, 0, sizeof h);

@@ -32,7 +32,8 @@ using hipMallocManaged_fn =
   X(hipStreamSynchronize) X(hipStreamQuery) X(hipEventCreateWithFlags) X(hipEventDestroy) X(hipEventRecord)       \
   X(hipEventSynchronize) X(hipEventQuery) X(hipEventElapsedTime) X(hipStreamWaitEvent) X(hipDeviceSynchronize)   \
   X(hipIpcGetMemHandle) X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemPrefetchAsync)   \
-  X(hipMemAdvise) X(hipMemRangeGetAttribute) X(hipStreamAttachMemAsync)
+  X(hipMemAdvise) X(hipMemRangeGetAttribute) X(hipStreamAttachMemAsync)                        \
+  X(hipDeviceReset)
 
 // Virtual memory management (shareable memory); absent or stubbed in older runtimes, so a missing
 // one only makes shareable_* not_supported.

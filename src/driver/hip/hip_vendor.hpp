@@ -52,7 +52,7 @@ class hip_vendor {
       .ipc_get_handle = "hipIpcGetMemHandle", .ipc_open_handle = "hipIpcOpenMemHandle",
       .ipc_close_handle = "hipIpcCloseMemHandle", .mem_prefetch_async = "hipMemPrefetchAsync",
       .mem_advise = "hipMemAdvise", .mem_range_get_attribute = "hipMemRangeGetAttribute",
-      .stream_attach_mem_async = "hipStreamAttachMemAsync"};
+      .stream_attach_mem_async = "hipStreamAttachMemAsync", .device_reset = "hipDeviceReset"};
 
   hip_vendor() = default;
   hip_vendor(const hip_vendor&) = delete;
@@ -301,6 +301,8 @@ class hip_vendor {
     return api_.hipEventElapsedTime(ms, as_event(start), as_event(end));
   }
   hipError_t device_synchronize() const { return api_.hipDeviceSynchronize(); }
+  /// hipDeviceReset acts on the current device, which gpu_backend made `device`.
+  hipError_t device_reset(int) const { return api_.hipDeviceReset(); }
   hipError_t ipc_get_handle(void* base, ipc_native_handle* handle) const {
     hipIpcMemHandle_t h{};
     static_assert(sizeof h == sizeof handle->bytes, "hipIpcMemHandle_t is 64 bytes");

@@ -128,6 +128,11 @@ class sim_driver final : public driver {
   dstatus stream_query(int device, native_stream s) override;
   dstatus event_elapsed_ms(float* ms, native_event start, native_event end) override;
   dstatus device_synchronize(int device) override;
+  /// As a context's reset (sim_reset.cpp): peer access to and from the device ends, its
+  /// streams (the default one included) finish their queued work and are dropped, so that
+  /// their handles are invalid_value from then on; it counts the resets (the testing
+  /// interface's sim_resets). Frees no memory: memarea refuses a reset while its own lives.
+  dstatus device_reset(int device) override;
 
   dstatus ipc_get_handle(void* base, ipc_native_handle* handle) override;
   dstatus ipc_open_handle(int device, const ipc_native_handle& handle, unsigned flags,
@@ -151,7 +156,7 @@ class sim_driver final : public driver {
                                   unsigned flags) override;
 
   /// The calls whose next call may be made to fail once (testing::sim_fail_next).
-  enum class injectable { stream_destroy, disable_peer_access, set_current_device };
+  enum class injectable { stream_destroy, disable_peer_access, set_current_device, device_reset };
 
   /// Queues fn on stream s of device (nullptr: its default stream), in order with the stream's
   /// other work, as a host function the device runs: the sim's public API holds a stream back
@@ -213,6 +218,7 @@ class sim_driver final : public driver {
   std::vector<std::shared_ptr<stream>> retiring_;  ///< destroyed, worker not yet joined
   std::unordered_map<void*, std::shared_ptr<event>> events_;
   std::vector<injectable> injected_;  ///< failures a test injected, not yet taken
+  std::vector<std::uint64_t> resets_;  ///< device_reset calls per device (sized at the first)
   /// injected_'s size, read without m_ by calls that take no lock (set_current_device).
   std::atomic<std::size_t> injected_count_{0};
 };
