@@ -319,3 +319,22 @@ TEST(StreamWrap, Query) {
     EXPECT_TRUE(v.query());
   }
 }
+
+// A device reset drops the device's streams and a pool's events: the default streams (the
+// per-thread ones included) and a pool whose pieces waited for an event work afterwards.
+TEST(StreamWrap, DefaultStreamsAndPoolsAfterADeviceReset) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  const int d = devices() - 1;
+  const stream_view pts = stream_view::per_thread(d);
+  pool p{area(d)};
+  void* x = p.allocate(1 << 16, pts);
+  p.deallocate(x, pts);  // pending until the per-thread stream's event completes
+  round_trip(pts, d, 4096);
+  device_reset(d);
+  for (stream_view s : {pts, stream_view::wrap(nullptr, d)}) round_trip(s, d, (1 << 16) + 5);
+  void* y = p.allocate(1 << 16, pts);
+  p.deallocate(y, pts);  // a new event, not one the reset destroyed
+  pts.synchronize();
+  p.trim();
+  EXPECT_EQ(p.stats().live_allocations, 0u);
+}
