@@ -22,8 +22,8 @@ cp -P build/gpu/src/libmemarea.so* build/gpu/src/libmemarea-aml.so* out/gpu-bin/
 # libmpi.so.40): its tests, example, bench and library (the example in example_* above).
 if [ -f build/gpu/src/mpi/libmemarea_mpi.so ]; then
   cp -P build/gpu/src/mpi/libmemarea_mpi.so* out/gpu-bin/
-  cp build/gpu/tests/mpi/memarea_mpi_tests build/gpu/tests/mpi/memarea_mpi_c_test \
-     build/gpu/bench/memarea-bench-mpi out/gpu-bin/
+  cp build/gpu/tests/mpi/memarea_mpi_tests build/gpu/tests/mpi/memarea_mpi_protocol_tests \
+     build/gpu/tests/mpi/memarea_mpi_c_test build/gpu/bench/memarea-bench-mpi out/gpu-bin/
 fi
 # The idle-access probe (bench/experiments/idle_access_probe.cpp): the floor under IPC's re-open
 # after a pause, on the GPU machine's host.

@@ -13,6 +13,12 @@ set -uo pipefail
 mpirun=$1 np=$2 survivors=$3
 shift 3
 program=$1
+# Open MPI's mpirun with --enable-recovery waits out the whole timeout for a program it cannot
+# start: a missing one fails here, at once, by name.
+if [ ! -x "$program" ] && ! command -v "$program" >/dev/null; then
+  echo "FAIL: $program is not an executable program"
+  exit 1
+fi
 
 flags=()
 if "$mpirun" --version 2>&1 | grep -qiE "open ?mpi|openrte|open-mpi"; then
