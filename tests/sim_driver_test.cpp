@@ -418,7 +418,8 @@ TEST(SimDriver, EventsOrderStreamsAndTime) {
   float ms = -1;
   ASSERT_OK(d->event_elapsed_ms(&ms, start, mid));
   EXPECT_GE(ms, 0.0f);
-  EXPECT_CODE(d->event_elapsed_ms(&ms, start, never), errc::invalid_value);
+  // As cuEventElapsedTime: an event never recorded is an invalid handle.
+  EXPECT_CODE(d->event_elapsed_ms(&ms, start, never), errc::invalid_handle);
   EXPECT_CODE(d->event_elapsed_ms(nullptr, start, mid), errc::invalid_value);
   ASSERT_OK(d->stream_wait_event(0, b, never));  // never recorded: no wait
   ASSERT_OK(d->event_synchronize(never));

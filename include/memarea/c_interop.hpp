@@ -10,6 +10,7 @@
 #pragma GCC visibility push(default)
 
 #include <memarea/error.hpp>
+#include <memarea/event.hpp>
 #include <memarea/ipc.hpp>
 #include <memarea/managed.hpp>
 #include <memarea/memarea.h>
@@ -34,6 +35,8 @@ struct handle_access {
   static stream_view view(stream_object* h) noexcept { return stream_view(h); }
   /// p's pool (null once destroyed or moved from).
   static pool_object* of(const pool& p) noexcept { return p.handle_; }
+  /// e's event (null once moved from).
+  static event_object* of(const event& e) noexcept { return e.handle_; }
 };
 }  // namespace detail
 
@@ -51,6 +54,12 @@ inline stream_view from_c(memarea_stream_t s) noexcept {
 /// valid while p lives. The pool stays p's: never pass it to memarea_pool_destroy.
 inline memarea_pool_t to_c(const pool& p) noexcept {
   return reinterpret_cast<memarea_pool_t>(detail::handle_access::of(p));
+}
+
+/// The C handle of event e (NULL once moved from), for the memarea_event_* calls; valid while
+/// e lives, which still owns it: never pass it to memarea_event_destroy.
+inline memarea_event_t to_c(const event& e) noexcept {
+  return reinterpret_cast<memarea_event_t>(detail::handle_access::of(e));
 }
 
 /// The C API's status of e.

@@ -33,7 +33,8 @@ typedef enum memarea_status {
   MEMAREA_ERROR_NOT_SUPPORTED,             /**< the backend or device cannot do this */
   MEMAREA_ERROR_NO_DEVICE,                 /**< no GPU backend has devices */
   MEMAREA_ERROR_NOT_FOUND,                 /**< the pointer or object is not known */
-  MEMAREA_ERROR_BUSY,                      /**< the memory is still in use (e.g. imported) */
+  MEMAREA_ERROR_BUSY,                      /**< the memory is still in use (e.g. imported), or
+                                                a stream's or event's work has not completed */
   MEMAREA_ERROR_PEER_ACCESS_UNSUPPORTED,   /**< the device cannot reach that peer */
   MEMAREA_ERROR_PEER_ACCESS_ALREADY_ENABLED, /**< enable was called twice */
   MEMAREA_ERROR_PEER_ACCESS_NOT_ENABLED,   /**< disable without enable */
@@ -98,7 +99,8 @@ MEMAREA_API memarea_status memarea_get_device_properties(memarea_device_properti
 typedef struct memarea_stream *memarea_stream_t;
 /** Creates a stream on the calling thread's current device. */
 MEMAREA_API memarea_status memarea_stream_create(memarea_stream_t *stream);
-/** Destroys a stream after its work completes. */
+/** Destroys a stream after its work completes. A wrapped stream (memarea_stream_wrap) is not
+ *  memarea's to destroy: MEMAREA_ERROR_INVALID_VALUE. */
 MEMAREA_API memarea_status memarea_stream_destroy(memarea_stream_t stream);
 /** Waits for all work queued on stream (NULL: the current device's default stream). */
 MEMAREA_API memarea_status memarea_stream_synchronize(memarea_stream_t stream);
@@ -228,8 +230,10 @@ typedef struct memarea_pool_options {
 /** What a pool holds. */
 typedef struct memarea_pool_stats {
   size_t bytes_reserved;      /**< from the driver, in blocks */
-  size_t bytes_in_use;        /**< in live allocations, and in freed ones another process still
-                                   has open through IPC (held from reuse until it closes them) */
+  size_t bytes_in_use;        /**< in live allocations, in freed ones another process still
+                                   has open through IPC (held from reuse until it closes them),
+                                   and in freed ones other streams may still use
+                                   (memarea_pool_record_stream) */
   size_t peak_bytes_reserved; /**< the most ever reserved */
   size_t peak_bytes_in_use;   /**< the most ever handed out (live, or cached by a thread) */
   size_t driver_allocations;  /**< blocks ever allocated from the driver */
@@ -478,6 +482,85 @@ MEMAREA_API memarea_status memarea_memcpy_2d(void *dst, size_t dst_pitch, const 
 MEMAREA_API memarea_status memarea_memcpy_2d_async(void *dst, size_t dst_pitch, const void *src,
                                                    size_t src_pitch, size_t width, size_t height,
                                                    memarea_stream_t stream);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Streams made outside memarea, events, pieces used on several streams (docs/streams.md)    */
+
+/** The legacy default stream (CUDA's CU_STREAM_LEGACY; NULL names it too), for
+ *  memarea_stream_wrap. */
+#define MEMAREA_STREAM_LEGACY ((void *)0x1)
+/** The calling thread's per-thread default stream (CUDA's CU_STREAM_PER_THREAD, HIP's
+ *  hipStreamPerThread), for memarea_stream_wrap. */
+#define MEMAREA_STREAM_PER_THREAD ((void *)0x2)
+
+/** A handle for native stream `native` of device (-1: the calling thread's current device),
+ *  made outside memarea (a CUstream or
+ *  cudaStream_t, a hipStream_t, torch.cuda.Stream.cuda_stream, cupy's Stream.ptr; on sim,
+ *  memarea::sim::create_native_stream), NULL or MEMAREA_STREAM_LEGACY (the legacy default
+ *  stream) or MEMAREA_STREAM_PER_THREAD, which every call that takes a memarea_stream_t takes:
+ *  their work is queued on `native`. The handle needs no release: it is valid for the life of
+ *  the process, and wrapping the same native stream again gives the same handle (pools take
+ *  both for one stream). memarea never destroys the native stream (memarea_stream_destroy of
+ *  the handle is MEMAREA_ERROR_INVALID_VALUE); its owner must keep it alive while memarea uses
+ *  it and call memarea_stream_forget before destroying it. MEMAREA_ERROR_INVALID_DEVICE for a
+ *  device that does not exist; MEMAREA_ERROR_INVALID_VALUE where the driver can tell that
+ *  native is no live stream (sim and HIP can; CUDA cannot tell a garbage pointer, and may crash
+ *  on one) or is another device's. */
+MEMAREA_API memarea_status memarea_stream_wrap(memarea_stream_t *stream, void *native,
+                                               int device);
+/** Before the owner destroys a native stream that memarea used: waits for the work queued on
+ *  it and makes every pool forget it (pieces freed on it become free for every stream), as
+ *  memarea_stream_destroy does for memarea's streams. The handle stays valid. Nothing for NULL
+ *  or a default stream. */
+MEMAREA_API memarea_status memarea_stream_forget(memarea_stream_t stream);
+/** MEMAREA_SUCCESS once all work queued on stream (NULL: the current device's default stream)
+ *  so far has completed; MEMAREA_ERROR_BUSY while some has not. Never blocks. */
+MEMAREA_API memarea_status memarea_stream_query(memarea_stream_t stream);
+/** The vendor's stream under stream (CUstream, hipStream_t; sim: an opaque pointer), for vendor
+ *  calls or kernels queued in order with memarea's work: memarea's own or the wrapped one.
+ *  NULL for the default stream. */
+MEMAREA_API memarea_status memarea_stream_get_native(void **native, memarea_stream_t stream);
+
+/** A marker in a stream's work (CUDA's and HIP's events). */
+typedef struct memarea_event *memarea_event_t;
+enum {
+  MEMAREA_EVENT_DEFAULT = 0,          /**< timed; a host thread waiting for it may spin */
+  MEMAREA_EVENT_BLOCKING_SYNC = 0x1,  /**< a host thread waiting for it blocks */
+  MEMAREA_EVENT_DISABLE_TIMING = 0x2, /**< keeps no time; cheaper to record */
+  MEMAREA_EVENT_INTERPROCESS = 0x4    /**< MEMAREA_ERROR_NOT_SUPPORTED: memarea shares no events */
+};
+/** Creates an event on the calling thread's current device; flags MEMAREA_EVENT_* (others:
+ *  MEMAREA_ERROR_INVALID_VALUE). */
+MEMAREA_API memarea_status memarea_event_create(memarea_event_t *event, unsigned flags);
+/** Destroys an event (a pending record still completes). */
+MEMAREA_API memarea_status memarea_event_destroy(memarea_event_t event);
+/** Captures the work queued on stream so far (NULL: the default stream of the event's device);
+ *  a later record replaces the capture. A stream of another device:
+ *  MEMAREA_ERROR_INVALID_VALUE. */
+MEMAREA_API memarea_status memarea_event_record(memarea_event_t event, memarea_stream_t stream);
+/** MEMAREA_SUCCESS once the work of event's latest record has completed (or it was never
+ *  recorded); MEMAREA_ERROR_BUSY while it has not (CUDA's CUDA_ERROR_NOT_READY). Never
+ *  blocks. */
+MEMAREA_API memarea_status memarea_event_query(memarea_event_t event);
+/** Waits until the work of event's latest record has completed. */
+MEMAREA_API memarea_status memarea_event_synchronize(memarea_event_t event);
+/** *ms: milliseconds between the latest records of start and end. MEMAREA_ERROR_INVALID_HANDLE
+ *  when either was made with MEMAREA_EVENT_DISABLE_TIMING or never recorded;
+ *  MEMAREA_ERROR_BUSY while either's work has not completed. */
+MEMAREA_API memarea_status memarea_event_elapsed(float *ms, memarea_event_t start,
+                                                 memarea_event_t end);
+/** Makes work queued on stream from now on (NULL: the current device's default stream) wait
+ *  until the work of event's latest record has completed; event may be another device's. */
+MEMAREA_API memarea_status memarea_stream_wait_event(memarea_stream_t stream,
+                                                     memarea_event_t event);
+
+/** The live allocation of pool holding ptr (any pointer inside it) is used on stream too
+ *  (PyTorch's record_stream): its free waits for the work queued on stream up to the free
+ *  before any stream gets the memory again. MEMAREA_ERROR_INVALID_VALUE for a pointer in no
+ *  live allocation of pool, a stream of another device, or MEMAREA_STREAM_PER_THREAD;
+ *  MEMAREA_ERROR_NOT_SUPPORTED for a pool of pageable host memory. */
+MEMAREA_API memarea_status memarea_pool_record_stream(memarea_pool_t pool, void *ptr,
+                                                      memarea_stream_t stream);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Language bindings                                                                        */

@@ -9,6 +9,7 @@
 #include <memarea/copy.hpp>
 #include <memarea/device.hpp>
 #include <memarea/error.hpp>
+#include <memarea/event.hpp>
 #include <memarea/host.hpp>
 #include <memarea/ipc.hpp>
 #include <memarea/managed.hpp>

@@ -32,8 +32,9 @@ struct pool_options {
 /// What a pool holds (the C API's memarea_pool_stats, field for field).
 struct pool_stats {
   std::size_t bytes_reserved = 0;       ///< from the driver, in blocks
-  std::size_t bytes_in_use = 0;         ///< in live allocations, and in freed ones another
-                                        ///< process still has open through IPC
+  std::size_t bytes_in_use = 0;         ///< in live allocations, in freed ones another
+                                        ///< process still has open through IPC, and in freed
+                                        ///< ones other streams may still use (record_stream)
   std::size_t peak_bytes_reserved = 0;  ///< the most ever reserved
   std::size_t peak_bytes_in_use = 0;    ///< the most ever handed out (live, or cached by a thread)
   std::size_t driver_allocations = 0;   ///< blocks ever allocated from the driver
@@ -48,7 +49,9 @@ class pool_buffer;
 /// Stream order: memory freed on stream A is reused at once by allocations on A; an allocation
 /// on another stream gets it only once A's work queued before the free has completed (an event
 /// memarea records on A, queried, never waited for). To hand a buffer from stream A to stream B
-/// without freeing it, make B wait for A (an event, or a synchronize) before B uses it.
+/// without freeing it, make B wait for A (an event, or a synchronize) before B uses it, and
+/// record_stream(ptr, B) if it may be freed on A while B still works on it. Streams made
+/// outside memarea work alike (stream_view::wrap: docs/streams.md).
 ///
 /// Destruction gives every block back to the driver, including blocks that still hold live
 /// allocations (whose pointers then dangle): free them first, or call destroy(), which refuses
@@ -71,6 +74,15 @@ class pool {
   /// Frees what allocate returned, ordered on stream s; invalid_value (changing nothing) for a
   /// pointer that is not a live allocation of this pool.
   void deallocate(void* ptr, stream_view s = {});
+  /// Says that the live allocation holding ptr (any pointer inside it) is used on stream s too,
+  /// as PyTorch's Tensor.record_stream: its free then waits for the work queued on s up to the
+  /// free (an event recorded on s at the free) before any stream gets the memory again,
+  /// besides what it waits for on the stream it is freed on. Recording s twice, or the stream
+  /// it is freed on, changes nothing. @throws error invalid_value for a pointer in no live
+  /// allocation of this pool, a stream of another device, or the per-thread default stream
+  /// (another stream on each thread: wrap a handle that names one); not_supported for a pool
+  /// of pageable host memory.
+  void record_stream(void* ptr, stream_view s);
   /// Gives free blocks back until at most keep_bytes stay reserved.
   void trim(std::size_t keep_bytes = 0);
   /// The pool's counters now.

@@ -4,7 +4,10 @@
 /* Built with -fvisibility=hidden: what this header declares is the library's API. */
 #pragma GCC visibility push(default)
 
+#include <memarea/stream.hpp>
+
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,36 @@ void configure(const settings& s);
 
 /// Parses a size such as "256M", "1G", "64K" or "4096" (binary units); throws invalid_value.
 std::size_t parse_size(const std::string& text);
+
+// --- streams, for tests of stream order (docs/streams.md) -------------------------------------
+
+/// A native stream of the sim driver made outside memarea's streams, as another library makes
+/// a CUDA stream: what stream_view::wrap takes on sim. The caller destroys it with
+/// destroy_native_stream. @throws error not_supported unless the active backend is sim;
+/// invalid_device.
+void* create_native_stream(int device);
+/// Destroys what create_native_stream made, once its queued work has completed. A view that
+/// wraps it is stale afterwards: the sim refuses work on it with invalid_value.
+void destroy_native_stream(void* native, int device);
+
+/// Holds back a sim stream's work: what is queued on s after the gate waits until open() (or
+/// the gate's destruction), so that a test makes a stream as slow as it needs.
+class stream_gate {
+ public:
+  /// Closes the gate on s (the default view: the current device's default stream).
+  /// @throws error not_supported unless the active backend is sim.
+  explicit stream_gate(stream_view s);
+  /// Opens the gate.
+  ~stream_gate();
+  stream_gate(const stream_gate&) = delete;
+  stream_gate& operator=(const stream_gate&) = delete;
+  /// Lets the stream's work go on (again: nothing).
+  void open();
+
+ private:
+  struct state;
+  std::shared_ptr<state> state_;
+};
 
 }  // namespace memarea::sim
 

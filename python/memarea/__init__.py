@@ -28,6 +28,7 @@ from ._core import (ADVICE, CPU_DEVICE_ID, KINDS, AllocationInfo, Area, Buffer, 
                     dlpack_device, enable_peer_access, get_device, info, lookup, memset,
                     memset_async, peer_access, prefetch, range_attributes, set_device,
                     synchronize, topo)
+from ._stream import Event, ExternalStream, record_stream
 from ._device import device_reset
 from . import ipc
 
@@ -35,10 +36,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ADVICE", "CPU_DEVICE_ID", "KINDS", "AllocationInfo", "Area", "Buffer", "DType", "Error",
-    "Pool", "Status", "Stream", "View", "advise", "backend", "can_access_peer", "copy",
-    "copy_2d", "copy_2d_async", "copy_async", "device_count", "device_properties",
-    "device_reset", "disable_peer_access", "dlpack_device", "dtype", "enable_peer_access",
-    "get_device", "implementation", "info", "ipc", "library_path", "live_exports", "lookup",
-    "memset", "memset_async", "peer_access", "prefetch", "range_attributes", "set_device",
-    "synchronize", "topo",
+    "Event", "ExternalStream", "Pool", "Status", "Stream", "View", "advise", "backend",
+    "can_access_peer", "copy", "copy_2d", "copy_2d_async", "copy_async", "device_count",
+    "device_properties", "device_reset", "disable_peer_access", "dlpack_device", "dtype",
+    "enable_peer_access", "get_device", "implementation", "info", "ipc", "library_path",
+    "live_exports", "lookup", "memset", "memset_async", "peer_access", "prefetch",
+    "range_attributes", "record_stream", "set_device", "synchronize", "topo",
 ]

@@ -111,6 +111,9 @@ class _PurePoolCore:
         if h is None:
             raise ValueError("the pool is closed")
         p = ctypes.c_void_p()
+        if stream is not None and not isinstance(stream, Stream):
+            from ._stream import as_stream  # a foreign stream: the Buffer frees on it
+            stream = as_stream(stream)
         st = fn.pool_alloc(h, ctypes.byref(p), nbytes,
                            None if stream is None else _stream_handle(stream))
         if st:

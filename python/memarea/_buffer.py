@@ -8,7 +8,7 @@ import sys
 from typing import NamedTuple
 
 from . import _interop as dl
-from ._device import _backend, _int, _size, _stream_handle
+from ._device import _backend, _int, _size, _stream_object
 from ._ext import native
 from ._lib import AllocationInfoC, IpcHandle, check, fn, raise_status
 
@@ -522,7 +522,7 @@ class View(_ViewCore, _Array):
 
 
 if native is not None:
-    native.setup(Buffer, raise_status, _size, _stream_handle)
+    native.setup(Buffer, raise_status, _size, _stream_object)
 
 # The buffer methods call these module functions, which take buffers: imported last, once
 # Buffer and View exist, so that the two modules can name each other (memarea._core imports

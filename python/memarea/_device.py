@@ -203,6 +203,16 @@ class Stream:
         self._check()
         return self._handle
 
+    @property
+    def cuda_stream(self) -> int:
+        """The vendor's stream underneath (CUstream, hipStream_t; sim: an opaque pointer), as an
+        int, for torch.cuda.ExternalStream or cupy.cuda.ExternalStream (0: the default
+        stream)."""
+        self._check()
+        p = ctypes.c_void_p()
+        check(fn.stream_get_native(ctypes.byref(p), self._handle))
+        return p.value or 0
+
     def _check(self):
         if self._handle is None:
             raise ValueError("the stream is closed")
@@ -238,10 +248,22 @@ class Stream:
         return f"<memarea.Stream device={self.device} {state}>"
 
 
+def _stream_object(stream) -> Stream:
+    """The open memarea Stream that a stream argument (not None) names: a foreign one (an int,
+    torch's, cupy's) wrapped. What Pool.alloc's compiled path keeps in the Buffer, which is
+    freed on it."""
+    if not isinstance(stream, Stream):
+        from ._stream import as_stream
+        stream = as_stream(stream)
+    stream._check()
+    return stream
+
+
 def _stream_handle(stream) -> int | None:
     if stream is None:
         return None
     if not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a memarea.Stream or None, not {type(stream).__name__}")
+        from ._stream import as_stream  # a foreign stream (an int, torch's, cupy's): wrapped
+        stream = as_stream(stream)
     stream._check()
     return stream._handle

@@ -60,7 +60,8 @@ def memset_async(dst, value: int, stream: Stream, count: int | None = None,
     until stream.synchronize() or close(), as for copy_async. Plain host memory (NumPy arrays,
     bytearrays) is filled by the calling thread once the stream's earlier work is done."""
     if not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a memarea.Stream, not {type(stream).__name__}")
+        from ._stream import required_stream  # a foreign one (an int, torch's, cupy's)
+        stream = required_stream(stream)
     stream._check()
     d, n, width = _memset_args(dst, value, count, element_size)
     if n:
@@ -103,7 +104,8 @@ def copy_2d_async(dst, dst_pitch: int, src, src_pitch: int, width: int, height: 
     """Queues copy_2d() on a memarea Stream and returns; dst and src stay referenced by the
     stream until stream.synchronize() or close(), as for copy_async."""
     if not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a memarea.Stream, not {type(stream).__name__}")
+        from ._stream import required_stream  # a foreign one (an int, torch's, cupy's)
+        stream = required_stream(stream)
     stream._check()
     d, s, dp, sp, w, h = _copy_2d_args(dst, dst_pitch, src, src_pitch, width, height)
     if w and h:

@@ -177,6 +177,18 @@ _PROTOTYPES = {
     "memarea_info_json": (_I, [c_char_pp]),
     "memarea_topo_json": (_I, [c_char_pp, _Z, _I]),
     "memarea_string_free": (None, [ctypes.c_void_p]),
+    "memarea_stream_wrap": (_I, [c_void_pp, _P, _I]),
+    "memarea_stream_forget": (_I, [_P]),
+    "memarea_stream_query": (_I, [_P]),
+    "memarea_stream_get_native": (_I, [c_void_pp, _P]),
+    "memarea_stream_wait_event": (_I, [_P, _P]),
+    "memarea_event_create": (_I, [c_void_pp, _U]),
+    "memarea_event_destroy": (_I, [_P]),
+    "memarea_event_record": (_I, [_P, _P]),
+    "memarea_event_query": (_I, [_P]),
+    "memarea_event_synchronize": (_I, [_P]),
+    "memarea_event_elapsed": (_I, [ctypes.POINTER(ctypes.c_float), _P, _P]),
+    "memarea_pool_record_stream": (_I, [_P, _P, _P]),
 }
 
 

@@ -99,7 +99,8 @@ def copy_async(dst, src, stream: Stream, nbytes: int | None = None) -> None:
     so their memory outlives the copy; memarea Buffers also wait for it before they are freed
     or exported (DLPack, NumPy, memoryview)."""
     if not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a memarea.Stream, not {type(stream).__name__}")
+        from ._stream import required_stream  # a foreign one (an int, torch's, cupy's)
+        stream = required_stream(stream)
     stream._check()
     d, s, n = _prepare(dst, src, nbytes)
     if n:
@@ -144,6 +145,9 @@ def prefetch(buffer, device=None, *, numa_node=None, stream=None, offset=0, nbyt
     default stream). offset / nbytes select part of the buffer."""
     ptr, n = _range(buffer, offset, nbytes)
     device, node = _location(device, numa_node)
+    if stream is not None and not isinstance(stream, Stream):
+        from ._stream import as_stream  # a foreign stream: wrapped, kept for the buffer below
+        stream = as_stream(stream)
     sh = _stream_handle(stream)
     if node is not None:
         check(fn.mem_prefetch_host_numa_async(ptr, n, node, sh))

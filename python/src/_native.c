@@ -27,10 +27,10 @@ enum { MODE_AREA = 0, MODE_POOL = 1, MODE_FREE = 2, MODE_IPC = 3 };
 
 /* The Python side, given once by setup(): the Buffer class Pool.alloc makes, and the helpers
  * whose messages the pure-Python path shares (raise_status reads the thread's error message,
- * size and stream_handle check arguments). */
+ * size and stream_object check arguments). */
 static PyTypeObject *buffer_class;
 static allocfunc buffer_alloc;
-static PyObject *raise_status_fn, *size_fn, *stream_handle_fn;
+static PyObject *raise_status_fn, *size_fn, *stream_object_fn;
 static PyObject *str_handle, *str_sync_pending, *str_exported_view, *str_nbytes;
 static PyTypeObject *BufferCore_Type, *PoolCore_Type;
 
@@ -508,23 +508,31 @@ static PyObject *pool_alloc(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyErr_SetString(PyExc_ValueError, "the pool is closed");
     return NULL;
   }
+  /* The memarea Stream the argument names (a foreign stream wrapped: memarea/_stream.py), which
+   * the Buffer keeps and is freed on. */
+  PyObject *stream_kept = Py_None;
   if (stream_obj != Py_None) {
-    PyObject *sh = PyObject_CallFunctionObjArgs(stream_handle_fn, stream_obj, NULL);
-    if (sh == NULL) return NULL;
-    stream = sh == Py_None ? NULL : PyLong_AsVoidPtr(sh);
-    Py_DECREF(sh);
-    if (stream == NULL && PyErr_Occurred()) return NULL;
+    stream_kept = PyObject_CallFunctionObjArgs(stream_object_fn, stream_obj, NULL);
+    if (stream_kept == NULL) return NULL;
+    if (handle_of(stream_kept, &stream) < 0) {
+      Py_DECREF(stream_kept);
+      return NULL;
+    }
+  } else {
+    Py_INCREF(stream_kept);
   }
   memarea_status st;
   Py_BEGIN_ALLOW_THREADS
   st = memarea_pool_alloc(h, &ptr, (size_t)nbytes, stream);
   Py_END_ALLOW_THREADS
   if (st != MEMAREA_SUCCESS) {
+    Py_DECREF(stream_kept);
     raise_status(st);
     return NULL;
   }
   PyObject *b = buffer_new(buffer_class, buffer_alloc, ptr, 1, nbytes, pool->device, pool->kind,
-                           self, MODE_POOL, stream_obj);
+                           self, MODE_POOL, stream_kept);
+  Py_DECREF(stream_kept);  /* the Buffer holds its own reference */
   if (b == NULL) {
     /* Nothing may leak when the Buffer cannot be made: the memory goes back at once. */
     PyObject *type, *value, *traceback;
@@ -626,12 +634,12 @@ static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs
       !PyType_IsSubtype((PyTypeObject *)args[0], BufferCore_Type) ||
       (PyTypeObject *)args[0] == BufferCore_Type) {
     PyErr_SetString(PyExc_TypeError,
-                    "setup(buffer_class, raise_status, size, stream_handle): buffer_class "
+                    "setup(buffer_class, raise_status, size, stream_object): buffer_class "
                     "subclasses BufferCore");
     return NULL;
   }
   PyObject **kept[] = {(PyObject **)&buffer_class, &raise_status_fn, &size_fn,
-                       &stream_handle_fn};
+                       &stream_object_fn};
   for (int i = 0; i < 4; ++i) {
     PyObject *old = *kept[i];
     Py_INCREF(args[i]);
@@ -652,7 +660,7 @@ static PyObject *library_function(PyObject *module, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
-     "setup(buffer_class, raise_status, size, stream_handle): the Python side, once."},
+     "setup(buffer_class, raise_status, size, stream_object): the Python side, once."},
     {"library_function", library_function, METH_NOARGS,
      "The address of memarea_pool_alloc as this module binds it."},
     {NULL, NULL, 0, NULL}};

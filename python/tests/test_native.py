@@ -138,8 +138,11 @@ def test_pool_alloc_argument_errors(nbytes, error, message, no_leak):
 def test_pool_alloc_other_errors(need_device, no_leak):
     pool = memarea.Pool(memarea.Area(0))
     assert pool.alloc(np.uint32(16)).nbytes == 16  # any __index__
-    with pytest.raises(TypeError, match="stream must be a memarea.Stream or None, not int"):
-        pool.alloc(16, 0)
+    with pytest.raises(TypeError, match="stream must be a memarea.Stream, an int"):
+        pool.alloc(16, "0")
+    b = pool.alloc(16, 0)  # an int is a native stream: 0, the legacy default stream
+    assert isinstance(b._stream, memarea.ExternalStream) and b._stream.native == 0
+    b.free()
     s = memarea.Stream(0)
     s.close()
     with pytest.raises(ValueError, match="the stream is closed"):

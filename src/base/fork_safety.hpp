@@ -39,6 +39,7 @@ enum class lock_rank : std::uint16_t {
   host_table = 90,      ///< pageable host allocations' NUMA bookkeeping
   staging = 100,        ///< idle stagers of the pipelined peer copy
   device_caps = 110,    ///< per-device capabilities read once
+  wrapped_streams = 115, ///< native streams wrapped as memarea's (core/stream.cpp; a leaf)
   release_failures = 120, ///< failures of destructors and reset() kept for the user (a leaf)
   ipc_fork_state = 900, ///< not a lock: IPC's child handler (sets the parent's state aside)
   lease = 950,          ///< this process's lease on its shared-memory objects (base/lease)

@@ -134,6 +134,11 @@ memarea_stream* create_stream(int device) {
 
 void destroy_stream(memarea_stream* s) {
   if (!s) throw error(errc::invalid_value, "stream_destroy: the default stream (NULL) cannot be destroyed");
+  if (s->wrapped)
+    throw error(errc::invalid_value,
+                fmt::format("stream_destroy: stream {} was wrapped, not made by memarea: its "
+                            "owner destroys it (after memarea_stream_forget)",
+                            fmt::ptr(s->native)));
   if (auto retire = stream_events::before_destroy.load(std::memory_order_acquire))
     retire(s->device, s->native);
   check(system::get().gpu().stream_destroy(s->device, s->native), "stream_destroy");

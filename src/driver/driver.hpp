@@ -60,6 +60,25 @@ using native_stream = void*;
 using native_event = void*;
 /// Whether an event keeps the time of its records (see driver::event_create).
 enum class event_timing { off, on };
+/// How a host thread waits for an event (event_synchronize): spinning, or blocked in the kernel
+/// (CU_EVENT_BLOCKING_SYNC, hipEventBlockingSync; the sim always blocks).
+enum class event_sync { spin, block };
+
+/// The special stream handles every backend takes besides nullptr, with CUDA's values (HIP's
+/// hipStreamPerThread is 2 too): the legacy default stream (CU_STREAM_LEGACY), which is what
+/// nullptr names here, and the calling thread's own default stream (CU_STREAM_PER_THREAD).
+inline constexpr std::uintptr_t legacy_stream_value = 1;
+inline constexpr std::uintptr_t per_thread_stream_value = 2;
+/// Whether s is the per-thread default stream: one stream per host thread, so its handle alone
+/// does not name one queue.
+inline bool is_per_thread(native_stream s) noexcept {
+  return reinterpret_cast<std::uintptr_t>(s) == per_thread_stream_value;
+}
+/// Whether s is nullptr, CU_STREAM_LEGACY or the per-thread default stream: no stream object
+/// of its own that a driver could be asked about.
+inline bool is_special_stream(native_stream s) noexcept {
+  return reinterpret_cast<std::uintptr_t>(s) <= per_thread_stream_value;
+}
 
 /// The vendor's IPC handle bytes (CUipcMemHandle and hipIpcMemHandle_t are 64 bytes).
 struct ipc_native_handle {
@@ -199,11 +218,17 @@ class driver {
   /// success when every task queued on s so far has completed; busy while one has not. Never
   /// blocks.
   virtual dstatus stream_query(int device, native_stream s) = 0;
+  /// The device ordinal of named stream s (not a special handle: is_special_stream), for
+  /// streams made outside memarea; invalid_value (or the vendor's code) for a handle the driver
+  /// can tell is not a live stream. Where the driver offers no way to ask (HIP runtimes without
+  /// hipStreamGetDevice), checks what it can (that s is a live stream) and sets *device to -1.
+  virtual dstatus stream_get_device(native_stream s, int* device) = 0;
   /// Creates an event on `device`. Only events with timing::on can be given to
   /// event_elapsed_ms; events that only order work should be made without it, since a timed
   /// event costs the device a timestamp on every record (the staged peer copy's per-chunk
   /// events with timing made the whole copy measurably slower).
-  virtual dstatus event_create(int device, native_event* e, event_timing timing) = 0;
+  virtual dstatus event_create(int device, native_event* e, event_timing timing,
+                               event_sync sync = event_sync::spin) = 0;
   virtual dstatus event_destroy(int device, native_event e) = 0;
   virtual dstatus event_record(native_event e, int device, native_stream s) = 0;
   virtual dstatus stream_wait_event(int device, native_stream s, native_event e) = 0;

@@ -255,23 +255,41 @@ dstatus driver_front::stream_create(int device, native_stream* s) {
 }
 
 dstatus driver_front::stream_destroy(int device, native_stream s) {
-  if (!s) {
+  if (is_special_stream(s)) {
     return refusal(errc::invalid_value,
-                   "stream_destroy: the default stream cannot be destroyed");
+                   "stream_destroy: a default stream (legacy or per-thread) cannot be destroyed");
   }
   MEMAREA_FRONT_DEVICE("stream_destroy", device);
   return counted(backend_->stream_destroy(device, s), device, &live_counts::streams, -1);
 }
 
-dstatus driver_front::event_create(int device, native_event* e, event_timing timing) {
+dstatus driver_front::stream_get_device(native_stream s, int* device) {
+  if (!device) return null_argument("stream_get_device", "device");
+  if (is_special_stream(s)) {
+    return refusal(errc::invalid_value,
+                   fmt::format("stream_get_device: {} is a default stream, which names no device "
+                               "of its own",
+                               fmt::ptr(s)));
+  }
+  return backend_->stream_get_device(s, device);
+}
+
+dstatus driver_front::event_create(int device, native_event* e, event_timing timing,
+                                   event_sync sync) {
   if (!e) return null_argument("event_create", "e");
   if (timing != event_timing::on && timing != event_timing::off) {
     return refusal(errc::invalid_value,
                    fmt::format("event_create: timing {} is neither on nor off",
                                static_cast<int>(timing)));
   }
+  if (sync != event_sync::spin && sync != event_sync::block) {
+    return refusal(errc::invalid_value,
+                   fmt::format("event_create: sync {} is neither spin nor block",
+                               static_cast<int>(sync)));
+  }
   MEMAREA_FRONT_DEVICE("event_create", device);
-  return counted(backend_->event_create(device, e, timing), device, &live_counts::events, 1);
+  return counted(backend_->event_create(device, e, timing, sync), device, &live_counts::events,
+                 1);
 }
 
 dstatus driver_front::event_destroy(int device, native_event e) {

@@ -154,7 +154,9 @@ class driver_front {
       return no_such_device("stream_query", device);
     return backend_->stream_query(device, s);
   }
-  dstatus event_create(int device, native_event* e, event_timing timing);
+  dstatus stream_get_device(native_stream s, int* device);
+  dstatus event_create(int device, native_event* e, event_timing timing,
+                       event_sync sync = event_sync::spin);
   dstatus event_destroy(int device, native_event e);
   dstatus event_record(native_event e, int device, native_stream s) {
     if (!e || bad_device(device)) [[unlikely]]

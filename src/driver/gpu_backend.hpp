@@ -17,8 +17,8 @@
 //   - whether it loaded: ready() on every call (one load), unavailable(what) when not;
 //   - its checks that come before the library's (check_location, check_fd), its optional entry
 //     points (can_prefetch, can_advise, can_memset, can_copy_2d), and a few operations that
-//     are its own alone (get_properties, get_current_device, pointer_query, shareable_check,
-//     vmm_calls), specialised in its file.
+//     are its own alone (get_properties, get_current_device, pointer_query, stream_get_device,
+//     shareable_check, vmm_calls), specialised in its file.
 // Arguments are the front's (driver/front.hpp): pointers, flags, enums and device ordinals are
 // checked before a call reaches a backend, so no operation here checks them again.
 #pragma once
@@ -311,10 +311,12 @@ class gpu_backend final : public driver {
     const result r = run_on_stream(device, s, fn, [&] { return v_.stream_query(s); });
     return query_status(r, fn, Vendor::fn.stream_query);
   }
-  dstatus event_create(int device, native_event* e, event_timing timing) override {
+  dstatus stream_get_device(native_stream s, int* device) override;  // the vendor's
+  dstatus event_create(int device, native_event* e, event_timing timing,
+                       event_sync sync = event_sync::spin) override {
     MEMAREA_GPU_READY("event_create");
     return on_device(device, Vendor::fn.event_create,
-                     [&] { return v_.event_create(e, timing); });
+                     [&] { return v_.event_create(e, timing, sync); });
   }
   dstatus event_destroy(int device, native_event e) override {
     MEMAREA_GPU_READY("event_destroy");

@@ -52,7 +52,8 @@ class unavailable_driver final : public driver {
   dstatus stream_destroy(int, native_stream) override { return fail(); }
   dstatus stream_synchronize(int, native_stream) override { return fail(); }
   dstatus stream_query(int, native_stream) override { return fail(); }
-  dstatus event_create(int, native_event*, event_timing) override { return fail(); }
+  dstatus stream_get_device(native_stream, int*) override { return fail(); }
+  dstatus event_create(int, native_event*, event_timing, event_sync) override { return fail(); }
   dstatus event_destroy(int, native_event) override { return fail(); }
   dstatus event_record(native_event, int, native_stream) override { return fail(); }
   dstatus stream_wait_event(int, native_stream, native_event) override { return fail(); }

@@ -123,7 +123,8 @@ void destroy_pool(pool_state* p, bool force) {
         }
         std::lock_guard lock(p->m);
         const std::size_t live =
-            p->handed_out.size() - std::min(p->handed_out.size(), cached + p->held_count);
+            p->handed_out.size() -
+            std::min(p->handed_out.size(), cached + p->held_count + p->pending_frees.size());
         if (live)
           throw error(errc::busy,
                       fmt::format("pool destroy: {} allocation(s) are still live; free them "
@@ -167,6 +168,10 @@ void destroy_pool(pool_state* p, bool force) {
     std::lock_guard lock(p->m);
     for (auto& f : p->tags)
       if (f.event) events.push_back(f.event);
+    if (p->fork_generation == g_fork_generation.load(std::memory_order_relaxed)) {
+      const std::vector<native_event> more = p->take_events_locked();
+      events.insert(events.end(), more.begin(), more.end());
+    }
     for (auto& b : p->blocks) {
       // A block with pieces held for other processes is the observer's to free once they
       // close them.
@@ -259,6 +264,9 @@ void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s) {
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s) {
   state_of(h, "pool free").free(p, s);
 }
+void pool_record_stream_c(memarea_pool_t h, void* p, memarea_stream_t s) {
+  state_of(h, "pool record_stream").record_stream(p, s);
+}
 void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size, memarea_stream_t s,
                        const char* what) {
   if (size == 0) throw error(errc::invalid_value, fmt::format("{}: size is 0", what));
@@ -311,6 +319,9 @@ void* pool::allocate(std::size_t size, stream_view s) {
 }
 void pool::deallocate(void* ptr, stream_view s) {
   detail::pool_free_c(detail::handle_of(handle_), ptr, to_c(s));
+}
+void pool::record_stream(void* ptr, stream_view s) {
+  detail::pool_record_stream_c(detail::handle_of(handle_), ptr, to_c(s));
 }
 void pool::trim(std::size_t keep_bytes) { detail::pool_trim_c(detail::handle_of(handle_), keep_bytes); }
 area pool::as_area() const {

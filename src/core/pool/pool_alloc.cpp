@@ -224,6 +224,9 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
   {
     std::lock_guard lock(m);
     const std::uint16_t tag = tag_for(ns);
+    // Pieces whose other streams have completed go back first, so that their own stream finds
+    // them (a query per event, only while some wait).
+    if (!pending_frees.empty()) (void)settle_pending_locked(false);
     i = take_locked(n, tag);
     if (i == kNone && reclaim_locked(tag)) i = take_locked(n, tag);
     // A pool at its maximum takes from the other shelf here, without the slow path's flush.
@@ -339,6 +342,11 @@ void pool_state::free(void* p, memarea_stream_t st, std::size_t size) {
                 fmt::format("pool free: the stream is on device {}, the pool on device {}",
                             st->device, device));
   const native_stream ns = st ? st->native : nullptr;
+  // Pieces used on other streams, and frees on the per-thread default stream, wait for events
+  // (pool_streams.cpp); one load of a counter when no piece is.
+  if ((is_per_thread(ns) || stream_uses.load(std::memory_order_relaxed) != 0) &&
+      free_after_streams(p, ns, size)) [[unlikely]]
+    return;
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   thread_cache* c = cache_for(*this);
   c->lock();

@@ -8,13 +8,14 @@
 #include "core/memory/host_impl.hpp"
 #include "core/system.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 namespace memarea::detail {
 
 bool pool_state::reclaim_locked(std::uint16_t except, bool wait) {
   auto& gpu = system::get().gpu();
-  bool moved = false;
+  bool moved = !pending_frees.empty() && settle_pending_locked(wait);
   for (std::size_t t = 1; t < tags.size(); ++t) {
     if (t == except) continue;
     free_lists& f = tags[t];
@@ -168,8 +169,8 @@ memarea_pool_stats pool_state::stats() {
   s.driver_allocations = driver_allocations;
   s.largest_free_block = largest_free_locked();
   // Pieces held for other processes (freed while imported) are in use, not live.
-  s.live_allocations =
-      handed_out.size() - std::min(handed_out.size(), cached_count + held_count);
+  s.live_allocations = handed_out.size() -
+                       std::min(handed_out.size(), cached_count + held_count + pending_frees.size());
   return s;
 }
 
@@ -189,6 +190,10 @@ void pool_retire_stream(int device, native_stream s) {
       p->flush_caches(false, s);
       std::lock_guard lock(p->m);
       used = used || p->tag_of_stream.count(s) != 0;
+      for (auto& [i, use] : p->used_on) {
+        (void)i;
+        used = used || std::find(use.streams.begin(), use.streams.end(), s) != use.streams.end();
+      }
     }
   }
   if (!used) return;
@@ -200,6 +205,12 @@ void pool_retire_stream(int device, native_stream s) {
     auto* p = const_cast<pool_state*>(cp);
     p->flush_caches(false, s);
     std::lock_guard lock(p->m);
+    // Pieces that recorded s (record_stream) forget it: their frees need not wait for a stream
+    // that has passed everything queued on it (waited for above), and may not be asked later.
+    for (auto& [i, use] : p->used_on) {
+      (void)i;
+      std::erase(use.streams, s);
+    }
     auto it = p->tag_of_stream.find(s);
     if (it == p->tag_of_stream.end()) continue;
     const std::uint16_t t = it->second;
@@ -214,6 +225,10 @@ void pool_retire_stream(int device, native_stream s) {
     // back (s has finished its work, waited for above).
     for (auto& [i, mark] : p->ipc_marks)
       if (p->spans[i].st() == held && mark.tag == t) mark.tag = 0;
+    // Pieces freed on s that wait for other streams: to every stream's memory once they are
+    // done (s has passed their frees), for t may go to another stream now.
+    for (auto& pf : p->pending_frees)
+      if (pf.tag == t) pf.tag = 0;
     if (f.event) (void)gpu.event_destroy(p->device, f.event);
     f = free_lists{};
     p->tag_of_stream.erase(it);

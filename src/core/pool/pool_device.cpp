@@ -35,12 +35,16 @@ void for_pools_of(int device, F&& f) {
 }
 
 /// Moves every stream's freed spans to the lists any stream may take (waiting for each stream
-/// to pass its frees) and destroys the pool's events, which the reset would destroy under it.
+/// to pass its frees, and pending pieces for their other streams) and destroys the pool's
+/// events, which the reset would destroy under it.
 /// The tags stay: their streams are the default stream and wrapped ones, which outlive a
 /// reset as handles.
 void settle_locked(pool_state& p, int device) {
   (void)p.reclaim_locked(0, true);
   auto& gpu = system::get().gpu();
+  // Pieces freed while other streams used them (record_stream) waited above; their events and
+  // the spare ones go too.
+  for (native_event e : p.take_events_locked()) (void)gpu.event_destroy(device, e);
   for (std::size_t t = 1; t < p.tags.size(); ++t) {
     free_lists& f = p.tags[t];
     if (f.event) (void)gpu.event_destroy(device, f.event);

@@ -57,6 +57,8 @@ memarea_pool_t pool_create_c(const int* area_device, const unsigned* area_flags,
 void pool_destroy_c(memarea_pool_t h, bool force);
 void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s);
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s);
+/// The piece holding p is used on stream s too: its free waits for s (pool_streams.cpp).
+void pool_record_stream_c(memarea_pool_t h, void* p, memarea_stream_t s);
 /// Frees p, ordered on s, when size (not 0) is at most its piece's: a pooled area's munmap,
 /// memarea_pool_free_sized. what names the call in messages.
 void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size, memarea_stream_t s = nullptr,

@@ -44,8 +44,10 @@ inline constexpr int kShelves = 3;
 inline constexpr std::size_t kSmallPiece = std::size_t{256} << 10;
 inline shelf shelf_for(std::size_t n) { return n < kSmallPiece ? small_shelf : large_shelf; }
 
-/// exported: live, and shared through IPC; held: freed while another process has it open.
-enum span_state : std::uint8_t { unused = 0, free_span, live, cached, exported, held };
+/// exported: live, and shared through IPC; held: freed while another process has it open;
+/// pending: freed while other streams may still use it, waiting for events recorded at its free
+/// (pool_streams.cpp).
+enum span_state : std::uint8_t { unused = 0, free_span, live, cached, exported, held, pending };
 
 /// A span's state word: its span_state in the low byte, above it the incarnation, which grows
 /// each time the span is handed out. A thread's cache frees by compare-and-swap on the word it

@@ -11,6 +11,8 @@
 //                   statistics, retiring a stream
 //   pool_pieces.cpp lookup of a block's live piece (and the public lookup()), and pieces
 //                   shared with other processes
+//   pool_streams.cpp pieces used on other streams than their own (record_stream) and frees on
+//                   the per-thread default stream: freed pieces that wait for events
 //   pool.cpp        making and destroying pools, the list of live pools, the C API's calls
 //                   and the C++ classes (and area's allocation calls)
 // The hot paths (alloc, free, the thread cache) stay in one translation unit; what they call
@@ -118,6 +120,24 @@ struct pool_state {
   };
   std::unordered_map<std::uint32_t, ipc_mark> ipc_marks;
   std::size_t held_count = 0;
+  /// Streams besides its own that a live piece is used on (record_stream), by span: its free
+  /// records an event on each, and the piece is reused only once they have all completed.
+  struct stream_use {
+    std::uint64_t incarnation = 0;  // the piece's, when recorded
+    std::vector<native_stream> streams;
+  };
+  std::unordered_map<std::uint32_t, stream_use> used_on;
+  /// used_on.size(), read with no lock by every free: 0 keeps frees on their fast path.
+  std::atomic<std::size_t> stream_uses{0};
+  /// A freed piece (state pending) that waits for events recorded at its free; then it goes to
+  /// tag's lists (settle_pending_locked).
+  struct pending_free {
+    std::uint32_t span = kNone;
+    std::uint16_t tag = 0;
+    std::vector<native_event> events;
+  };
+  std::vector<pending_free> pending_frees;
+  std::vector<native_event> spare_events;  // of settled pieces, recorded again by later frees
 
   // --- spans ---
   std::uint32_t new_span() {
@@ -146,6 +166,9 @@ struct pool_state {
 
   std::uint16_t tag_for(native_stream st) {
     if (host_pool) return 0;  // pageable memory: no stream uses it, the CPU does
+    // One handle, a stream per thread: no tag could tell them apart. Its allocations take
+    // memory any stream may use; its frees wait for an event (free_after_streams).
+    if (is_per_thread(st)) return 0;
     // Most calls name the stream of the call before: one compare, not a hash lookup.
     if (tag_memo.valid && tag_memo.stream == st) return tag_memo.tag;
     auto it = tag_of_stream.find(st);
@@ -392,6 +415,22 @@ struct pool_state {
   memarea_pool_stats stats();
   /// Gives what threads' caches hold back to the arena: everything, or what was freed on only.
   void flush_caches(bool all = true, native_stream only = nullptr);
+
+  // --- pieces used on other streams (pool_streams.cpp) ---
+  /// Records that the live piece holding p is used on stream s too: its free waits for s.
+  void record_stream(void* p, memarea_stream_t s);
+  /// free()'s path for a piece used on other streams, or freed on the per-thread default
+  /// stream: events recorded on them, the piece pending until they complete. False when the
+  /// usual path is to take the free (nothing to wait for, or a refusal, which it words).
+  bool free_after_streams(void* p, native_stream ns, std::size_t size);
+  /// Moves pending pieces whose events have completed (with wait: waits for them) to their
+  /// tags' lists; whether any moved.
+  bool settle_pending_locked(bool wait);
+  /// An event recorded on stream s of this pool's device now (a spare one, or a new one).
+  native_event record_on_locked(native_stream s);
+  /// What destroy gives back: every pending piece's and spare event, once pending pieces'
+  /// events have completed (waited for).
+  std::vector<native_event> take_events_locked();
 };
 
 }  // namespace memarea::detail

@@ -86,11 +86,12 @@ namespace memarea::detail::cuda {
 
 // Entry points loaded from any driver but not required: one missing leaves the library usable,
 // and only the calls that need it report not_supported (memset of 2- and 4-byte elements, 2D
-// copies).
+// copies, the device of a stream made outside memarea).
 #define MEMAREA_CUDA_OPTIONAL_ANY(X) \
   X(MemsetD16Async, 3020, 12000)     \
   X(MemsetD32Async, 3020, 12000)     \
-  X(Memcpy2DAsync, 3020, 12000)
+  X(Memcpy2DAsync, 3020, 12000)      \
+  X(StreamGetCtx, 9020, 12000)
 
 /// The loaded entry points; a null member was not found.
 struct api {

@@ -151,6 +151,30 @@ dstatus cuda_backend::get_current_device(int* device) {
 
 /// cuPointerGetAttributes answers success with zeroed values for pointers it does not know,
 /// so a zero memory type is the not_found case.
+/// The stream's context, then that context's device: a device's primary context answers at
+/// once; another (a context its owner made) is made current for the question and put back.
+template <>
+dstatus cuda_backend::stream_get_device(native_stream s, int* device) {
+  MEMAREA_GPU_READY("stream_get_device");
+  MEMAREA_GPU_TRY(v_.can_query_stream());
+  CUcontext ctx = nullptr;
+  MEMAREA_CU(StreamGetCtx, cu_stream(s), &ctx);
+  for (int d = 0; d < v_.device_count(); ++d) {
+    CUcontext primary = nullptr;
+    if (v_.cached(d, &primary) && primary == ctx) {
+      *device = d;
+      return {};
+    }
+  }
+  context_scope scope(v_);
+  const char* fn = cuda_vendor::fn.make_current;
+  if (const CUresult r = scope.enter(ctx, &fn); r != CUDA_SUCCESS) return fail(r, fn);
+  CUdevice dev = 0;
+  MEMAREA_CU(CtxGetDevice, &dev);
+  *device = v_.ordinal_of(dev);
+  return {};
+}
+
 template <>
 dstatus cuda_backend::pointer_query(const void* ptr, pointer_info* info) {
   MEMAREA_GPU_READY("pointer_query");

@@ -182,6 +182,9 @@ class cuda_vendor {
   dstatus can_copy_2d() const {
     return cu_.Memcpy2DAsync ? dstatus{} : missing_entry_point("cuMemcpy2DAsync");
   }
+  dstatus can_query_stream() const {
+    return cu_.StreamGetCtx ? dstatus{} : missing_entry_point("cuStreamGetCtx");
+  }
 
   // --- the entry points ----------------------------------------------------------------------
 
@@ -303,10 +306,12 @@ class cuda_vendor {
   CUresult stream_destroy(native_stream s) const { return cu_.StreamDestroy(cu_stream(s)); }
   CUresult stream_synchronize(native_stream s) const { return cu_.StreamSynchronize(cu_stream(s)); }
   CUresult stream_query(native_stream s) const { return cu_.StreamQuery(cu_stream(s)); }
-  CUresult event_create(native_event* e, event_timing timing) const {
+  CUresult event_create(native_event* e, event_timing timing, event_sync sync) const {
     CUevent ev = nullptr;
-    const unsigned flags = static_cast<unsigned>(
-        timing == event_timing::on ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
+    const unsigned flags =
+        static_cast<unsigned>(timing == event_timing::on ? CU_EVENT_DEFAULT
+                                                         : CU_EVENT_DISABLE_TIMING) |
+        static_cast<unsigned>(sync == event_sync::block ? CU_EVENT_BLOCKING_SYNC : 0);
     const CUresult r = cu_.EventCreate(&ev, flags);
     return put_if_ok(r, e, ev);
   }

@@ -96,6 +96,7 @@ if (ok && !resolve(lib_, #name, &api_.name)) {                      \
 #define MEMAREA_HIP_LOAD_OPTIONAL(name) (void)resolve(lib_, #name, &api_.name);
   MEMAREA_HIP_OPTIONAL(MEMAREA_HIP_LOAD_OPTIONAL)
 #undef MEMAREA_HIP_LOAD_OPTIONAL
+  (void)resolve(lib_, "hipStreamGetDevice", &api_.hipStreamGetDevice);
 
   // Versions first: they decide the ROCm 5/6 differences and work without a device.
   int v = 0;
@@ -200,6 +201,25 @@ template <>
 dstatus hip_backend::get_current_device(int* device) {
   MEMAREA_GPU_READY("get_current_device");
   return call(v_.api().hipGetDevice(device), "hipGetDevice");
+}
+
+/// hipStreamGetDevice where the runtime has it; else only whether the runtime knows the
+/// stream (hipStreamQuery answers success or not-ready for a live one), the device unknown.
+template <>
+dstatus hip_backend::stream_get_device(native_stream s, int* device) {
+  MEMAREA_GPU_READY("stream_get_device");
+  const hip_api& api = v_.api();
+  if (api.hipStreamGetDevice) {
+    hipDevice_t dev = 0;
+    const hipError_t r = api.hipStreamGetDevice(as_stream(s), &dev);
+    if (r != hipSuccess) return fail(r, "hipStreamGetDevice");
+    *device = static_cast<int>(dev);
+    return {};
+  }
+  const hipError_t r = api.hipStreamQuery(as_stream(s));
+  if (r != hipSuccess && r != hipErrorNotReady) return fail(r, "hipStreamQuery");
+  *device = -1;
+  return {};
 }
 
 template <>

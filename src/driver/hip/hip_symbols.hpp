@@ -56,6 +56,9 @@ struct hip_api {
   hipMalloc_fn hipMalloc = nullptr;
   hipHostMalloc_fn hipHostMalloc = nullptr;
   hipMallocManaged_fn hipMallocManaged = nullptr;
+  /// The device of a stream: from ROCm 6 on (declared here, as older headers lack it);
+  /// optional, as the calls of MEMAREA_HIP_OPTIONAL.
+  hipError_t (*hipStreamGetDevice)(hipStream_t, hipDevice_t*) = nullptr;
   bool have_vmm = false;
 };
 

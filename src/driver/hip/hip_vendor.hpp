@@ -277,9 +277,11 @@ class hip_vendor {
     return api_.hipStreamSynchronize(as_stream(s));
   }
   hipError_t stream_query(native_stream s) const { return api_.hipStreamQuery(as_stream(s)); }
-  hipError_t event_create(native_event* e, event_timing timing) const {
+  hipError_t event_create(native_event* e, event_timing timing, event_sync sync) const {
     hipEvent_t event = nullptr;
-    const unsigned flags = timing == event_timing::on ? hipEventDefault : hipEventDisableTiming;
+    const unsigned flags =
+        (timing == event_timing::on ? hipEventDefault : hipEventDisableTiming) |
+        (sync == event_sync::block ? hipEventBlockingSync : 0u);
     const hipError_t r = api_.hipEventCreateWithFlags(&event, flags);
     if (r == hipSuccess) *e = event;
     return r;

@@ -173,6 +173,7 @@ sim_driver::~sim_driver() {
   imported_.clear();
   events_.clear();
   streams_.clear();
+  per_thread_.clear();
   default_streams_.clear();
   t_current_device.erase(instance_);
 }

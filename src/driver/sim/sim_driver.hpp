@@ -10,7 +10,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/fork_safety.hpp"
@@ -72,6 +74,8 @@ class sim_driver final : public driver {
   sim_driver& operator=(const sim_driver&) = delete;
 
   const char* name() const noexcept override { return "sim"; }
+  /// This driver's process-wide unique id (several may live in one test process).
+  std::uint64_t instance() const noexcept { return instance_; }
   std::string unavailable_reason() const override { return reason_; }
   std::string version() const override { return "memarea sim 1"; }
   int device_count() const noexcept override { return devices_; }
@@ -113,7 +117,9 @@ class sim_driver final : public driver {
   dstatus stream_create(int device, native_stream* s) override;
   dstatus stream_destroy(int device, native_stream s) override;
   dstatus stream_synchronize(int device, native_stream s) override;
-  dstatus event_create(int device, native_event* e, event_timing timing) override;
+  dstatus stream_get_device(native_stream s, int* device) override;
+  dstatus event_create(int device, native_event* e, event_timing timing,
+                       event_sync sync = event_sync::spin) override;
   dstatus event_destroy(int device, native_event e) override;
   dstatus event_record(native_event e, int device, native_stream s) override;
   dstatus stream_wait_event(int device, native_stream s, native_event e) override;
@@ -151,6 +157,14 @@ class sim_driver final : public driver {
 
   /// The calls whose next call may be made to fail once (testing::sim_fail_next).
   enum class injectable { stream_destroy, disable_peer_access, set_current_device, device_reset };
+
+  /// Queues fn on stream s of device (nullptr: its default stream), in order with the stream's
+  /// other work, as a host function the device runs: the sim's public API holds a stream back
+  /// with one (memarea::sim::stream_gate), and tests reach states of stream order with it.
+  dstatus enqueue_host_task(int device, native_stream s, std::function<void()> fn);
+  /// Ends thread `id`'s per-thread default streams (their queued work completes first): called
+  /// as the thread exits.
+  void end_per_thread_streams(std::thread::id id);
 
  private:
   friend struct testing::sim_access;
@@ -198,6 +212,9 @@ class sim_driver final : public driver {
   std::vector<std::vector<bool>> peer_enabled_;               ///< [device][peer]
   std::vector<std::shared_ptr<stream>> default_streams_;      ///< lazily created
   std::unordered_map<void*, std::shared_ptr<stream>> streams_;
+  /// The per-thread default streams (is_per_thread), one per thread and device, made on first
+  /// use; each is in streams_ too (under its own address), so every wait and fork() sees it.
+  std::map<std::pair<std::thread::id, int>, std::shared_ptr<stream>> per_thread_;
   std::vector<std::shared_ptr<stream>> retiring_;  ///< destroyed, worker not yet joined
   std::unordered_map<void*, std::shared_ptr<event>> events_;
   std::vector<injectable> injected_;  ///< failures a test injected, not yet taken

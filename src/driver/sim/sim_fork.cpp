@@ -113,6 +113,7 @@ void sim_driver::on_fork_child() {
     d->retiring_.clear();
     for (auto& [k, ev] : d->events_) g_inherited->push_back(std::move(ev));
     d->streams_.clear();
+    d->per_thread_.clear();  // the streams themselves were in streams_, set aside above
     d->events_.clear();
     d->imported_.clear();
     for (auto& [base, a] : d->allocations_)

@@ -29,6 +29,8 @@ dstatus sim_driver::device_reset(int device) {
         ++it;
       }
     }
+    // Every thread's per-thread default stream of the device was among them: made anew too.
+    std::erase_if(per_thread_, [&](const auto& e) { return e.first.second == device; });
     retiring_.insert(retiring_.end(), dropped.begin(), dropped.end());
     if (resets_.size() < static_cast<size_t>(devices_)) resets_.resize(static_cast<size_t>(devices_));
     ++resets_[d];

@@ -11,10 +11,60 @@
 
 namespace memarea::detail::sim {
 
-/// Finds the stream a (device, native_stream) pair names; nullptr is the device's default stream,
-/// created on first use unless `create` is false (then *out may stay null).
+namespace {
+
+/// CU_STREAM_LEGACY names the legacy default stream, as nullptr does.
+native_stream legacy_as_null(native_stream s) {
+  return reinterpret_cast<std::uintptr_t>(s) == legacy_stream_value ? nullptr : s;
+}
+
+/// The sim drivers (by instance) that made the calling thread a per-thread default stream; its
+/// destructor, at the thread's exit, ends those streams.
+struct per_thread_owner {
+  std::vector<std::uint64_t> drivers;
+  ~per_thread_owner() {
+    const std::thread::id self = std::this_thread::get_id();
+    for (std::uint64_t instance : drivers) {
+      sim_driver* d = nullptr;
+      {
+        std::lock_guard lk(g_live_mutex);
+        for (sim_driver* live : live_drivers())
+          if (live->instance() == instance) d = live;
+      }
+      if (d) d->end_per_thread_streams(self);
+    }
+  }
+};
+thread_local per_thread_owner t_per_thread;
+
+}  // namespace
+
+/// Finds the stream a (device, native_stream) pair names; nullptr (or CU_STREAM_LEGACY) is the
+/// device's default stream and the per-thread handle the calling thread's own, each created on
+/// first use.
 dstatus sim_driver::resolve_stream(int device, native_stream s, std::shared_ptr<stream>* out) {
   if (auto st = check_device(device); !st.ok()) return st;
+  s = legacy_as_null(s);
+  if (is_per_thread(s)) {
+    auto& mine = t_per_thread.drivers;  // made (its destructor registered) before m_ is taken
+    if (std::find(mine.begin(), mine.end(), instance_) == mine.end()) mine.push_back(instance_);
+    std::lock_guard lk(m_);
+    auto& slot = per_thread_[{std::this_thread::get_id(), device}];
+    if (!slot) {
+      try {
+        auto fresh = std::make_shared<stream>(device);
+        streams_.emplace(fresh.get(), fresh);
+        slot = std::move(fresh);
+      } catch (const std::exception& e) {
+        per_thread_.erase({std::this_thread::get_id(), device});
+        return fail(errc::out_of_memory,
+                    "cannot start the per-thread default stream of device {}: {}", device,
+                    e.what());
+      }
+    }
+    *out = slot;
+    return dstatus::success();
+  }
   std::lock_guard lk(m_);
   if (s == nullptr) {
     auto& def = default_streams_[static_cast<size_t>(device)];
@@ -61,6 +111,35 @@ std::function<void()> sim_driver::order_with_default(const std::shared_ptr<strea
     for (auto& [other, t] : waits) other->wait(t);
     fn();
   };
+}
+
+void sim_driver::end_per_thread_streams(std::thread::id id) {
+  std::vector<std::shared_ptr<stream>> ending;
+  {
+    std::lock_guard lk(m_);
+    for (auto it = per_thread_.begin(); it != per_thread_.end();) {
+      if (it->first.first != id) {
+        ++it;
+        continue;
+      }
+      streams_.erase(it->second.get());
+      retiring_.push_back(it->second);
+      ending.push_back(std::move(it->second));
+      it = per_thread_.erase(it);
+    }
+  }
+  for (auto& st : ending) {
+    st->shutdown();  // its queued work completes, as at a stream's destroy
+    std::lock_guard lk(m_);
+    if (auto it = std::find(retiring_.begin(), retiring_.end(), st); it != retiring_.end())
+      retiring_.erase(it);
+  }
+}
+
+dstatus sim_driver::enqueue_host_task(int device, native_stream s, std::function<void()> fn) {
+  std::shared_ptr<stream> st;
+  if (auto r = resolve_stream(device, s, &st); !r.ok()) return r;
+  return enqueue(st, std::move(fn));
 }
 
 dstatus sim_driver::enqueue(const std::shared_ptr<stream>& st, std::function<void()> fn) {
@@ -193,6 +272,7 @@ dstatus sim_driver::stream_destroy(int device, native_stream s) {
 }
 
 dstatus sim_driver::stream_synchronize(int device, native_stream s) {
+  s = legacy_as_null(s);
   if (s == nullptr) {
     if (auto r = check_device(device); !r.ok()) return r;
     std::shared_ptr<stream> def;
@@ -209,7 +289,19 @@ dstatus sim_driver::stream_synchronize(int device, native_stream s) {
   return dstatus::success();
 }
 
-dstatus sim_driver::event_create(int device, native_event* e, event_timing timing) {
+dstatus sim_driver::stream_get_device(native_stream s, int* device) {
+  if (!device) return fail(errc::invalid_value, "device is null");
+  std::lock_guard lk(m_);
+  auto it = streams_.find(s);
+  if (it == streams_.end())
+    return fail(errc::invalid_value, "stream {} is not a live sim stream", fmt::ptr(s));
+  *device = it->second->device();
+  return dstatus::success();
+}
+
+/// Every wait of the sim blocks on a condition variable: event_sync::block is how it always
+/// waits.
+dstatus sim_driver::event_create(int device, native_event* e, event_timing timing, event_sync) {
   if (!e) return fail(errc::invalid_value, "event is null");
   if (auto r = check_device(device); !r.ok()) return r;
   auto ev = std::make_shared<event>();
@@ -296,6 +388,7 @@ dstatus sim_driver::event_synchronize(native_event e) {
 
 dstatus sim_driver::stream_query(int device, native_stream s) {
   std::shared_ptr<stream> st;
+  s = legacy_as_null(s);
   if (s == nullptr) {
     if (auto r = check_device(device); !r.ok()) return r;
     std::lock_guard lk(m_);
@@ -333,7 +426,8 @@ dstatus sim_driver::event_elapsed_ms(float* ms, native_event start, native_event
     std::lock_guard el(ev.m);
     // As CUDA (CUDA_ERROR_INVALID_HANDLE) and HIP refuse events made without timing.
     if (!ev.timing) return fail(errc::invalid_handle, "the event was made without timing");
-    if (ev.generation == 0) return fail(errc::invalid_value, "the event was never recorded");
+    // A never recorded event is an invalid handle to CUDA's cuEventElapsedTime too.
+    if (ev.generation == 0) return fail(errc::invalid_handle, "the event was never recorded");
     if (ev.done_generation != ev.generation) {
       return fail(errc::busy, "the event's latest record has not completed yet");
     }
