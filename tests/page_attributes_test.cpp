@@ -167,5 +167,23 @@ TEST(PageAttributes, SizesThatDoNotFitAreRefusedUnwritten) {
   EXPECT_EQ(wide, 99);
 }
 
+TEST(PageAttributes, CoherencyModeIsFineCoarseOrIndeterminate) {
+  constexpr auto kCoherency = MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE;
+  page_attributes t(4);
+  EXPECT_EQ(one(t, kCoherency, 0, 3), MEMAREA_MEM_RANGE_COHERENCY_MODE_FINE_GRAIN);
+  // Coarse grain takes no location: any id is ignored.
+  ASSERT_TRUE(t.advise(1, 2, MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN, 12345));
+  EXPECT_EQ(one(t, kCoherency, 1, 2), MEMAREA_MEM_RANGE_COHERENCY_MODE_COARSE_GRAIN);
+  EXPECT_EQ(one(t, kCoherency, 0, 1), MEMAREA_MEM_RANGE_COHERENCY_MODE_INDETERMINATE);
+  EXPECT_EQ(one(t, kCoherency, 3, 3), MEMAREA_MEM_RANGE_COHERENCY_MODE_FINE_GRAIN);
+  EXPECT_EQ(one(t, kReadMostly, 1, 2), 0);  // nothing else changed
+  ASSERT_TRUE(t.advise(0, 3, MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN, MEMAREA_INVALID_DEVICE_ID));
+  EXPECT_EQ(one(t, kCoherency, 0, 3), MEMAREA_MEM_RANGE_COHERENCY_MODE_FINE_GRAIN);
+  EXPECT_EQ(t.runs(), 1u);
+  std::int64_t wide = 99;
+  EXPECT_FALSE(t.answer(kCoherency, &wide, sizeof wide, 0, 3));
+  EXPECT_EQ(wide, 99);
+}
+
 }  // namespace
 }  // namespace memarea::detail

@@ -13,7 +13,8 @@ namespace {
 constexpr const char* kVars[] = {"MEMAREA_SIM_DEVICES", "MEMAREA_SIM_DEVICE_MEMORY",
                                  "MEMAREA_SIM_PEER_GROUPS", "MEMAREA_SIM_MAX_PEERS",
                                  "MEMAREA_SIM_CONCURRENT_MANAGED_ACCESS",
-                                 "MEMAREA_SIM_MANAGED_MEMORY"};
+                                 "MEMAREA_SIM_MANAGED_MEMORY",
+                                 "MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS"};
 
 /// Clears every MEMAREA_SIM_* variable for the test and restores the caller's values after it.
 class SimConfigEnv : public ::testing::Test {
@@ -144,6 +145,22 @@ TEST_F(SimConfigEnv, PeerGroupsNeedDevices) {
   expect_bad("MEMAREA_SIM_PEER_GROUPS", "0,1");
   EXPECT_TRUE(parse_peer_groups("", 4).empty());
   EXPECT_THROW(parse_peer_groups("0,1", 1), error);
+}
+
+TEST_F(SimConfigEnv, PageableMemoryAccess) {
+  EXPECT_TRUE(sim_config_from_env().pageable_devices.empty());
+  set("MEMAREA_SIM_DEVICES", "3");
+  set("MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS", " 2 , 0 ");
+  sim_config c = sim_config_from_env();
+  EXPECT_EQ(c.pageable_devices, (std::vector<int>{2, 0}));
+  EXPECT_TRUE(c.pageable(0));
+  EXPECT_FALSE(c.pageable(1));
+  EXPECT_TRUE(c.pageable(2));
+  EXPECT_FALSE(c.pageable(-1));
+  for (const char* bad : {"3", "0,0", "-1", "x", "0,", ",1", "1;2", "1 2"}) {
+    SCOPED_TRACE(bad);
+    expect_bad("MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS", bad);
+  }
 }
 
 TEST_F(SimConfigEnv, MaxPeers) {

@@ -31,6 +31,18 @@ enum class advice : int {
   unset_preferred_location = 4,
   set_accessed_by = 5,
   unset_accessed_by = 6,
+  /// HIP's coarse grain: coherent only at dispatch boundaries (HIP on AMD; sim models it; CUDA
+  /// and HIP's NVIDIA platform: not_supported). Ignores the location.
+  set_coarse_grain = 100,
+  /// Back to fine grain, the default (where set_coarse_grain is supported).
+  unset_coarse_grain = 101,
+};
+
+/// What coherency_mode() answers; values equal the C API's MEMAREA_MEM_RANGE_COHERENCY_MODE_*.
+enum class coherency : int {
+  fine_grain = 0,     ///< every page fine grain (the default)
+  coarse_grain = 1,   ///< every page coarse grain
+  indeterminate = 2,  ///< the pages differ
 };
 
 /// Where managed memory should go, or what a range prefers: a device, the host, or one host
@@ -113,10 +125,17 @@ location preferred_location(const void* ptr, std::size_t n);
 location last_prefetch_location(const void* ptr, std::size_t n);
 /// The ids (ordinals, cpu_device_id) every page of the range is advised accessed by.
 std::vector<int> accessed_by(const void* ptr, std::size_t n);
+/// Whether the range's pages are fine grain, coarse grain (advice::set_coarse_grain) or differ.
+/// Throws not_supported where coarse-grain advice is (CUDA, HIP's NVIDIA platform); memarea's
+/// host memory is always fine grain.
+coherency coherency_mode(const void* ptr, std::size_t n);
 
-/// Associates the whole managed allocation at ptr with stream s (attach_flags::single), all
-/// streams (::global) or the host (::host). ptr must be the allocation's start and n 0 or its
-/// size (CUDA cannot attach part of an allocation).
+/// Associates memory with stream s (attach_flags::single), all streams (::global) or the host
+/// (::host). A managed allocation goes whole: ptr its start, n 0 or its size (CUDA cannot attach
+/// part of one). Memory memarea did not allocate (malloc'd, mmap'd, the stack) is taken where
+/// s's device has pageable_memory_access, as [ptr, ptr+n) with n > 0 and mapped; elsewhere it is
+/// not_supported. Any other memory memarea knows (device, pinned, its host memory) is
+/// invalid_value.
 void attach(stream_view s, void* ptr, std::size_t n, unsigned flags);
 
 }  // namespace memarea::managed

@@ -316,14 +316,28 @@ typedef enum memarea_mem_advice {
   MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION = 3,
   MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4,
   MEMAREA_MEM_ADVISE_SET_ACCESSED_BY = 5,
-  MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY = 6
+  MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY = 6,
+  /** HIP's coarse grain: the range need be coherent only at dispatch boundaries (HIP on AMD;
+   *  sim models it; CUDA and HIP's NVIDIA platform: MEMAREA_ERROR_NOT_SUPPORTED). The location
+   *  is ignored. */
+  MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN = 100,
+  /** Back to fine grain, the default (where SET_COARSE_GRAIN is supported). */
+  MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN = 101
 } memarea_mem_advice;
 typedef enum memarea_mem_range_attribute {
   MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY = 1,
   MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION = 2,
   MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY = 3,
-  MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION = 4
+  MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION = 4,
+  /** One 4-byte memarea_mem_range_coherency_mode (where coarse-grain advice is supported). */
+  MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE = 100
 } memarea_mem_range_attribute;
+/** What MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE answers (HIP's hipMemRangeCoherencyMode). */
+typedef enum memarea_mem_range_coherency_mode {
+  MEMAREA_MEM_RANGE_COHERENCY_MODE_FINE_GRAIN = 0,    /**< every page fine grain (the default) */
+  MEMAREA_MEM_RANGE_COHERENCY_MODE_COARSE_GRAIN = 1,  /**< every page coarse grain */
+  MEMAREA_MEM_RANGE_COHERENCY_MODE_INDETERMINATE = 2  /**< the pages differ */
+} memarea_mem_range_coherency_mode;
 /** Allocates managed memory on the current device; flags GLOBAL or HOST. A size that is not a
  *  multiple of 4 KiB is rounded up internally. */
 MEMAREA_API memarea_status memarea_malloc_managed(void **ptr, size_t size, unsigned flags);
@@ -339,6 +353,11 @@ MEMAREA_API memarea_status memarea_mem_range_get_attribute(void *data, size_t da
 MEMAREA_API memarea_status memarea_mem_range_get_attributes(
     void **data, size_t *data_sizes, memarea_mem_range_attribute *attributes,
     size_t num_attributes, const void *ptr, size_t count);
+/** Attaches memory to stream (NULL: the current device's default stream); flags GLOBAL, HOST or
+ *  SINGLE. A managed allocation of memarea's whole: ptr its start, length 0 or its size. Memory
+ *  memarea did not allocate (malloc'd, mmap'd, the stack): where the stream's device has
+ *  pageable_memory_access, [ptr, ptr+length) with length not 0, mapped; elsewhere
+ *  MEMAREA_ERROR_NOT_SUPPORTED. Any other memory memarea knows: MEMAREA_ERROR_INVALID_VALUE. */
 MEMAREA_API memarea_status memarea_stream_attach_mem_async(memarea_stream_t stream, void *ptr,
                                                            size_t length, unsigned flags);
 /** As memarea_mem_prefetch_async, to host NUMA node numa_node (CUDA 13's host NUMA location):

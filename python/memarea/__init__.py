@@ -22,8 +22,9 @@ ValueError before any call. See docs/python.md.
 from ._lib import Error, Status, library_path
 from ._ext import implementation
 from ._interop import DType, dtype, live_exports
-from ._core import (ADVICE, CPU_DEVICE_ID, KINDS, AllocationInfo, Area, Buffer, Pool, Stream,
-                    View, advise, backend, can_access_peer, copy, copy_2d, copy_2d_async,
+from ._core import (ADVICE, ATTACH_FLAGS, COHERENCY_MODES, CPU_DEVICE_ID, KINDS, AllocationInfo,
+                    Area, Buffer, Pool, Stream, View, advise, attach_mem, backend,
+                    can_access_peer, coherency_mode, copy, copy_2d, copy_2d_async,
                     copy_async, device_count, device_properties, disable_peer_access,
                     dlpack_device, enable_peer_access, get_device, info, lookup, memset,
                     memset_async, peer_access, prefetch, range_attributes, set_device,
@@ -35,11 +36,12 @@ from . import ipc
 __version__ = "0.1.0"
 
 __all__ = [
-    "ADVICE", "CPU_DEVICE_ID", "KINDS", "AllocationInfo", "Area", "Buffer", "DType", "Error",
-    "Event", "ExternalStream", "Pool", "Status", "Stream", "View", "advise", "backend",
-    "can_access_peer", "copy", "copy_2d", "copy_2d_async", "copy_async", "device_count",
-    "device_properties", "device_reset", "disable_peer_access", "dlpack_device", "dtype",
-    "enable_peer_access", "get_device", "implementation", "info", "ipc", "library_path",
-    "live_exports", "lookup", "memset", "memset_async", "peer_access", "prefetch",
-    "range_attributes", "record_stream", "set_device", "synchronize", "topo",
+    "ADVICE", "ATTACH_FLAGS", "COHERENCY_MODES", "CPU_DEVICE_ID", "KINDS", "AllocationInfo",
+    "Area", "Buffer", "DType", "Error", "Event", "ExternalStream", "Pool", "Status", "Stream",
+    "View", "advise", "attach_mem", "backend", "can_access_peer", "coherency_mode", "copy",
+    "copy_2d", "copy_2d_async", "copy_async", "device_count", "device_properties",
+    "device_reset", "disable_peer_access", "dlpack_device", "dtype", "enable_peer_access",
+    "get_device", "implementation", "info", "ipc", "library_path", "live_exports", "lookup",
+    "memset", "memset_async", "peer_access", "prefetch", "range_attributes", "record_stream",
+    "set_device", "synchronize", "topo",
 ]

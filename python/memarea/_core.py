@@ -16,6 +16,7 @@ from ._buffer import (AllocationInfo, Buffer, View, _Array, _HOST_KINDS, _KIND_N
                       lookup)
 from ._area import Area, KINDS, Pool, _AREA_FLAGS, _GLOBAL
 from ._fill import copy_2d, copy_2d_async, memset, memset_async
-from ._ops import (ADVICE, _device_of, _endpoint, _location, _prepare, _range, _scopes,
-                   _scopes_lock, advise, can_access_peer, copy, copy_async, disable_peer_access,
-                   enable_peer_access, peer_access, prefetch, range_attributes)
+from ._ops import (ADVICE, ATTACH_FLAGS, COHERENCY_MODES, _device_of, _endpoint, _location,
+                   _prepare, _range, _scopes, _scopes_lock, advise, attach_mem, can_access_peer,
+                   coherency_mode, copy, copy_async, disable_peer_access, enable_peer_access,
+                   peer_access, prefetch, range_attributes)

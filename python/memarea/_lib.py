@@ -169,6 +169,7 @@ _PROTOTYPES = {
     "memarea_mem_advise": (_I, [_P, _Z, _I, _I]),
     "memarea_mem_advise_host_numa": (_I, [_P, _Z, _I, _I]),
     "memarea_mem_range_get_attribute": (_I, [_P, _Z, _I, _P, _Z]),
+    "memarea_stream_attach_mem_async": (_I, [_P, _P, _Z, _U]),
     "memarea_host_malloc": (_I, [c_void_pp, _Z, _I]),
     "memarea_ipc_get_mem_handle": (_I, [ctypes.POINTER(IpcHandle), _P]),
     "memarea_ipc_open_mem_handle": (_I, [c_void_pp, IpcHandle, _U]),

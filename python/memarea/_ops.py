@@ -114,7 +114,16 @@ def copy_async(dst, src, stream: Stream, nbytes: int | None = None) -> None:
 # --- managed memory -----------------------------------------------------------------------------
 
 ADVICE = {"read_mostly": 1, "unset_read_mostly": 2, "preferred_location": 3,
-          "unset_preferred_location": 4, "accessed_by": 5, "unset_accessed_by": 6}
+          "unset_preferred_location": 4, "accessed_by": 5, "unset_accessed_by": 6,
+          "coarse_grain": 100, "unset_coarse_grain": 101}
+"""The advice advise() takes, by name, with the C API's values. "coarse_grain" is HIP's (real on
+AMD, modelled on sim; CUDA and HIP's NVIDIA platform raise memarea.Error NOT_SUPPORTED)."""
+
+COHERENCY_MODES = ("fine_grain", "coarse_grain", "indeterminate")
+"""What coherency_mode() answers, in the order of the C API's values (0, 1, 2)."""
+
+ATTACH_FLAGS = {"global": 0x1, "host": 0x2, "single": 0x4}
+"""attach_mem()'s flags by name, with the C API's values (MEMAREA_MEM_ATTACH_*)."""
 
 
 def _range(obj, offset, nbytes):
@@ -158,12 +167,14 @@ def prefetch(buffer, device=None, *, numa_node=None, stream=None, offset=0, nbyt
 
 
 def advise(buffer, advice: str, device=None, *, numa_node=None, offset=0, nbytes=None):
-    """Advice on managed memory: "read_mostly", "preferred_location", "accessed_by" and their
-    "unset_" forms, for `device` ("cpu" / CPU_DEVICE_ID: the host) or host NUMA node
-    `numa_node`. read_mostly ignores the location (device may be omitted)."""
+    """Advice on managed memory: "read_mostly", "preferred_location", "accessed_by",
+    "coarse_grain" and their "unset_" forms, for `device` ("cpu" / CPU_DEVICE_ID: the host) or
+    host NUMA node `numa_node`. read_mostly and coarse_grain ignore the location (device may be
+    omitted)."""
     if advice not in ADVICE:
         raise ValueError(f"advice must be one of {', '.join(ADVICE)}, not {advice!r}")
-    if device is None and numa_node is None and "read_mostly" in advice:
+    if device is None and numa_node is None and ("read_mostly" in advice
+                                                 or "coarse_grain" in advice):
         device = CPU_DEVICE_ID
     ptr, n = _range(buffer, offset, nbytes)
     device, node = _location(device, numa_node)
@@ -189,6 +200,43 @@ def range_attributes(buffer, offset=0, nbytes=None) -> dict:
     check(fn.mem_range_get_attribute(many, 4 * slots, 3, ptr, n))
     out["accessed_by"] = [d for d in many if d != -2]
     return out
+
+
+def coherency_mode(buffer, offset=0, nbytes=None) -> str:
+    """HIP's coherency mode of a range: "fine_grain" (the default), "coarse_grain" (after
+    advise(buffer, "coarse_grain")) or "indeterminate" (its pages differ). memarea.Error
+    NOT_SUPPORTED where coarse-grain advice is (CUDA, HIP's NVIDIA platform); memarea's host
+    memory is always "fine_grain"."""
+    ptr, n = _range(buffer, offset, nbytes)
+    v = ctypes.c_int()
+    check(fn.mem_range_get_attribute(ctypes.byref(v), 4, 100, ptr, n))
+    return COHERENCY_MODES[v.value]
+
+
+def attach_mem(memory, flags: str, stream=None, nbytes=None) -> None:
+    """Associates memory with `stream` (None: the current device's default stream), queued on
+    it: flags "single" (that stream only), "global" (every stream) or "host" (the host only).
+
+    A memarea Buffer of managed memory goes whole (a View must start where it does; nbytes
+    None, 0 or its size). Memory memarea did not allocate -- a NumPy array, bytearray,
+    memoryview or anything with the buffer protocol or NumPy's array interface -- is taken
+    where the stream's device reads pageable memory (device_properties(d)
+    ["pageable_memory_access"]), its first nbytes bytes (default: all); elsewhere memarea.Error
+    NOT_SUPPORTED. The association lasts while the memory does: keep it alive."""
+    if flags not in ATTACH_FLAGS:
+        raise ValueError(f"flags must be one of {', '.join(ATTACH_FLAGS)}, not {flags!r}")
+    sh = _stream_handle(stream)
+    if isinstance(memory, (Buffer, View)):
+        memory._buffer._check_open()
+        ptr = memory.ptr
+        length = 0 if nbytes is None else _size(nbytes, "nbytes", allow_zero=True)
+    else:
+        e = _endpoint(memory, False)
+        length = e.nbytes if nbytes is None else _size(nbytes, "nbytes")
+        if length > e.nbytes:
+            raise ValueError(f"nbytes {length} exceeds the memory's {e.nbytes} bytes")
+        ptr = e.ptr
+    check(fn.stream_attach_mem_async(sh, ptr, length, ATTACH_FLAGS[flags]))
 
 
 # --- peer access --------------------------------------------------------------------------------

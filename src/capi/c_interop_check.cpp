@@ -48,6 +48,16 @@ static_assert(same(managed::advice::unset_preferred_location,
                    MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION));
 static_assert(same(managed::advice::set_accessed_by, MEMAREA_MEM_ADVISE_SET_ACCESSED_BY));
 static_assert(same(managed::advice::unset_accessed_by, MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY));
+static_assert(same(managed::advice::set_coarse_grain, MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN));
+static_assert(same(managed::advice::unset_coarse_grain, MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN));
+constexpr bool same(managed::coherency a, memarea_mem_range_coherency_mode c) {
+  return static_cast<int>(a) == c;
+}
+static_assert(same(managed::coherency::fine_grain, MEMAREA_MEM_RANGE_COHERENCY_MODE_FINE_GRAIN));
+static_assert(same(managed::coherency::coarse_grain,
+                   MEMAREA_MEM_RANGE_COHERENCY_MODE_COARSE_GRAIN));
+static_assert(same(managed::coherency::indeterminate,
+                   MEMAREA_MEM_RANGE_COHERENCY_MODE_INDETERMINATE));
 
 constexpr bool same(peer::attribute_kind a, memarea_p2p_attribute c) {
   return static_cast<int>(a) == c;

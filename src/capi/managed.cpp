@@ -34,8 +34,7 @@ memarea_status memarea_mem_advise(const void* ptr, size_t count, memarea_mem_adv
                                   int device) {
   const int raw = memarea::detail::enum_bits(advice);
   return c_call(__func__, [&] {
-    memarea::detail::require_enum(raw, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
-                                  MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, "advice");
+    memarea::detail::require_advice(raw, "advice");
     memarea::detail::managed_advise(ptr, count, advice, memarea::detail::location_of_id(device));
   });
 }
@@ -45,8 +44,7 @@ memarea_status memarea_mem_range_get_attribute(void* data, size_t data_size,
                                                const void* ptr, size_t count) {
   const int raw = memarea::detail::enum_bits(attribute);
   return c_call(__func__, [&] {
-    memarea::detail::require_enum(raw, MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
-                                  MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, "attribute");
+    memarea::detail::require_range_attribute(raw, "attribute");
     memarea::detail::managed_range_attribute(data, data_size, attribute, ptr, count);
   });
 }
@@ -58,10 +56,8 @@ memarea_status memarea_mem_range_get_attributes(void** data, size_t* data_sizes,
   return c_call(__func__, [&] {
     if (attributes) {
       for (size_t i = 0; i < num_attributes; ++i)
-        memarea::detail::require_enum(memarea::detail::enum_bits(attributes[i]),
-                                      MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
-                                      MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION,
-                                      "attributes[i]");
+        memarea::detail::require_range_attribute(memarea::detail::enum_bits(attributes[i]),
+                                                 "attributes[i]");
     }
     memarea::detail::managed_range_attributes(data, data_sizes, attributes, num_attributes, ptr,
                                               count);
@@ -80,8 +76,7 @@ memarea_status memarea_mem_advise_host_numa(const void* ptr, size_t count,
                                             memarea_mem_advice advice, int numa_node) {
   const int raw = memarea::detail::enum_bits(advice);
   return c_call(__func__, [&] {
-    memarea::detail::require_enum(raw, MEMAREA_MEM_ADVISE_SET_READ_MOSTLY,
-                                  MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY, "advice");
+    memarea::detail::require_advice(raw, "advice");
     memarea::detail::managed_advise(ptr, count, advice,
                                     memarea::detail::location::host_numa(numa_node));
   });

@@ -33,7 +33,8 @@ constexpr unsigned kHostFlags = host_portable | host_mapped;
 }
 
 bool known_advice(memarea_mem_advice a) noexcept {
-  return a >= MEMAREA_MEM_ADVISE_SET_READ_MOSTLY && a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
+  return (a >= MEMAREA_MEM_ADVISE_SET_READ_MOSTLY && a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY) ||
+         a == MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN || a == MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN;
 }
 
 bool known_p2p_attribute(memarea_p2p_attribute a) noexcept {

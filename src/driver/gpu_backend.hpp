@@ -16,9 +16,9 @@
 //     named stream runs in the stream's own context without one (streams_carry_context: CUDA);
 //   - whether it loaded: ready() on every call (one load), unavailable(what) when not;
 //   - its checks that come before the library's (check_location, check_fd), its optional entry
-//     points (can_prefetch, can_advise, can_memset, can_copy_2d), and a few operations that
-//     are its own alone (get_properties, get_current_device, pointer_query, stream_get_device,
-//     shareable_check, vmm_calls), specialised in its file.
+//     points and values (can_prefetch, can_advise, can_query_range, can_memset, can_copy_2d),
+//     and a few operations that are its own alone (get_properties, get_current_device,
+//     pointer_query, stream_get_device, shareable_check, vmm_calls), specialised in its file.
 // Arguments are the front's (driver/front.hpp): pointers, flags, enums and device ordinals are
 // checked before a call reaches a backend, so no operation here checks them again.
 #pragma once
@@ -440,7 +440,7 @@ class gpu_backend final : public driver {
                      location where) override {
     MEMAREA_GPU_TRY(Vendor::check_location(where, "mem_advise"));
     MEMAREA_GPU_READY("mem_advise");
-    MEMAREA_GPU_TRY(v_.can_advise());
+    MEMAREA_GPU_TRY(v_.can_advise(advice));
     const bool location_used = advice == MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION ||
                                advice == MEMAREA_MEM_ADVISE_SET_ACCESSED_BY ||
                                advice == MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
@@ -456,6 +456,7 @@ class gpu_backend final : public driver {
                                   memarea_mem_range_attribute attribute, const void* ptr,
                                   size_t count) override {
     MEMAREA_GPU_READY("mem_range_get_attribute");
+    MEMAREA_GPU_TRY(v_.can_query_range(attribute));
     return on_any(Vendor::fn.mem_range_get_attribute, [&] {
       return v_.mem_range_get_attribute(data, data_size, attribute, ptr, count);
     });

@@ -56,6 +56,8 @@ bool page_attributes::advise(std::size_t first, std::size_t last, memarea_mem_ad
     case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY:
     case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY:
     case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+    case MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN:
+    case MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN:
       break;
     case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:
     case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY:
@@ -91,6 +93,12 @@ bool page_attributes::advise(std::size_t first, std::size_t last, memarea_mem_ad
         }
         break;
       }
+      case MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN:
+        pg.coarse_grain = true;
+        break;
+      case MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN:
+        pg.coarse_grain = false;
+        break;
     }
   });
   return true;
@@ -106,6 +114,7 @@ bool page_attributes::fits(memarea_mem_range_attribute attribute, std::size_t da
     case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
     case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
     case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE:
       return data_size == 4;
     case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
       return data_size != 0 && data_size % 4 == 0;
@@ -157,6 +166,18 @@ bool page_attributes::answer(memarea_mem_range_attribute attribute, void* data,
       for (int d = 0; d < max_devices && n < slots; ++d)
         if (mask & (std::uint64_t{1} << d)) put(n++, d);
       while (n < slots) put(n++, MEMAREA_INVALID_DEVICE_ID);
+      return true;
+    }
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE: {
+      bool all_coarse = true, all_fine = true;
+      runs_of_range([&](const page_state& pg) {
+        all_coarse = all_coarse && pg.coarse_grain;
+        all_fine = all_fine && !pg.coarse_grain;
+      });
+      int mode = MEMAREA_MEM_RANGE_COHERENCY_MODE_INDETERMINATE;
+      if (all_coarse) mode = MEMAREA_MEM_RANGE_COHERENCY_MODE_COARSE_GRAIN;
+      if (all_fine) mode = MEMAREA_MEM_RANGE_COHERENCY_MODE_FINE_GRAIN;
+      put(0, mode);
       return true;
     }
   }

@@ -1,5 +1,5 @@
 // Per-page managed-memory attributes (read-mostly, preferred location, last prefetch location,
-// accessed-by set) and cuMemRangeGetAttribute's answers over a run of pages. Shared by the sim
+// accessed-by set, HIP's coarse grain) and cuMemRangeGetAttribute's answers over a run of pages. Shared by the sim
 // driver, which emulates managed memory, and the core, which keeps the attributes of memarea's
 // pageable host memory that the kernel has no place for. Not thread-safe: the owner locks.
 #pragma once
@@ -19,6 +19,7 @@ struct page_state {
   int last_prefetch = MEMAREA_INVALID_DEVICE_ID;
   std::uint64_t accessed_by = 0;  ///< bit d: device d
   bool accessed_by_cpu = false;
+  bool coarse_grain = false;  ///< HIP's coarse-grain advice (fine grain otherwise)
   bool operator==(const page_state&) const = default;
 };
 
@@ -53,12 +54,13 @@ class page_attributes {
   void prefetched(std::size_t first, std::size_t last, int id);
 
   /// Whether `attribute` is known and `data_size` fits it: 4 bytes for the single-value
-  /// attributes, a non-zero multiple of 4 for ACCESSED_BY.
+  /// attributes (COHERENCY_MODE included), a non-zero multiple of 4 for ACCESSED_BY.
   static bool fits(memarea_mem_range_attribute attribute, std::size_t data_size) noexcept;
   /// Writes the answer for pages [first, last] to data: read-mostly 1 only when every page is;
   /// a location when every page agrees, else MEMAREA_INVALID_DEVICE_ID; accessed-by the ids
   /// every page shares (the CPU first, then ordinals ascending), MEMAREA_INVALID_DEVICE_ID in
-  /// every slot left over. False, writing nothing, when !fits(attribute, data_size).
+  /// every slot left over; coherency mode fine or coarse grain when every page is, else
+  /// indeterminate. False, writing nothing, when !fits(attribute, data_size).
   bool answer(memarea_mem_range_attribute attribute, void* data, std::size_t data_size,
               std::size_t first, std::size_t last) const noexcept;
 

@@ -1,6 +1,7 @@
 // Managed memory (seed 002): validation, page rounding, the no-op prefetch, the registry, and
 // the C++ API over them. The driver only ever sees a range that lies inside one managed
-// allocation memarea made, rounded out to whole 4 KiB pages.
+// allocation memarea made, rounded out to whole 4 KiB pages, or, for stream attachment on a
+// device that reads pageable memory, mapped memory that holds no allocation of memarea's.
 #include "core/managed/managed_impl.hpp"
 
 #include "core/memory/area_impl.hpp"
@@ -15,6 +16,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -81,8 +85,49 @@ void check_location(const location& l, const char* what) {
   throw error(errc::invalid_device, fmt::format("{}: no location given", what));
 }
 
-bool is_advice(memarea_mem_advice a) {
-  return a >= MEMAREA_MEM_ADVISE_SET_READ_MOSTLY && a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
+bool is_advice(int a) {
+  return (a >= MEMAREA_MEM_ADVISE_SET_READ_MOSTLY && a <= MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY) ||
+         a == MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN || a == MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN;
+}
+
+bool is_range_attribute(int a) {
+  return (a >= MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY &&
+          a <= MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION) ||
+         a == MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE;
+}
+
+bool is_coarse_grain_advice(memarea_mem_advice a) {
+  return a == MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN || a == MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN;
+}
+
+/// Refuses attachment of memory memarea did not allocate, [ptr, ptr+length), unless the device
+/// of the stream reads pageable memory and the range is mapped and holds no memarea allocation.
+void check_system_range(void* ptr, std::size_t length, int device, const char* what) {
+  if (!device_capabilities(device).pageable)
+    throw error(errc::not_supported,
+                fmt::format("{}: {} is not memory memarea allocated, and device {} cannot access "
+                            "pageable memory (no pageable_memory_access): only managed "
+                            "allocations attach to its streams",
+                            what, ptr, device));
+  // As CUDA requires for pageable memory: the driver learns the range from the length alone.
+  if (length == 0)
+    throw error(errc::invalid_value,
+                fmt::format("{}: length is 0; system-allocated memory at {} needs its length",
+                            what, ptr));
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  if (length > UINTPTR_MAX - p)
+    throw error(errc::invalid_value,
+                fmt::format("{}: range [{}, +{}) wraps the address space", what, ptr, length));
+  if (allocations().overlaps(ptr, length))
+    throw error(errc::invalid_value,
+                fmt::format("{}: range [{}, +{}) runs into an allocation of memarea's", what, ptr,
+                            length));
+  // msync answers ENOMEM for a range with a page that is not mapped; MS_ASYNC writes nothing.
+  const std::uintptr_t page = host::page_size();
+  const std::uintptr_t lo = p / page * page;
+  if (::msync(reinterpret_cast<void*>(lo), p + length - lo, MS_ASYNC) != 0 && errno == ENOMEM)
+    throw error(errc::invalid_value,
+                fmt::format("{}: range [{}, +{}) is not all mapped memory", what, ptr, length));
 }
 
 /// The size an attribute needs; throws invalid_value when data_size does not fit it. `index`:
@@ -96,6 +141,7 @@ void check_attribute(memarea_mem_range_attribute attribute, std::size_t data_siz
     case MEMAREA_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
     case MEMAREA_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
     case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE:
       if (data_size != 4)
         throw error(errc::invalid_value,
                     fmt::format("{}: attribute {} answers one 4-byte int; data_size is {}",
@@ -114,6 +160,16 @@ void check_attribute(memarea_mem_range_attribute attribute, std::size_t data_siz
 }
 
 }  // namespace
+
+void require_advice(int advice, const char* name) {
+  if (!is_advice(advice))
+    throw error(errc::invalid_value, fmt::format("{} {} is not a valid value", name, advice));
+}
+
+void require_range_attribute(int attribute, const char* name) {
+  if (!is_range_attribute(attribute))
+    throw error(errc::invalid_value, fmt::format("{} {} is not a valid value", name, attribute));
+}
 
 void* managed_malloc(std::size_t size, unsigned flags) {
   if (flags != MEMAREA_MEM_ATTACH_GLOBAL && flags != MEMAREA_MEM_ATTACH_HOST)
@@ -182,6 +238,11 @@ void managed_advise(const void* ptr, std::size_t count, memarea_mem_advice advic
                               advice == MEMAREA_MEM_ADVISE_SET_ACCESSED_BY ||
                               advice == MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
   if (needs_location || where.kind != location::type::invalid) check_location(where, what);
+  if (range.rec.kind == MEMAREA_MEMORY_HOST && is_coarse_grain_advice(advice))
+    throw error(errc::not_supported,
+                fmt::format("{}: {} is pageable host memory, which the host keeps coherent: it "
+                            "has no coarse-grain mode (use managed memory)",
+                            what, ptr));
   if (range.rec.kind == MEMAREA_MEMORY_HOST) {
     host_advise(range.rec, range.ptr, range.size, advice, where);
     return;
@@ -251,9 +312,18 @@ void managed_attach(memarea_stream_t s, void* ptr, std::size_t length, unsigned 
                             what, flags));
   if (!ptr) throw error(errc::invalid_value, fmt::format("{}: pointer is NULL", what));
   auto r = allocations().find(ptr);
-  if (!r || r->kind != MEMAREA_MEMORY_MANAGED)
+  if (!r) {
+    // System-allocated memory: the driver takes it where the device reads pageable memory.
+    auto ref = resolve(s);
+    check_system_range(ptr, length, ref.device, what);
+    check(system::get().gpu().stream_attach_mem_async(ref.device, ref.native, ptr, length, flags),
+          what);
+    return;
+  }
+  if (r->kind != MEMAREA_MEMORY_MANAGED)
     throw error(errc::invalid_value,
-                fmt::format("{}: {} is not in a managed allocation memarea made", what, ptr));
+                fmt::format("{}: {} is {} memory of memarea's, not a managed allocation", what,
+                            ptr, to_string(static_cast<memory_kind>(r->kind))));
   // CUDA changes the association of whole allocations only: length 0 or the whole size.
   if (ptr != r->base)
     throw error(errc::invalid_value,
@@ -342,6 +412,10 @@ location preferred_location(const void* ptr, std::size_t n) {
 location last_prefetch_location(const void* ptr, std::size_t n) {
   return location::from_id(
       query_int(MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, ptr, n));
+}
+
+coherency coherency_mode(const void* ptr, std::size_t n) {
+  return static_cast<coherency>(query_int(MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE, ptr, n));
 }
 
 std::vector<int> accessed_by(const void* ptr, std::size_t n) {

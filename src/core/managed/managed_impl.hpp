@@ -33,7 +33,13 @@ void managed_range_attribute(void* data, std::size_t data_size,
 void managed_range_attributes(void** data, const std::size_t* data_sizes,
                               const memarea_mem_range_attribute* attributes,
                               std::size_t num_attributes, const void* ptr, std::size_t count);
-/// Validated stream attachment of a whole managed allocation.
+/// Validated stream attachment: of a whole managed allocation, or of system-allocated memory
+/// where the stream's device reads pageable memory (else not_supported).
 void managed_attach(memarea_stream_t s, void* ptr, std::size_t length, unsigned flags);
+/// Throws invalid_value ("<name> <v> is not a valid value") unless v is a memarea_mem_advice
+/// value: a C caller's raw int, read before it is taken as the enum.
+void require_advice(int v, const char* name);
+/// As require_advice, for memarea_mem_range_attribute.
+void require_range_attribute(int v, const char* name);
 
 }  // namespace memarea::detail

@@ -30,6 +30,10 @@ inline CUmem_advise cu_advice(memarea_mem_advice a) {
       return CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
     case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY: return CU_MEM_ADVISE_SET_ACCESSED_BY;
     case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: break;
+    case MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN:
+    case MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN:
+      // Refused before (cuda_vendor::can_advise); a value CUDA rejects, should one get here.
+      return static_cast<CUmem_advise>(a);
   }
   return CU_MEM_ADVISE_UNSET_ACCESSED_BY;
 }
@@ -52,6 +56,9 @@ inline CUmem_range_attribute cu_range_attribute(memarea_mem_range_attribute a) {
       return CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION;
     case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: return CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY;
     case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: break;
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE:
+      // Refused before (cuda_vendor::can_query_range); a value CUDA rejects, should one get here.
+      return static_cast<CUmem_range_attribute>(a);
   }
   return CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION;
 }

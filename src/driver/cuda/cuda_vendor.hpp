@@ -169,8 +169,23 @@ class cuda_vendor {
   dstatus can_prefetch() const {
     return cu_.MemPrefetchAsync ? dstatus{} : missing_location_api("cuMemPrefetchAsync");
   }
-  dstatus can_advise() const {
+  /// CUDA has no coarse-grain advice: its six advices steer placement and mapping, none the
+  /// coherence of a range (HIP's coarse grain is AMD's memory model).
+  dstatus can_advise(memarea_mem_advice advice) const {
+    if (advice == MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN ||
+        advice == MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN) [[unlikely]]
+      return refusal(errc::not_supported,
+                     "mem_advise: CUDA has no coarse-grain advice (HIP's, for AMD GPUs); CUDA's "
+                     "managed memory has one coherence for every range");
     return cu_.MemAdvise ? dstatus{} : missing_location_api("cuMemAdvise");
+  }
+  /// The coherency mode is HIP's alone, as coarse-grain advice is.
+  static dstatus can_query_range(memarea_mem_range_attribute attribute) {
+    if (attribute == MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE) [[unlikely]]
+      return refusal(errc::not_supported,
+                     "mem_range_get_attribute: CUDA has no coherency-mode attribute (HIP's, with "
+                     "its coarse-grain advice)");
+    return {};
   }
   dstatus can_memset(unsigned width) const {
     if (width == 2 && !cu_.MemsetD16Async) [[unlikely]]

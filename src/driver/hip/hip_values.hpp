@@ -71,6 +71,8 @@ inline hipMemoryAdvise hip_advice(memarea_mem_advice a) {
     case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION: return hipMemAdviseUnsetPreferredLocation;
     case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY: return hipMemAdviseSetAccessedBy;
     case MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY: break;
+    case MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN: return hipMemAdviseSetCoarseGrain;
+    case MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN: return hipMemAdviseUnsetCoarseGrain;
   }
   return hipMemAdviseUnsetAccessedBy;
 }
@@ -82,6 +84,7 @@ inline hipMemRangeAttribute hip_range_attribute(memarea_mem_range_attribute a) {
       return hipMemRangeAttributePreferredLocation;
     case MEMAREA_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: return hipMemRangeAttributeAccessedBy;
     case MEMAREA_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: break;
+    case MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE: return hipMemRangeAttributeCoherencyMode;
   }
   return hipMemRangeAttributeLastPrefetchLocation;
 }

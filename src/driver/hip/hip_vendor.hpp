@@ -158,7 +158,24 @@ class hip_vendor {
     return refusal(errc::not_supported, fmt::format("{}: HIP cannot import descriptor 0", what));
   }
   dstatus can_prefetch() const { return {}; }
-  dstatus can_advise() const { return {}; }
+  /// HIP's NVIDIA platform has no coarse grain (CUDA, under it, has none; HIP 5.2's would turn
+  /// the advice into "set read-mostly"): refused here rather than handed to it.
+  dstatus can_advise(memarea_mem_advice advice) const {
+    if (nvidia_platform_ && (advice == MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN ||
+                             advice == MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN)) [[unlikely]]
+      return refusal(errc::not_supported,
+                     "mem_advise: HIP's NVIDIA platform has no coarse-grain advice (CUDA has "
+                     "none; it is AMD's)");
+    return {};
+  }
+  /// The coherency mode, as coarse-grain advice, is AMD's alone.
+  dstatus can_query_range(memarea_mem_range_attribute attribute) const {
+    if (nvidia_platform_ && attribute == MEMAREA_MEM_RANGE_ATTRIBUTE_COHERENCY_MODE) [[unlikely]]
+      return refusal(errc::not_supported,
+                     "mem_range_get_attribute: HIP's NVIDIA platform has no coherency-mode "
+                     "attribute (CUDA has none; it is AMD's)");
+    return {};
+  }
   /// Bytes go to hipMemsetAsync, which every runtime has; wider elements need the D16 / D32 call.
   dstatus can_memset(unsigned width) const {
     if (width == 2 && !api_.hipMemsetD16Async) [[unlikely]]

@@ -151,6 +151,28 @@ std::vector<std::vector<int>> parse_peer_groups(const std::string& text, int dev
   return groups;
 }
 
+std::vector<int> parse_device_list(const std::string& text, int devices, const char* what) {
+  std::vector<int> out;
+  if (trim(text).empty()) return out;
+  std::string_view rest = text;
+  while (true) {
+    const size_t comma = rest.find(',');
+    std::string_view tok = trim(rest.substr(0, comma));
+    if (tok.empty()) bad_value(what, text, "empty device ordinal");
+    int d = static_cast<int>(parse_int(tok, what, text, 0, std::numeric_limits<int>::max()));
+    if (d >= devices) {
+      bad_value(what, text,
+                fmt::format("device {} does not exist (MEMAREA_SIM_DEVICES is {})", d, devices));
+    }
+    for (int seen : out)
+      if (seen == d) bad_value(what, text, fmt::format("device {} appears twice", d));
+    out.push_back(d);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 sim_config sim_config_from_env() {
   sim_config c;
   if (const char* v = env("MEMAREA_SIM_DEVICES")) {
@@ -174,6 +196,9 @@ sim_config sim_config_from_env() {
   }
   if (const char* v = env("MEMAREA_SIM_MANAGED_MEMORY")) {
     c.managed_memory = parse_switch(v, "MEMAREA_SIM_MANAGED_MEMORY");
+  }
+  if (const char* v = env("MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS")) {
+    c.pageable_devices = parse_device_list(v, c.devices, "MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS");
   }
   return c;
 }

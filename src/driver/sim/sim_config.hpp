@@ -20,6 +20,16 @@ struct sim_config {
   /// MEMAREA_SIM_MANAGED_MEMORY=0: devices without managed memory (malloc_managed is
   /// not_supported; no managed memory also means no concurrent managed access).
   bool managed_memory = true;
+  /// MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS="0,2": the devices that read pageable host memory
+  /// (pageable_memory_access: accessed-by advice on pageable memory, stream attachment of
+  /// system-allocated memory); none unless listed. Set from the environment only.
+  std::vector<int> pageable_devices;
+  /// Whether `device` is listed in pageable_devices.
+  bool pageable(int device) const noexcept {
+    for (int d : pageable_devices)
+      if (d == device) return true;
+    return false;
+  }
 };
 
 /// Parses the MEMAREA_SIM_* environment; throws memarea::error(invalid_value) with a message that
@@ -29,6 +39,8 @@ sim_config sim_config_from_env();
 size_t parse_size(const std::string& text, const char* what);
 /// Parses "0,1;2,3"; throws on bad input (negative, duplicate, ordinal >= devices).
 std::vector<std::vector<int>> parse_peer_groups(const std::string& text, int devices);
+/// Parses "0,2" (MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS); throws on bad input as above.
+std::vector<int> parse_device_list(const std::string& text, int devices, const char* what);
 
 /// The sim backend for `config`. A configuration it cannot serve (too many devices, no memory)
 /// gives a driver with no devices whose unavailable_reason() says why.

@@ -290,7 +290,7 @@ dstatus sim_driver::get_properties(int device, memarea_device_properties* props)
   // Concurrent access to managed memory needs managed memory (as CUDA reports it).
   p.concurrent_managed_access =
       (config_.managed_memory && config_.concurrent_managed_access) ? 1 : 0;
-  p.pageable_memory_access = 0;
+  p.pageable_memory_access = config_.pageable(device) ? 1 : 0;
   p.can_map_host_memory = 1;
   p.virtual_memory_management = 1;
   p.ipc = 1;

@@ -1,5 +1,8 @@
 // The sim driver's managed memory: prefetch, advice, range attributes and stream attachment,
-// kept per page (driver/page_attributes.hpp) in each managed allocation's table entry.
+// kept per page (driver/page_attributes.hpp) in each managed allocation's table entry. HIP's
+// coarse grain is modelled as a page attribute that the coherency-mode query reads back; a
+// device listed in MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS takes, as HMM would, accessed-by advice
+// and stream attachment of memory the sim did not allocate, and keeps nothing of them.
 #include "driver/sim/sim_internal.hpp"
 
 #include <new>
@@ -89,6 +92,8 @@ dstatus sim_driver::mem_advise(const void* ptr, size_t count, memarea_mem_advice
     case MEMAREA_MEM_ADVISE_SET_READ_MOSTLY:
     case MEMAREA_MEM_ADVISE_UNSET_READ_MOSTLY:
     case MEMAREA_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+    case MEMAREA_MEM_ADVISE_SET_COARSE_GRAIN:
+    case MEMAREA_MEM_ADVISE_UNSET_COARSE_GRAIN:
       break;  // the location is ignored, as CUDA ignores the device
     case MEMAREA_MEM_ADVISE_SET_PREFERRED_LOCATION:
     case MEMAREA_MEM_ADVISE_SET_ACCESSED_BY:
@@ -103,6 +108,11 @@ dstatus sim_driver::mem_advise(const void* ptr, size_t count, memarea_mem_advice
     if (auto r = location_id(where, &loc); !r.ok()) return r;
   }
   std::lock_guard lk(m_);
+  const bool accessed_by =
+      advice == MEMAREA_MEM_ADVISE_SET_ACCESSED_BY || advice == MEMAREA_MEM_ADVISE_UNSET_ACCESSED_BY;
+  if (accessed_by && where.kind == location::type::device && config_.pageable(loc) && ptr &&
+      count != 0 && find_locked(ptr) == allocations_.end())
+    return dstatus::success();  // pageable memory: the hint is the device's page tables' alone
   table::iterator it;
   size_t first = 0, last = 0;
   if (auto r = managed_range_locked(ptr, count, &it, &first, &last); !r.ok()) return r;
@@ -148,6 +158,11 @@ dstatus sim_driver::stream_attach_mem_async(int device, native_stream s, void* p
   {
     std::lock_guard lk(m_);
     auto it = find_locked(ptr);
+    if (it == allocations_.end() && config_.pageable(device)) {
+      // System-allocated memory on a device that reads it: nothing of the sim's to change.
+      if (length == 0) return fail(errc::invalid_value, "length 0 for pageable memory");
+      return dstatus::success();
+    }
     if (it == allocations_.end() || it->second.from != origin::managed) {
       return fail(errc::invalid_value, "{} is not managed memory", fmt::ptr(ptr));
     }
