@@ -23,6 +23,9 @@ struct settings {
   /// MEMAREA_SIM_MANAGED_MEMORY: false makes devices without managed memory (allocating it is
   /// not_supported, and concurrent managed access is off whatever the field above says).
   bool managed_memory = true;
+  /// MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS="0,2": the devices that read pageable host memory
+  /// (accessed-by advice on pageable memory, stream attachment of system-allocated memory).
+  std::vector<int> pageable_devices;
 };
 
 /// Reads the MEMAREA_SIM_* variables; throws memarea::error(invalid_value) naming the variable

@@ -197,6 +197,7 @@ detail::sim_config to_config(const settings& s) {
   c.max_peers = s.max_peers;
   c.concurrent_managed_access = s.concurrent_managed_access;
   c.managed_memory = s.managed_memory;
+  c.pageable_devices = s.pageable_devices;
   return c;
 }
 }  // namespace
@@ -204,7 +205,7 @@ detail::sim_config to_config(const settings& s) {
 settings from_environment() {
   auto c = detail::sim_config_from_env();
   return settings{c.devices, c.device_memory, c.peer_groups, c.max_peers,
-                  c.concurrent_managed_access, c.managed_memory};
+                  c.concurrent_managed_access, c.managed_memory, c.pageable_devices};
 }
 
 void configure(const settings& s) { detail::configure_sim(to_config(s)); }

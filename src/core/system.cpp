@@ -212,6 +212,17 @@ void configure_sim(const sim_config& config) {
       seen[static_cast<size_t>(d)] = true;
     }
   }
+  std::vector<bool> pageable(static_cast<size_t>(config.devices), false);
+  for (int d : config.pageable_devices) {
+    if (d < 0 || d >= config.devices)
+      throw error(errc::invalid_value,
+                  fmt::format("sim pageable memory access names device {}, not one of 0..{}", d,
+                              config.devices - 1));
+    if (pageable[static_cast<size_t>(d)])
+      throw error(errc::invalid_value,
+                  fmt::format("sim pageable memory access names device {} twice", d));
+    pageable[static_cast<size_t>(d)] = true;
+  }
   g_sim_config = config;
 }
 

@@ -22,7 +22,7 @@ struct sim_config {
   bool managed_memory = true;
   /// MEMAREA_SIM_PAGEABLE_MEMORY_ACCESS="0,2": the devices that read pageable host memory
   /// (pageable_memory_access: accessed-by advice on pageable memory, stream attachment of
-  /// system-allocated memory); none unless listed. Set from the environment only.
+  /// system-allocated memory); none unless listed.
   std::vector<int> pageable_devices;
   /// Whether `device` is listed in pageable_devices.
   bool pageable(int device) const noexcept {
