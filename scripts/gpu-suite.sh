@@ -18,6 +18,9 @@
 # Order: what only the lent GPUs can show comes first (CUDA tests, topo, the benches, MPI), then
 # the examples, AML, Python and HIP passes, the sim passes and the benches' repeat runs, so that
 # a call cut short by the device budget keeps the rows that need the machine.
+# MEMAREA_SUITE_PART=1 runs the first half (CUDA tests to the Python package), =2 the rest (HIP,
+# the sim passes, the repeat runs), each within one device call: part 1 writes suite.log and
+# bench.json, part 2 suite-part2.log. Unset (or "all"), everything runs and writes suite.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 usage() {
@@ -33,11 +36,14 @@ case "${1:-}" in
 esac
 # A kind is one path component: letters, digits, dots, dashes and underscores.
 [[ $KIND =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || usage
+PART=${MEMAREA_SUITE_PART:-all}
+case "$PART" in all|1|2) ;; *) echo "MEMAREA_SUITE_PART must be 1, 2 or all, not '$PART'" >&2; exit 2 ;; esac
+in_part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 BIN=${1:-out/gpu-bin}
 RES="${2:-${OUT:-bench/results}}/$KIND"
 EXTRA=${MEMAREA_SUITE_EXTRA:-${OUT:-out}/gpu-suite-extra/$KIND}
 mkdir -p "$RES" "$EXTRA"
-rm -f "$RES/bench.json"  # a bench that fails to write leaves no earlier run's rows behind
+in_part 1 && rm -f "$RES/bench.json"  # a bench that fails to write leaves no earlier run's rows behind
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on these shared hosts
 # The API suites were built elsewhere and know the helper by its build path: put it there.
 if [ -f "$BIN/HELPER_PATH" ] && [ -f "$BIN/memarea_test_helper" ]; then
@@ -49,6 +55,7 @@ fi
 # statically; each runs wherever the other does.
 BIN_LIBS="$PWD/$BIN"
 LOG="$RES/suite.log"
+[ "$PART" = 2 ] && LOG="$RES/suite-part2.log"
 : >"$LOG"
 status=0
 section() { printf '\n## %s\n\n' "$*" | tee -a "$LOG"; }
@@ -65,6 +72,7 @@ run() {  # run a command, keep its output, exit status and wall time in the log
 section "machine"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "suite part: $PART"
   echo "commit: $(cat "$BIN/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
   echo "host: $(uname -srm)"
   lscpu 2>/dev/null | grep -E "^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|Model name)" || true
@@ -72,6 +80,7 @@ section "machine"
 run nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total,memory.free,driver_version --format=csv
 run nvidia-smi topo -m
 
+if in_part 1; then
 section "memarea info"
 run "$BIN/memarea" info
 run "$BIN/memarea" info --json
@@ -214,6 +223,9 @@ else
   echo "NOT RUN: no $BIN/python/memarea (scripts/gpu-build.sh copies it) or no python3" | tee -a "$LOG"
   status=1
 fi
+fi  # part 1
+
+if in_part 2; then
 
 # The HIP backend, over HIP's NVIDIA platform built into a libamdhip64.so.5 (tools/hip-nvidia-shim,
 # docs/hip-nvidia.md): the same API suite a second time, through memarea's HIP code paths on these
@@ -269,7 +281,8 @@ grep "memarea ipc timing:" "$LOG" > "$EXTRA/ipc-timing.txt" || true
 
 section "memarea ipc gc (what dead processes left in /dev/shm)"
 run "$BIN/memarea" ipc gc
+fi  # part 2
 
 section "summary"
-echo "suite status: $([ $status -eq 0 ] && echo PASS || echo FAIL)" | tee -a "$LOG"
+echo "suite status (part $PART): $([ $status -eq 0 ] && echo PASS || echo FAIL)" | tee -a "$LOG"
 exit $status
