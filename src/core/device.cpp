@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -124,12 +126,45 @@ device_caps device_capabilities(int device) {
 // --- streams --------------------------------------------------------------------------------
 
 namespace detail {
+namespace {
+/// user_objects_on's counts, per device; devices past the table are not counted (no backend
+/// has that many), which only makes their reset find the streams later, after its caches.
+constexpr int max_counted_devices = 256;
+struct user_counts {
+  std::atomic<long> streams{0}, events{0};
+};
+std::array<user_counts, max_counted_devices> g_user_counts;
+void count_user(int device, std::atomic<long> user_counts::*which, long delta) noexcept {
+  if (device >= 0 && device < max_counted_devices)
+    (g_user_counts[static_cast<std::size_t>(device)].*which).fetch_add(delta,
+                                                                       std::memory_order_relaxed);
+}
+}  // namespace
+
+void count_user_event(int device, long delta) noexcept {
+  count_user(device, &user_counts::events, delta);
+}
+
+user_objects user_objects_on(int device) {
+  if (device < 0 || device >= max_counted_devices) return {};
+  const auto& c = g_user_counts[static_cast<std::size_t>(device)];
+  return {c.streams.load(std::memory_order_relaxed), c.events.load(std::memory_order_relaxed)};
+}
+
 memarea_stream* create_stream(int device) {
   auto& sys = system::get();
   sys.check_device(device, "stream_create");
   native_stream n = nullptr;
   check(sys.gpu().stream_create(device, &n), "stream_create");
-  return new memarea_stream{{device, n}};
+  memarea_stream* s = nullptr;
+  try {
+    s = new memarea_stream{{device, n}};
+  } catch (...) {
+    (void)sys.gpu().stream_destroy(device, n);
+    throw;
+  }
+  count_user(device, &user_counts::streams, 1);
+  return s;
 }
 
 void destroy_stream(memarea_stream* s) {
@@ -142,6 +177,7 @@ void destroy_stream(memarea_stream* s) {
   if (auto retire = stream_events::before_destroy.load(std::memory_order_acquire))
     retire(s->device, s->native);
   check(system::get().gpu().stream_destroy(s->device, s->native), "stream_destroy");
+  count_user(s->device, &user_counts::streams, -1);
   delete s;
 }
 }  // namespace detail

@@ -38,17 +38,21 @@ memarea_event* create_event(int device, unsigned flags) {
       (flags & MEMAREA_EVENT_DISABLE_TIMING) ? event_timing::off : event_timing::on;
   const auto sync = (flags & MEMAREA_EVENT_BLOCKING_SYNC) ? event_sync::block : event_sync::spin;
   check(sys.gpu().event_create(device, &n, timing, sync), "event create");
+  memarea_event* e = nullptr;
   try {
-    return new memarea_event{{device, n, flags}};
+    e = new memarea_event{{device, n, flags}};
   } catch (...) {
     (void)sys.gpu().event_destroy(device, n);
     throw;
   }
+  count_user_event(device, 1);
+  return e;
 }
 
 void destroy_event(memarea_event* e) {
   live(e, "event destroy");
   check(system::get().gpu().event_destroy(e->device, e->native), "event destroy");
+  count_user_event(e->device, -1);
   delete e;
 }
 

@@ -76,6 +76,18 @@ bool query_stream(const stream_object* s);
 /// (stream_events::before_destroy); nothing for a default stream.
 void forget_stream(const stream_object* s);
 
+/// The streams and events made for callers (create_stream, create_event) that live on
+/// `device`: what a device reset refuses to destroy under their owners. It asks before it lets
+/// go of anything, so that a refused reset changes nothing; memarea's own streams and events
+/// (staging, pools) are not counted.
+struct user_objects {
+  long streams = 0;
+  long events = 0;
+};
+user_objects user_objects_on(int device);
+/// Counts an event made (+1) or destroyed (-1) for a caller on `device` (event.cpp).
+void count_user_event(int device, long delta) noexcept;
+
 /// Events (event.cpp): make, record, wait, query, time. flags: MEMAREA_EVENT_*; device
 /// validated.
 memarea_event* create_event(int device, unsigned flags);

@@ -15,10 +15,9 @@
 //     calls that name no device need a context (calls_need_context: CUDA) and whether work on a
 //     named stream runs in the stream's own context without one (streams_carry_context: CUDA);
 //   - whether it loaded: ready() on every call (one load), unavailable(what) when not;
-//   - its checks that come before the library's (check_location, check_fd), its optional entry
-//     points and values (can_prefetch, can_advise, can_query_range, can_memset, can_copy_2d),
-//     and a few operations that are its own alone (get_properties, get_current_device,
-//     pointer_query, stream_get_device, shareable_check, vmm_calls), specialised in its file.
+//   - specialised in its file: checks before the library's (check_location, check_fd), optional
+//     entry points (can_prefetch, can_advise, can_query_range, can_memset, can_copy_2d), own
+//     operations (get_properties, get_current_device, pointer_query, stream_get_device, ...).
 // Arguments are the front's (driver/front.hpp): pointers, flags, enums and device ordinals are
 // checked before a call reaches a backend, so no operation here checks them again.
 #pragma once

@@ -112,6 +112,40 @@ TEST(DeviceReset, CachesOfTheDevicesDriverObjectsGoFirst) {
   EXPECT_EQ(gpu().live_events(1), 0);
 }
 
+TEST(DeviceReset, ARefusalForTheCallersStreamsAndEventsDropsNoCache) {
+  MEMAREA_REQUIRE_DEVICES(2);
+  const std::size_t n = (16 << 20) + 1;  // staged: the pair's stager stays cached
+  {
+    buffer x = area(0).allocate(n), y = area(1).allocate(n);
+    copy(y.data(), x.data(), n);
+  }
+  const long cached_streams = gpu().live_streams(0), cached_events = gpu().live_events(0);
+  ASSERT_GT(cached_streams + gpu().live_streams(1), 1) << "the stager's streams";
+  {
+    stream s(0);
+    try {
+      device_reset(0);
+      ADD_FAILURE() << "a reset with a live stream was taken";
+    } catch (const error& e) {
+      EXPECT_EQ(e.status(), errc::busy);
+      EXPECT_NE(std::string(e.what()).find("1 stream and 0 events"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(gpu().live_streams(0), cached_streams + 1) << "the stager's streams were dropped";
+    EXPECT_EQ(gpu().live_events(0), cached_events);
+  }
+  set_device(0);  // the C call makes its event on the current device
+  memarea_event_t ev = nullptr;
+  ASSERT_EQ(memarea_event_create(&ev, 0), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_device_reset(0), MEMAREA_ERROR_BUSY);
+  EXPECT_EQ(gpu().live_streams(0), cached_streams);
+  EXPECT_EQ(gpu().live_events(0), cached_events + 1);
+  EXPECT_EQ(memarea_event_destroy(ev), MEMAREA_SUCCESS);
+  device_reset(0);  // nothing of the caller's left: the caches go, then the context
+  EXPECT_EQ(gpu().live_streams(0), 0);
+  EXPECT_EQ(gpu().live_events(0), 0);
+}
+
 TEST(DeviceReset, PoolsEventsGoFirst) {
   REQUIRE_SIM(sim);
   device_reset(0);

@@ -10,6 +10,7 @@
 #include "core/memory/registry.hpp"
 #include "core/peer/peer_impl.hpp"
 #include "core/pool/pool_impl.hpp"
+#include "core/stream_impl.hpp"
 #include "core/system.hpp"
 
 #include <memarea/device.hpp>
@@ -55,6 +56,15 @@ void allocation_uses(int device, device_uses& out) {
                           uses.count() == 1 ? "" : "s", list));
 }
 
+[[noreturn]] void refuse_objects(int device, long streams, long events) {
+  throw error(errc::busy,
+              fmt::format("device_reset: device {} is in use: {} stream{} and {} event{} made "
+                          "through memarea live on it, which the reset would destroy under "
+                          "their owners; destroy them first",
+                          device, streams, streams == 1 ? "" : "s", events,
+                          events == 1 ? "" : "s"));
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -63,8 +73,9 @@ void device_reset(int device) {
   if (device == -1) device = detail::current_device();
   sys.check_device(device, "device_reset");
 
-  // 1. What the caller holds there: refused, and nothing changed but threads' pool caches
-  // flushed and IPC's finished frees (what the background thread does anyway).
+  // 1. What the caller holds there (allocations, pieces, peer scopes, streams, events): refused,
+  // and nothing changed but threads' pool caches flushed and IPC's finished frees (what the
+  // background thread does anyway).
   // IPC first: frees that waited for importers now gone finish there, pool pieces included.
   detail::device_uses uses;
   detail::ipc_internal::device_uses(device, uses);
@@ -72,22 +83,18 @@ void device_reset(int device) {
   detail::pool_device_uses(device, uses);
   detail::peer_device_uses(device, uses);
   if (!uses.empty()) detail::refuse(device, uses);
+  const auto user = detail::user_objects_on(device);
+  if (user.streams > 0 || user.events > 0) detail::refuse_objects(device, user.streams, user.events);
 
   // 2. memarea's caches of the device's driver objects: staging buffers, closed IPC mappings,
-  // pools' events. They go first, so that the streams and events still counted below are the
-  // caller's own.
+  // pools' events. Then every stream and event the driver front still counts is someone's
+  // (a sim native stream made for a test, one made while this reset ran): refused as above.
   detail::drop_staging(device);
   detail::ipc_internal::drop_device(device);
   detail::pool_forget_device_events(device);
   auto& gpu = sys.gpu();
   const long streams = gpu.live_streams(device), events = gpu.live_events(device);
-  if (streams > 0 || events > 0)
-    throw error(errc::busy,
-                fmt::format("device_reset: device {} is in use: {} stream{} and {} event{} made "
-                            "through memarea live on it, which the reset would destroy under "
-                            "their owners; destroy them first",
-                            device, streams, streams == 1 ? "" : "s", events,
-                            events == 1 ? "" : "s"));
+  if (streams > 0 || events > 0) detail::refuse_objects(device, streams, events);
 
   // 3. Peer access to and from the device, then the pools' blocks, then the context.
   detail::peer_disable_device(device);
