@@ -345,9 +345,22 @@ class cuda_vendor {
     return put_if_ok(r, ms, v);
   }
   CUresult device_synchronize() const { return cu_.CtxSynchronize(); }
-  /// Destroys everything of the device's primary context; memarea's retain stays, so the
-  /// cached handle names the same context, made anew at its next use.
-  CUresult device_reset(int device) const { return cu_.DevicePrimaryCtxReset(device_of(device)); }
+  /// Destroys everything of the device's primary context, then retains it again. The reset
+  /// leaves the context inactive: until something retains it, every call in it (by the cached
+  /// handle, or by the handle still current on the threads that used it) answers
+  /// CONTEXT_IS_DESTROYED. The runtime retains it again at its first call after
+  /// cudaDeviceReset; so does this, at once, and keeps whatever handle the retain gives.
+  CUresult device_reset(int device) const {
+    const CUresult r = cu_.DevicePrimaryCtxReset(device_of(device));
+    if (r != CUDA_SUCCESS) return r;
+    std::lock_guard<std::mutex> lock(retain_mutex_);
+    std::atomic<CUcontext>& slot = primary_[static_cast<size_t>(device)];
+    CUcontext c = nullptr;
+    const CUresult rr = cu_.DevicePrimaryCtxRetain(&c, device_of(device));
+    // Failed: the next call that needs the context retains it (retain() finds no handle).
+    slot.store(rr == CUDA_SUCCESS ? c : nullptr, std::memory_order_release);
+    return rr;
+  }
   CUresult ipc_get_handle(void* base, ipc_native_handle* handle) const {
     CUipcMemHandle h;
     std::memset(&h, 0, sizeof h);
