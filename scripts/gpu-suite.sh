@@ -85,7 +85,11 @@ run "$BIN/memarea_whitebox_tests"
 if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   section "memarea topo"
   # --baseline: the bare driver calls timed the same way in the same run (docs/topo.md).
-  run "$BIN/memarea" topo --baseline --json --svg "$EXTRA/topo.svg"
+  # The JSON is kept for the link check below as well as printed into the log.
+  run bash -c '"$1" topo --baseline --json --svg "$2" >"$3"; rc=$?; cat "$3"; exit $rc' _ \
+      "$BIN/memarea" "$EXTRA/topo.svg" "$EXTRA/topo.json"
+  # Every pair's link label as `nvidia-smi topo -m` names it (NV#, PIX/PXB/PHB/NODE/SYS).
+  run python3 scripts/check-topo-links.py --json "$EXTRA/topo.json"
 fi
 
 section "benchmarks (memarea vs raw driver, same run)"

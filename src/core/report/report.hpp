@@ -54,6 +54,9 @@ struct topology {
   std::vector<std::vector<double>> link_nominal;  ///< GB/s per direction; NaN: not known
   std::vector<std::string> host_link;             ///< e.g. "PCIe Gen5 x16", "sim"
   std::vector<double> host_link_nominal;          ///< GB/s per direction; NaN: not known
+  /// GB/s per direction that all of a device's peer copies share: its direct NVLinks summed,
+  /// its NVSwitch links once, its host link once for peers over PCIe; NaN: not known.
+  std::vector<double> peer_capacity;
   std::vector<std::vector<std::string>> path;     ///< "peer" or "staged"
   std::map<std::string, std::string> legend;      ///< each link label used: what it means
   figures memarea;                                ///< memarea's copies
@@ -72,7 +75,8 @@ struct topology {
 void topology_defaults(std::size_t& size, int& reps);
 
 /// Fills the link labels of a topology whose n, names and pci are set: `link`,
-/// `link_nominal`, `host_link`, `host_link_nominal` and `legend` (src/topo/topo_links.cpp).
+/// `link_nominal`, `host_link`, `host_link_nominal`, `peer_capacity` and `legend`
+/// (src/topo/topo_links.cpp).
 void label_links(topology& r);
 
 /// Measures with `o` (defaults already applied); `progress` (may be empty) hears what is being
