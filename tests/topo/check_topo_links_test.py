@@ -34,12 +34,19 @@ class Parser(unittest.TestCase):
         self.assertEqual(check.parse_matrix(stored("h200-x2-nv18.txt")),
                          [["X", "NV18"], ["NV18", "X"]])
 
-    def test_four_gpus_nvswitch_ignores_nic_columns_and_rows(self):
+    def test_four_gpus_nvswitch(self):
         m = check.parse_matrix(stored("h100-x4-nvswitch.txt"))
         self.assertEqual(len(m), 4)
         for a in range(4):
             for b in range(4):
                 self.assertEqual(m[a][b], "X" if a == b else "NV18")
+
+    def test_nic_columns_and_rows_are_ignored(self):
+        text = ("\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n"
+                "GPU0\t X \tNV12\tSYS\t0-51\t0\n"
+                "GPU1\tNV12\t X \tSYS\t0-51\t0\n"
+                "NIC0\tSYS\tSYS\t X \t\t\n\nLegend:\n\n  X    = Self\n")
+        self.assertEqual(check.parse_matrix(text), [["X", "NV12"], ["NV12", "X"]])
 
     def test_pcie_box(self):
         self.assertEqual(check.parse_matrix(stored("pcie-x4-phb-sys.txt")),
@@ -53,9 +60,10 @@ class Parser(unittest.TestCase):
 
 class Compare(unittest.TestCase):
     def test_the_issue_four_nvswitch_gpus_labelled_phb_fail_on_every_pair(self):
+        # memarea topo's links on the 4x H100 NVSwitch machine before the P2P status was asked.
         smi = check.parse_matrix(stored("h100-x4-nvswitch.txt"))
-        phb = [["-" if a == b else "PHB" for b in range(4)] for a in range(4)]
-        bad = check.compare(smi, topo(phb))
+        before = json.loads(stored("h100-x4-memarea-phb.json"))
+        bad = check.compare(smi, before, check.parse_map(stored("h100-x4-map.csv")))
         self.assertEqual(len(bad), 12)
         self.assertIn((0, 3, "PHB", "NV18"), bad)
 
