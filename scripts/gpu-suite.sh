@@ -174,6 +174,31 @@ if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     rm -rf "$mps_dir"
   fi
+  # Four GPUs or more: 4 ranks, one per GPU (the window's default device is node rank % device
+  # count), then 8 ranks on the first four GPUs, two per GPU. The bench's 8-rank run puts node
+  # ranks two at a time on a device (--ranks-per-device 2), so that each rank has a neighbour
+  # on its own device and one on the next: its targets within the device and over the links
+  # both apply; with 4 ranks every neighbour is on another device, and the bench says the
+  # in-device target is n/a for that layout.
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "$ngpu" -ge 4 ]; then
+    section "MPI windows on CUDA (tests/mpi, 4 ranks, one per GPU)"
+    run "${mpi_run[@]}" 4 4 "$BIN/memarea_mpi_tests" window
+    run "${mpi_run[@]}" 4 4 "$BIN/memarea_mpi_c_test"
+    run "${mpi_run[@]}" 4 exit "$BIN/example_mpi_halo" --steps 100
+    section "MPI bench on CUDA (memarea-bench-mpi, 4 ranks, one per GPU)"
+    run "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -np 4 "$BIN/memarea-bench-mpi" --reps 10 \
+        --json "$EXTRA/bench-mpi-4.json"
+    mpi_four=("${mpi_env[@]}" CUDA_VISIBLE_DEVICES=0,1,2,3)
+    mpi_run8=("${mpi_four[@]}" tests/mpi/run_mpi_test.sh "$(command -v mpirun)")
+    section "MPI windows on CUDA (tests/mpi, 8 ranks, two per GPU on GPUs 0-3)"
+    run "${mpi_run8[@]}" 8 8 "$BIN/memarea_mpi_tests" window
+    run "${mpi_run8[@]}" 8 8 "$BIN/memarea_mpi_c_test"
+    run "${mpi_run8[@]}" 8 exit "$BIN/example_mpi_halo" --steps 100
+    section "MPI bench on CUDA (memarea-bench-mpi, 8 ranks, two per GPU on GPUs 0-3)"
+    run "${mpi_four[@]}" mpirun "${mpi_flags[@]}" -np 8 "$BIN/memarea-bench-mpi" --reps 10 \
+        --ranks-per-device 2 --json "$EXTRA/bench-mpi-8.json"
+  fi
 else
   section "MPI windows"
   echo "NOT RUN: no $BIN/memarea_mpi_tests (MPI not found at build time) or no mpirun here" | tee -a "$LOG"
