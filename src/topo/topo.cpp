@@ -508,11 +508,13 @@ nlohmann::json methods_json(const topology_options& o) {
       {"copies_per_trial", o.reps},
       {"trials", 1},
       {"streams", "one per ordered pair, of the source device"},
-      {"gate", "every lane's stream waits for one event recorded after a pinned host-to-device "
-               "copy on device 0, sized to outlast the queueing of every copy; checked still "
-               "pending once all is queued (all_pairs.gate)"},
-      {"timing", "each lane's own events on its device, from the gate's opening to its last "
-                 "copy; the window is the longest lane; each pair's bytes over the window"},
+      {"gate", "an event recorded after a pinned host-to-device copy on device 0, sized to "
+               "outlast the queueing of every copy, marked on each device by an event of its "
+               "own that the device's lanes wait for; checked still pending once all is queued "
+               "(all_pairs.gate)"},
+      {"timing", "each lane on its device's events, from the device's mark of the gate's "
+                 "opening to its last copy; the window is the longest lane; each pair's bytes "
+                 "over the window"},
       {"bytes_counted", "each pair's own; egress and ingress sum a device's pairs"},
       {"warm_up", "one untimed copy per pair first"},
       {"compare_with", "no single nvbandwidth test (all_to_one / one_to_all cover parts); each "

@@ -56,20 +56,23 @@ void measure_all_pairs(std::size_t size, int reps, topology& r) {
     int a, b;
     buffer src, dst;
     stream s;
-    event start, end;
+    event end;
   };
   std::vector<lane> lanes;
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b)
       if (a != b)
         lanes.push_back({a, b, area(a).allocate(size), area(b).allocate(size), stream(a),
-                         event(a), event(a)});
+                         event(a)});
   for (auto& l : lanes) copy_peer_async(l.dst.data(), l.b, l.src.data(), l.a, size, l.s);  // warm
   for (auto& l : lanes) l.s.synchronize();
 
-  // The gate: a pinned host -> device copy on a stream of device 0, then an event every lane
-  // waits for before its start event, so that every copy is queued before any runs and all
-  // lanes start when the gate opens. Sized from device 0's measured host -> device bandwidth
+  // The gate: a pinned host -> device copy on a stream of device 0, then an event `opened`.
+  // Each device marks the opening with an event on a stream of its own (`opens`), which waits
+  // for `opened`; each lane waits for its device's mark. So every copy is queued before any
+  // runs, all lanes start when the gate opens, and each lane is timed on its own device's
+  // events from that mark (a lane's own first event could wait behind other lanes that share a
+  // hardware queue or, on sim, a core). Sized from device 0's measured host -> device bandwidth
   // to last 20 ms (at least 5 ms must remain once all is queued); doubled when it opened early.
   const bool sim = backend_name() == "sim";
   const double h2d = r.memarea.h2d.empty() ? std::nan("") : r.memarea.h2d[0];
@@ -81,6 +84,12 @@ void measure_all_pairs(std::size_t size, int reps, topology& r) {
   gate_bytes = std::clamp(gate_bytes, 8 * mib, max_gate);
   stream gs(0);
   event opened(0);
+  std::vector<stream> markers;
+  std::vector<event> opens;
+  for (int d = 0; d < n; ++d) {
+    markers.emplace_back(d);
+    opens.emplace_back(d);
+  }
   auto& g = r.all_pairs_gate;
   for (int attempt = 1;; ++attempt) {
     std::optional<buffer> host, dev;
@@ -96,9 +105,12 @@ void measure_all_pairs(std::size_t size, int reps, topology& r) {
     }
     copy_async(dev->data(), host->data(), gate_bytes, gs);
     opened.record(gs);
+    for (int d = 0; d < n; ++d) {
+      markers[static_cast<std::size_t>(d)].wait(opened);
+      opens[static_cast<std::size_t>(d)].record(markers[static_cast<std::size_t>(d)]);
+    }
     for (auto& l : lanes) {
-      l.s.wait(opened);
-      l.start.record(l.s);
+      l.s.wait(opens[static_cast<std::size_t>(l.a)]);
       for (int i = 0; i < reps; ++i)
         copy_peer_async(l.dst.data(), l.b, l.src.data(), l.a, size, l.s);
       l.end.record(l.s);
@@ -123,11 +135,11 @@ void measure_all_pairs(std::size_t size, int reps, topology& r) {
   }
 
   // One window for all: the longest lane, each lane timed on its own device's events from the
-  // gate's opening to its last copy.
+  // gate's opening (that device's mark) to its last copy.
   double window = 0;
   r.all_pairs_lane_ms.assign(un, std::vector<double>(un, std::nan("")));
   for (auto& l : lanes) {
-    const double ms = elapsed_ms(l.start, l.end);
+    const double ms = elapsed_ms(opens[static_cast<std::size_t>(l.a)], l.end);
     r.all_pairs_lane_ms[l.a][l.b] = ms;
     window = std::max(window, ms / 1e3);
   }
