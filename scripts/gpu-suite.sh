@@ -101,7 +101,11 @@ run "$BIN/memarea_whitebox_tests" "$ONLY_RESET"
 if "$BIN/memarea" --help 2>&1 | grep -q topo; then
   section "memarea topo"
   # --baseline: the bare driver calls timed the same way in the same run (docs/topo.md).
-  run "$BIN/memarea" topo --baseline --json --svg "$EXTRA/topo.svg"
+  # The JSON is kept for the link check below as well as printed into the log.
+  run bash -c '"$1" topo --baseline --json --svg "$2" >"$3"; rc=$?; cat "$3"; exit $rc' _ \
+      "$BIN/memarea" "$EXTRA/topo.svg" "$EXTRA/topo.json"
+  # Every pair's link label as `nvidia-smi topo -m` names it (NV#, PIX/PXB/PHB/NODE/SYS).
+  run python3 scripts/check-topo-links.py --json "$EXTRA/topo.json"
 fi
 
 section "benchmarks (memarea vs raw driver, same run)"
@@ -185,6 +189,31 @@ if [ -x "$BIN/memarea_mpi_tests" ] && command -v mpirun >/dev/null; then
     fi
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     rm -rf "$mps_dir"
+  fi
+  # Four GPUs or more: 4 ranks, one per GPU (the window's default device is node rank % device
+  # count), then 8 ranks on the first four GPUs, two per GPU. The bench's 8-rank run puts node
+  # ranks two at a time on a device (--ranks-per-device 2), so that each rank has a neighbour
+  # on its own device and one on the next: its targets within the device and over the links
+  # both apply; with 4 ranks every neighbour is on another device, and the bench says the
+  # in-device target is n/a for that layout.
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "$ngpu" -ge 4 ]; then
+    section "MPI windows on CUDA (tests/mpi, 4 ranks, one per GPU)"
+    run "${mpi_run[@]}" 4 4 "$BIN/memarea_mpi_tests" window
+    run "${mpi_run[@]}" 4 4 "$BIN/memarea_mpi_c_test"
+    run "${mpi_run[@]}" 4 exit "$BIN/example_mpi_halo" --steps 100
+    section "MPI bench on CUDA (memarea-bench-mpi, 4 ranks, one per GPU)"
+    run "${mpi_env[@]}" mpirun "${mpi_flags[@]}" -np 4 "$BIN/memarea-bench-mpi" --reps 10 \
+        --json "$EXTRA/bench-mpi-4.json"
+    mpi_four=("${mpi_env[@]}" CUDA_VISIBLE_DEVICES=0,1,2,3)
+    mpi_run8=("${mpi_four[@]}" tests/mpi/run_mpi_test.sh "$(command -v mpirun)")
+    section "MPI windows on CUDA (tests/mpi, 8 ranks, two per GPU on GPUs 0-3)"
+    run "${mpi_run8[@]}" 8 8 "$BIN/memarea_mpi_tests" window
+    run "${mpi_run8[@]}" 8 8 "$BIN/memarea_mpi_c_test"
+    run "${mpi_run8[@]}" 8 exit "$BIN/example_mpi_halo" --steps 100
+    section "MPI bench on CUDA (memarea-bench-mpi, 8 ranks, two per GPU on GPUs 0-3)"
+    run "${mpi_four[@]}" mpirun "${mpi_flags[@]}" -np 8 "$BIN/memarea-bench-mpi" --reps 10 \
+        --ranks-per-device 2 --json "$EXTRA/bench-mpi-8.json"
   fi
 else
   section "MPI windows"

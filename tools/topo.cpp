@@ -132,6 +132,20 @@ int run_topo(bool json, const std::string& svg_path, const std::string& size_tex
                  [&](int a, int b) { return fixed2(j["all_pairs_at_once_gbps"][a][b]); });
     std::cout << fmt::format("all pairs at once, total: {} GB/s\n",
                              fixed2(j["all_pairs_at_once_total_gbps"]));
+    if (j.contains("all_pairs")) {
+      const auto& ap = j["all_pairs"];
+      std::cout << fmt::format("  one window of {} ms for every pair (gate {}held)\n",
+                               fixed2(ap.at("window_ms")),
+                               ap.at("gate").at("held").get<bool>() ? "" : "NOT ");
+      for (const auto& d : ap.at("devices"))
+        std::cout << fmt::format("  GPU {}: egress {} GB/s, {}; ingress {} GB/s, {}\n",
+                                 d.at("device").get<int>(), fixed2(d.at("egress_gbps")),
+                                 d.at("egress_verdict").get<std::string>(),
+                                 fixed2(d.at("ingress_gbps")),
+                                 d.at("ingress_verdict").get<std::string>());
+      if (!ap.at("gate").at("note").get<std::string>().empty())
+        std::cout << "  gate: " << ap["gate"]["note"].get<std::string>() << "\n";
+    }
   }
   if (!j.at("link_legend").empty()) {
     std::cout << "\nlinks:\n";

@@ -1,6 +1,9 @@
 // memarea-bench-mpi: the MPI window's bench, a program of its own so that the
 // `memarea` CLI never depends on MPI. Run it under mpirun:
-//   mpirun -np 2 memarea-bench-mpi [--quick] [--reps N] [--json FILE]
+//   mpirun -np 2 memarea-bench-mpi [--quick] [--reps N] [--ranks-per-device K] [--json FILE]
+// --ranks-per-device K puts node ranks K at a time on one device (0..K-1 on device 0, ...), so
+// that with K >= 2 each rank has a neighbour on its own device; without it the window's default
+// spreads them (node rank % device count).
 // Rows, side by side in one run, with min-median-max of every figure:
 //  * halo exchange of 4 KiB to 256 MiB per side between the ranks of a node (each rank sends
 //    its first `side` bytes to its left neighbour and its last `side` bytes to its right one,
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   int reps = 30;
   std::string json_path;
+  int per_device = 0;  // 0: the window's default device (node rank % device count)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -142,8 +146,11 @@ int main(int argc, char** argv) {
       reps = std::max(3, std::atoi(argv[++i]));
     } else if (a == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (a == "--ranks-per-device" && i + 1 < argc) {
+      per_device = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--help" || a == "-h") {
-      if (g_rank == 0) std::printf("usage: mpirun -np N memarea-bench-mpi [--quick] [--reps N] [--json FILE]\n");
+      if (g_rank == 0) std::printf("usage: mpirun -np N memarea-bench-mpi [--quick] [--reps N] "
+                                   "[--ranks-per-device K] [--json FILE]\n");
       MPI_Finalize();
       return 0;
     } else {
@@ -163,7 +170,16 @@ int main(int argc, char** argv) {
         quick ? std::vector<std::size_t>{4 << 10, 64 << 10, 1 << 20}
               : std::vector<std::size_t>{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
     const std::size_t biggest = sides.back();
-    mm::shared_window win(MPI_COMM_WORLD, 2 * biggest);  // [left halo | right halo]
+    mm::options layout;
+    if (per_device > 0) {
+      MPI_Comm node = MPI_COMM_NULL;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+      int node_rank = 0;
+      MPI_Comm_rank(node, &node_rank);
+      MPI_Comm_free(&node);
+      layout.device = (node_rank / per_device) % memarea::device_count();
+    }
+    mm::shared_window win(MPI_COMM_WORLD, 2 * biggest, layout);  // [left halo | right halo]
     const int me = win.node_rank(), n = win.node_size();
     const int left = (me + n - 1) % n, right = (me + 1) % n;
     const int left_rank = win.rank_of(left), right_rank = win.rank_of(right);
@@ -179,6 +195,7 @@ int main(int argc, char** argv) {
     // reference row (halo::link_copy), with peer access held for the bench's length.
     const int left_dev = win.device_of(left), right_dev = win.device_of(right);
     const bool cross = left_dev != win.device() || right_dev != win.device();
+    const bool shares = left_dev == win.device() || right_dev == win.device();
     std::optional<memarea::buffer> link_left, link_right;
     std::vector<memarea::peer::scoped_access> link_access;
     if (cross) {
@@ -379,11 +396,19 @@ int main(int argc, char** argv) {
         }
       }
       if (side == (256u << 20)) {
-        double x = d.median / w.median;
-        verdicts.push_back(fmt::format("256 MiB: window {:.2f}x the device's copy bandwidth within "
-                                       "its own memory (target >= 0.9x{}): {}",
-                                       x, cross ? " where neighbours share the device" : "",
-                                       x >= 0.9 ? "met" : "missed"));
+        // Against the copy within the rank's own memory only where a neighbour's halo is on
+        // this device: with every neighbour elsewhere the links bound the window, not it.
+        const double x = d.median / w.median;
+        if (shares)
+          verdicts.push_back(fmt::format("256 MiB: window {:.2f}x the device's copy bandwidth "
+                                         "within its own memory (target >= 0.9x{}): {}",
+                                         x, cross ? " where neighbours share the device" : "",
+                                         x >= 0.9 ? "met" : "missed"));
+        else
+          verdicts.push_back(fmt::format("256 MiB: window {:.2f}x the device's copy bandwidth "
+                                         "within its own memory: n/a for this layout (no "
+                                         "neighbour of rank 0 shares its device)",
+                                         x));
         if (cross) {  // the halo crosses to other devices: their copy bandwidth bounds it
           const double xl = l.median / w.median;
           verdicts.push_back(fmt::format("256 MiB: window {:.2f}x the device's copy bandwidth to "

@@ -210,25 +210,22 @@ std::string path_of(bool access, std::size_t n) {
   return "path: memarea's pipeline through pinned host buffers";
 }
 
-void peer_copies(context& ctx) {
-  if (device_count() < 2) {
-    std::cerr << "bench peer: needs 2 devices, the " << backend_name() << " backend has "
-              << device_count() << "; no rows\n";
-    return;
-  }
-  const int a = 0, b = 1;
-  std::vector<std::size_t> sizes{std::size_t{4} << 10, std::size_t{64} << 10,
-                                 std::size_t{1} << 20, std::size_t{16} << 20};
-  if (!ctx.quick)
-    sizes.insert(sizes.end(), {std::size_t{64} << 20, std::size_t{256} << 20, std::size_t{1} << 30});
+/// The rows of the ordered pair a -> b at `sizes`: one direction, and both at once where
+/// `both_ways`; access on and off (`both_access`), else only the state the pair allows (on where
+/// it can).
+void pair_rows(context& ctx, int a, int b, const std::vector<std::size_t>& sizes,
+               bool both_ways, bool both_access, std::uint64_t& seed) {
+  const std::string fwd = fmt::format("{}->{}", a, b), back = fmt::format("{}->{}", b, a),
+                    two = fmt::format("{}<->{}", a, b);
   // Each device holds memarea's source and destination and the baseline's: four of the size.
   const std::size_t fits =
       std::min(get_device_properties(a).free_memory, get_device_properties(b).free_memory) / 5;
   const bool can = peer::can_access(a, b) && peer::can_access(b, a);
-  std::uint64_t seed = 0x9EE2;
   for (bool access : {true, false}) {
+    if (!both_access && access != can) continue;
     if (access && !can) {
-      std::cerr << "bench peer: devices 0 and 1 cannot reach each other; access-on rows skipped\n";
+      std::cerr << "bench peer: devices " << a << " and " << b
+                << " cannot reach each other; access-on rows skipped\n";
       continue;
     }
     std::optional<peer::scoped_access> ab, ba;
@@ -320,11 +317,11 @@ void peer_copies(context& ctx) {
                                          : paired_times_us(reps / 2, mem, [] {});
           const std::string what = fmt::format("bench peer: {} {} {}, half {}", on,
                                                size_name(n), way, h + 1);
-          expect_random(m.xb, n, m.s_ab, mine, what + ", memarea 0->1");
-          if (both) expect_random(m.ya, n, m.s_ba, mine, what + ", memarea 1->0");
+          expect_random(m.xb, n, m.s_ab, mine, what + ", memarea " + fwd);
+          if (both) expect_random(m.ya, n, m.s_ba, mine, what + ", memarea " + back);
           if (has_raw) {
-            expect_random(r.xb, n, r.s_ab, raw_host_ab, what + ", raw 0->1");
-            if (both) expect_random(r.ya, n, r.s_ba, raw_host_ba, what + ", raw 1->0");
+            expect_random(r.xb, n, r.s_ab, raw_host_ab, what + ", raw " + fwd);
+            if (both) expect_random(r.ya, n, r.s_ba, raw_host_ba, what + ", raw " + back);
             out.ratio[h] = median(t.a) / median(t.b);
           }
           out.t.a.insert(out.t.a.end(), t.a.begin(), t.a.end());
@@ -340,8 +337,8 @@ void peer_copies(context& ctx) {
                            1 / hv.ratio[0], hv.ratio[1] > 0 ? 1 / hv.ratio[1] : 0.0);
       };
       // One direction.
-      const halves t1 = run_halves(false, "0->1");
-      row r = measured_row("peer copy " + on, "0->1 " + size_name(n), "GB/s", gbps_of(n, t1.t.a),
+      const halves t1 = run_halves(false, fwd.c_str());
+      row r = measured_row("peer copy " + on, fwd + " " + size_name(n), "GB/s", gbps_of(n, t1.t.a),
                            has_raw ? gbps_of(n, t1.t.b) : std::vector<double>{},
                            raw_ab.name() + (access || !has_raw ? "" : " (driver stages)"));
       // With access on, the copy's speed target holds at every size (memarea's fixed cost against a
@@ -356,9 +353,10 @@ void peer_copies(context& ctx) {
       if (backend_name() == "sim" && !access)
         r.note += "; sim's raw copy does not stage, so the target cannot hold here";
       ctx.add(r);
+      if (!both_ways) continue;
       // Both directions at once.
-      const halves t2 = run_halves(true, "0<->1");
-      row r2 = measured_row(r.group, "0<->1 " + size_name(n), "GB/s", gbps_of(2 * n, t2.t.a),
+      const halves t2 = run_halves(true, two.c_str());
+      row r2 = measured_row(r.group, two + " " + size_name(n), "GB/s", gbps_of(2 * n, t2.t.a),
                             has_raw ? gbps_of(2 * n, t2.t.b) : std::vector<double>{}, r.raw_name);
       r2.note = path + halves_note(t2);
       if (backend_name() == "sim" && !access)
@@ -372,9 +370,50 @@ void peer_copies(context& ctx) {
   }
 }
 
+/// The ordered pairs beside 0 -> 1 that the bench measures on n devices: every one up to 8
+/// devices; above, a sample: those from and to device 0 and each device to the next.
+std::vector<std::pair<int, int>> other_pairs(int n) {
+  std::vector<std::pair<int, int>> out;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      if (a == b || (a == 0 && b == 1)) continue;
+      if (n <= 8 || a == 0 || b == 0 || b == (a + 1) % n) out.emplace_back(a, b);
+    }
+  return out;
+}
+
+void peer_copies(context& ctx) {
+  if (device_count() < 2) {
+    std::cerr << "bench peer: needs 2 devices, the " << backend_name() << " backend has "
+              << device_count() << "; no rows\n";
+    return;
+  }
+  std::vector<std::size_t> sizes{std::size_t{4} << 10, std::size_t{64} << 10,
+                                 std::size_t{1} << 20, std::size_t{16} << 20};
+  if (!ctx.quick)
+    sizes.insert(sizes.end(), {std::size_t{64} << 20, std::size_t{256} << 20, std::size_t{1} << 30});
+  std::uint64_t seed = 0x9EE2;
+  // 0 -> 1 at every size, access on and off: the rows docs/bench.md and earlier runs quote.
+  pair_rows(ctx, 0, 1, sizes, true, true, seed);
+  // Every other ordered pair at one size, in the access state the pair allows: one direction,
+  // and both at once for a < b (0 <-> 1 is above).
+  const int n = device_count();
+  if (n > 8)
+    std::cerr << "bench peer: " << n << " devices: beside 0->1, a sample of pairs (those from "
+              << "and to device 0, and each device to the next)\n";
+  // 256 MiB up to 4 devices; above, 64 MiB (still bound by the link's bandwidth), so that
+  // the 55 more pairs of 8 devices take about two minutes rather than five.
+  const std::size_t mib = std::size_t{1} << 20;
+  const std::vector<std::size_t> one{ctx.quick ? 16 * mib : n <= 4 ? 256 * mib : 64 * mib};
+  for (auto [a, b] : other_pairs(n)) pair_rows(ctx, a, b, one, a < b && !(a == 0 && b == 1),
+                                                false, seed);
+}
+
 const registrar reg("peer", peer_copies, {
     "peer copy access on, peer copy access off (two devices): 0->1 and 0<->1; 4 KiB, 64 KiB, "
-    "1 MiB, 16 MiB, and without --quick 64 MiB, 256 MiB, 1 GiB"});
+    "1 MiB, 16 MiB, and without --quick 64 MiB, 256 MiB, 1 GiB; on 3 or more devices every "
+    "other ordered pair a->b (a<->b for a < b) at 256 MiB (above 4 devices 64 MiB; --quick: "
+    "16 MiB), access as the pair allows; above 8 devices a sample of pairs"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

@@ -27,7 +27,6 @@
 #include <deque>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace memarea::report {
@@ -403,57 +402,6 @@ void measure_host(int d, const topology_options& o, std::deque<gate>& gates, top
   }
 }
 
-/// Every ordered pair copies `size` bytes `reps` times at once, each on its own stream of the
-/// source device, with peer access on wherever it can be (as a collective's all-to-all would).
-/// Per-pair figures count the time until that pair's stream drained; the total counts all bytes
-/// over the time until the last one did. Host clock: streams of different devices share no
-/// event clock.
-void measure_all_pairs(std::size_t size, int reps, topology& r) {
-  const int n = r.n;
-  std::vector<peer::scoped_access> access;
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b) {
-      if (a == b || !peer::can_access(a, b)) continue;
-      try {
-        access.emplace_back(a, b);
-      } catch (const error& e) {
-        // A device at its peer limit (8 on many GPUs): that pair copies without access, as a
-        // collective's all-to-all on such a machine would.
-        if (e.status() != errc::too_many_peers) throw;
-      }
-    }
-  struct lane {
-    int a, b;
-    buffer src, dst;
-    stream s;
-    double seconds = 0;
-  };
-  std::vector<lane> lanes;
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      if (a != b) lanes.push_back({a, b, area(a).allocate(size), area(b).allocate(size), stream(a)});
-  for (auto& l : lanes) copy_peer_async(l.dst.data(), l.b, l.src.data(), l.a, size, l.s);  // warm
-  for (auto& l : lanes) l.s.synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i)
-    for (auto& l : lanes) copy_peer_async(l.dst.data(), l.b, l.src.data(), l.a, size, l.s);
-  // Streams drain in any order: one waiter each, so no pair is charged for another's wait.
-  std::vector<std::thread> waiters;
-  for (auto& l : lanes)
-    waiters.emplace_back([&l, t0] {
-      l.s.synchronize();
-      l.seconds = seconds_since(t0);
-    });
-  for (auto& w : waiters) w.join();
-  double last = 0;
-  for (auto& l : lanes) {
-    r.concurrent[l.a][l.b] = static_cast<double>(size) * reps / l.seconds / 1e9;
-    last = std::max(last, l.seconds);
-  }
-  r.concurrent_total = static_cast<double>(size) * reps * static_cast<double>(lanes.size()) /
-                       last / 1e9;
-}
-
 // --- JSON ------------------------------------------------------------------------------------
 
 nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
@@ -559,10 +507,19 @@ nlohmann::json methods_json(const topology_options& o) {
       {"size_bytes", o.size},
       {"copies_per_trial", o.reps},
       {"trials", 1},
-      {"timing", "host clock from the first copy queued to each pair's stream drained (streams "
-                 "of different devices share no event clock)"},
+      {"streams", "one per ordered pair, of the source device"},
+      {"gate", "an event recorded after a pinned host-to-device copy on device 0, sized to "
+               "outlast the queueing of every copy, marked on each device by an event of its "
+               "own that the device's lanes wait for; checked still pending once all is queued "
+               "(all_pairs.gate)"},
+      {"timing", "each lane on its device's events, from the device's mark of the gate's "
+                 "opening to its last copy; the window is the longest lane; each pair's bytes "
+                 "over the window"},
+      {"bytes_counted", "each pair's own; egress and ingress sum a device's pairs"},
       {"warm_up", "one untimed copy per pair first"},
-      {"compare_with", "no single nvbandwidth test (all_to_one / one_to_all cover parts)"}};
+      {"compare_with", "no single nvbandwidth test (all_to_one / one_to_all cover parts); each "
+                       "device's egress and ingress against its links' capacity "
+                       "(peer_capacity_gbps)"}};
   return m;
 }
 
@@ -642,6 +599,8 @@ nlohmann::json topology_json(const topology& r, const topology_options& o) {
   j.update(figures_json(r.memarea));
   j["all_pairs_at_once_gbps"] = matrix_json(r.concurrent);
   j["all_pairs_at_once_total_gbps"] = number(r.concurrent_total);
+  j["peer_capacity_gbps"] = vector_json(r.peer_capacity);
+  if (r.n >= 2) j["all_pairs"] = all_pairs_json(r);
   j["methods"] = methods_json(o);
   j["gate_misses"] = r.gate_misses;
   if (r.has_raw) {

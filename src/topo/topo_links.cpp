@@ -56,12 +56,14 @@ struct nvml_field_value {  // nvmlFieldValue_t
 };
 constexpr unsigned nvml_max_links = 18;               // NVML_NVLINK_MAX_LINKS
 constexpr unsigned nvml_fi_nvlink_speed_common = 90;  // NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON
+constexpr int nvml_p2p_caps_index_nvlink = 2;         // NVML_P2P_CAPS_INDEX_NVLINK
+constexpr int nvml_p2p_status_ok = 0;                 // NVML_P2P_STATUS_OK
 
 /// Where a device's NVLinks lead, seen from one peer.
 struct nvlinks {
   int to_peer = 0;    ///< links whose far end is the peer
   int to_switch = 0;  ///< links whose far end is no GPU of this process (an NVSwitch)
-  int unnamed = 0;    ///< links whose far end NVML cannot name (e.g. in a VM)
+  int unnamed = 0;    ///< links whose far end NVML cannot name (a VM hides the switch's address)
   int active = 0;
 };
 
@@ -83,6 +85,7 @@ class nvml {
     load(fields_, "nvmlDeviceGetFieldValues");
     load(max_gen_, "nvmlDeviceGetMaxPcieLinkGeneration");
     load(max_width_, "nvmlDeviceGetMaxPcieLinkWidth");
+    load(p2p_, "nvmlDeviceGetP2PStatus");
     ok_ = init_ && by_pci_ && init_() == 0;
   }
   ~nvml() {
@@ -118,17 +121,34 @@ class nvml {
       if (state_(dev, l, &on) != 0 || on != 1) continue;
       ++r.active;
       nvml_pci_info info{};
-      if (remote_(dev, l, &info) != 0) continue;
+      const bool named = remote_(dev, l, &info) == 0 && info.domain != 0xffffffffu;
       const pci_address far{info.domain, info.bus, info.device};
-      if (info.domain == 0xffffffffu) ++r.unnamed;
+      if (!named) ++r.unnamed;
       else if (far == peer) ++r.to_peer;
       else if (std::none_of(gpus.begin(), gpus.end(), [&](auto& g) { return g && *g == far; }))
         ++r.to_switch;
       if (std::getenv("MEMAREA_TOPO_DEBUG"))
-        std::cerr << fmt::format("topo: {} link {} -> {:x}:{:x}:{:x} ({})\n", pci, l,
-                                 info.domain, info.bus, info.device, info.bus_id);
+        std::cerr << fmt::format("topo: {} link {} -> {}\n", pci, l,
+                                 named ? fmt::format("{:x}:{:x}:{:x} ({})", info.domain,
+                                                     info.bus, info.device, info.bus_id)
+                                       : std::string("far end not named by NVML"));
     }
     return r;
+  }
+
+  /// NVML's answer to "do a and b talk over NVLink" (nvmlDeviceGetP2PStatus with the NVLink
+  /// index): true, false, or nullopt when NVML cannot say. Asked where the links' far ends
+  /// cannot be named (an NVSwitch behind a VM's hidden PCI addresses), as nvidia-smi does.
+  std::optional<bool> nvlink_p2p(const std::string& a, const std::string& b) {
+    nvml_device da = nullptr, db = nullptr;
+    int status = -1;
+    if (!ok_ || !p2p_ || by_pci_(a.c_str(), &da) != 0 || by_pci_(b.c_str(), &db) != 0 ||
+        p2p_(da, db, nvml_p2p_caps_index_nvlink, &status) != 0)
+      return std::nullopt;
+    if (std::getenv("MEMAREA_TOPO_DEBUG"))
+      std::cerr << fmt::format("topo: {} -> {} NVML P2P NVLink status {} ({})\n", a, b, status,
+                               status == nvml_p2p_status_ok ? "ok" : "not over NVLink");
+    return status == nvml_p2p_status_ok;
   }
 
   /// `nvidia-smi topo -m`'s name of the PCIe path between two devices: PIX, PXB, PHB, NODE,
@@ -197,6 +217,7 @@ class nvml {
   nvml_return (*fields_)(nvml_device, int, nvml_field_value*) = nullptr;
   nvml_return (*max_gen_)(nvml_device, unsigned*) = nullptr;
   nvml_return (*max_width_)(nvml_device, unsigned*) = nullptr;
+  nvml_return (*p2p_)(nvml_device, nvml_device, int, int*) = nullptr;
 };
 
 /// GB/s per lane and direction of PCIe generation `gen` after line coding (8b/10b to Gen2,
@@ -219,6 +240,7 @@ void label_links(topology& r) {
         if (a != b) r.link[a][b] = "sim";
     }
     r.host_link_nominal.assign(static_cast<std::size_t>(r.n), nan);
+    r.peer_capacity = r.host_link_nominal;
     if (r.n > 0)
       legend["sim"] = "emulated devices in host memory: copies are the host's memcpy, "
                       "no real link";
@@ -235,6 +257,7 @@ void label_links(topology& r) {
         if (a != b) r.link[a][b] = label;
     }
     r.host_link_nominal.assign(static_cast<std::size_t>(r.n), nan);
+    r.peer_capacity = r.host_link_nominal;
     if (r.n > 0)
       legend[label] = ml ? "libnvidia-ml.so.1 (NVML) could not be loaded or initialised, so "
                            "the link type was not read"
@@ -258,34 +281,66 @@ void label_links(topology& r) {
                                 "direction nominal)",
                                 p->first, p->second, r.host_link_nominal.back());
   }
+  // What all of a device's peer copies can share, per direction: its direct NVLinks, its
+  // NVSwitch links once, its host link once for the peers it reaches over PCIe.
+  r.peer_capacity.assign(static_cast<std::size_t>(r.n), 0.0);
   for (int a = 0; a < r.n; ++a) {
     const double per_link = ml->nvlink_gbps(r.pci[a]);
+    double direct = 0, shared = 0;
+    bool over_pcie = false, unknown = false;
     for (int b = 0; b < r.n; ++b) {
       if (a == b) continue;
       std::optional<nvlinks> l;
       if (gpus[b]) l = ml->links(r.pci[a], *gpus[b], gpus);
       // As `nvidia-smi topo -m`: NV# counts the bonded links that lead to the peer, directly
-      // or through NVSwitches. With two GPUs, links whose far end NVML cannot name (in a VM)
-      // can only lead to the other one, or to a switch that does.
+      // or through NVSwitches. Links to no GPU of this process (a switch) or to a far end NVML
+      // cannot name (a VM hides the switch's PCI address) reach the peer only when NVML's P2P
+      // status says the pair talks over NVLink; with two GPUs and no answer, they can only lead
+      // to the other one or to a switch that does.
       int count = 0;
-      std::string how;
+      bool through_switch = false;
+      std::string how, fallback;
+      const int far = l ? l->to_switch + l->unnamed : 0;
       if (l && l->to_peer > 0) {
         count = l->to_peer;
-        how = "NVLinks between the two GPUs";
-      } else if (l && l->to_switch > 0) {
-        count = l->to_switch;
-        how = "NVLinks of the source GPU to NVSwitches that reach the peer";
-      } else if (l && l->unnamed > 0 && r.n == 2) {
-        count = l->unnamed;
-        how = "NVLinks of the source GPU whose far end NVML cannot name (as in a VM); with two "
-              "GPUs they lead to the peer or to a switch that does";
+        how = "NVLinks between the two GPUs (NVML's remote PCI address names the peer)";
+      } else if (far > 0) {
+        const auto p2p = ml->nvlink_p2p(r.pci[a], r.pci[b]);
+        through_switch = true;
+        if (p2p && *p2p) {
+          count = far;
+          how = "active NVLinks of the source GPU that lead to no named GPU (NVSwitches, or "
+                "far ends NVML cannot name), the pair's NVML P2P status being NVLink: as "
+                "nvidia-smi counts on NVSwitch systems";
+        } else if (!p2p && l->to_switch > 0) {
+          count = l->to_switch;
+          how = "NVLinks of the source GPU to NVSwitches (NVML's P2P status gave no answer)";
+        } else if (!p2p && r.n == 2) {
+          count = far;
+          how = "NVLinks of the source GPU whose far end NVML cannot name, NVML's P2P status "
+                "giving no answer; with two GPUs they lead to the peer or to a switch that does";
+        } else {
+          fallback = p2p ? fmt::format("GPU {} has {} active NVLinks to no named GPU, but "
+                                       "NVML's P2P status says {} is not reached over NVLink",
+                                       a, far, b)
+                         : fmt::format("GPU {} has {} active NVLinks whose far end NVML cannot "
+                                       "name and NVML's P2P status gave no answer for {} -> {}",
+                                       a, far, a, b);
+        }
       }
       if (count > 0) {
         r.link[a][b] = fmt::format("NV{}", count);
         r.link_nominal[a][b] = per_link * count;
-        legend.emplace(r.link[a][b], fmt::format("a bonded set of {} {}", count, how));
+        if (through_switch) shared = std::max(shared, r.link_nominal[a][b]);
+        else direct += r.link_nominal[a][b];
+        auto& text = legend[r.link[a][b]];
+        if (text.empty()) text = fmt::format("a bonded set of {} NVLinks; named from: {}", count, how);
+        else if (text.find(how) == std::string::npos) text += "; or from: " + how;
         continue;
       }
+      over_pcie = true;
+      if (!fallback.empty()) legend["PCIe fallback " + std::to_string(a) + "->" +
+                                    std::to_string(b)] = fallback + ": the PCIe path is shown";
       const std::string path = ml->pcie_path(r.pci[a], r.pci[b]);
       static const std::map<std::string, std::string> meaning{
           {"PIX", "PCIe through at most one PCIe bridge"},
@@ -296,6 +351,7 @@ void label_links(topology& r) {
       if (path.empty()) {
         r.link[a][b] = "unknown (NVML: no answer)";
         legend[r.link[a][b]] = "NVML gave neither NVLinks nor a PCIe path for the pair";
+        unknown = true;
         continue;
       }
       r.link[a][b] = path;
@@ -304,6 +360,8 @@ void label_links(topology& r) {
                    r.host_link_nominal[static_cast<std::size_t>(b)]);
       legend[path] = meaning.at(path) + " (as nvidia-smi topo -m names it)";
     }
+    r.peer_capacity[static_cast<std::size_t>(a)] =
+        unknown ? nan : direct + shared + (over_pcie ? r.host_link_nominal[static_cast<std::size_t>(a)] : 0.0);
   }
 }
 

@@ -27,4 +27,8 @@ nlohmann::json topology_json(const topology&, const topology_options&) { unavail
 
 void label_links(topology&) { unavailable(); }
 
+void measure_all_pairs(std::size_t, int, topology&) { unavailable(); }
+
+nlohmann::json all_pairs_json(const topology&) { unavailable(); }
+
 }  // namespace memarea::report

@@ -159,6 +159,41 @@ TEST(CliBench, FilterRunsOnlyTheNamedCase) {
   for (const auto& row : j.at("rows")) EXPECT_EQ(row.at("group"), "area mmap+munmap");
 }
 
+// On 4 devices (groups {0,1}, {2,3}) the peer case adds every other ordered pair at one size:
+// one direction for each, both at once for a < b, access on within a group and off across;
+// the 0->1 rows keep their names and sizes.
+TEST(CliBench, PeerMeasuresEveryOrderedPairOnFourDevices) {
+  scratch_dir dir;
+  const fs::path json = dir.path() / "bench.json";
+  const auto r = run_bench({"--quick", "--reps", "2", "--filter", "peer", "--json", json.string()},
+                           k_sim4_groups);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const auto j = nlohmann::json::parse(slurp(json));
+  std::vector<std::string> on, off;
+  for (const auto& row : j.at("rows"))
+    (row.at("group") == "peer copy access on" ? on : off).push_back(row.at("variant"));
+  auto has = [](const std::vector<std::string>& v, const std::string& name) {
+    return std::find(v.begin(), v.end(), name) != v.end();
+  };
+  for (const char* n : {"0->1 4 KiB", "0<->1 4 KiB", "0->1 16 MiB", "0<->1 16 MiB"}) {
+    EXPECT_TRUE(has(on, n)) << n;
+    EXPECT_TRUE(has(off, n)) << n;
+  }
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b) {
+      if (a == b || (a == 0 && b == 1)) continue;
+      const bool group = a / 2 == b / 2;
+      const std::string one = std::to_string(a) + "->" + std::to_string(b) + " 16 MiB";
+      const std::string both = std::to_string(a) + "<->" + std::to_string(b) + " 16 MiB";
+      EXPECT_TRUE(has(group ? on : off, one)) << one;
+      EXPECT_FALSE(has(group ? off : on, one)) << one;
+      EXPECT_EQ(has(group ? on : off, both), a < b) << both;
+      EXPECT_FALSE(has(on, std::to_string(a) + "->" + std::to_string(b) + " 4 KiB"));
+    }
+  // 0->1 at 4 sizes both ways and both access states (16 rows); 11 more pairs one way, 5 both.
+  EXPECT_EQ(on.size() + off.size(), 16u + 11u + 5u);
+}
+
 TEST(CliBench, FilterThatNamesNoCaseIsAnError) {
   scratch_dir dir;
   const fs::path json = dir.path() / "bench.json";

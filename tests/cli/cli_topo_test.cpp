@@ -13,6 +13,7 @@
 #include <pty.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -69,6 +70,35 @@ TEST(CliTopo, JsonFollowsThePeerGroups) {
   expect_measured(j.at("latency_4k_us"), 4, "latency");
   expect_measured(j.at("all_pairs_at_once_gbps"), 4, "all pairs");
   EXPECT_GT(j.at("all_pairs_at_once_total_gbps").get<double>(), 0.0);
+  // One window for every pair: each pair's bytes over it; each device's egress and ingress are
+  // its row's and column's sums, with a verdict (sim: no nominal capacity to judge against).
+  const auto& ap = j.at("all_pairs");
+  const double window_ms = ap.at("window_ms").get<double>();
+  EXPECT_GT(window_ms, 0.0);
+  EXPECT_TRUE(ap.at("gate").at("held").get<bool>()) << ap.at("gate").dump();
+  EXPECT_GE(ap.at("gate").at("bytes").get<std::size_t>(), std::size_t{8} << 20);
+  const double pair_gbps = 256.0 * 1024 * 2 / (window_ms / 1e3) / 1e9;
+  double lane_max = 0;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b) {
+      if (a == b) continue;
+      EXPECT_NEAR(j["all_pairs_at_once_gbps"][a][b].get<double>(), pair_gbps, pair_gbps * 1e-6);
+      const double lane = ap.at("lane_ms")[a][b].get<double>();
+      EXPECT_GT(lane, 0.0);
+      EXPECT_LE(lane, window_ms);
+      lane_max = std::max(lane_max, lane);
+    }
+  EXPECT_DOUBLE_EQ(lane_max, window_ms);
+  ASSERT_EQ(ap.at("devices").size(), 4u);
+  for (int d = 0; d < 4; ++d) {
+    const auto& dev = ap["devices"][d];
+    EXPECT_EQ(dev.at("device"), d);
+    EXPECT_NEAR(dev.at("egress_gbps").get<double>(), 3 * pair_gbps, 3 * pair_gbps * 1e-6);
+    EXPECT_NEAR(dev.at("ingress_gbps").get<double>(), 3 * pair_gbps, 3 * pair_gbps * 1e-6);
+    EXPECT_TRUE(dev.at("capacity_gbps").is_null());
+    EXPECT_EQ(dev.at("egress_verdict").get<std::string>().rfind("no nominal capacity", 0), 0u);
+  }
+  EXPECT_TRUE(j.at("peer_capacity_gbps")[0].is_null());
 }
 
 TEST(CliTopo, TextPrintsEveryMatrix) {

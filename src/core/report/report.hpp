@@ -54,14 +54,31 @@ struct topology {
   std::vector<std::vector<double>> link_nominal;  ///< GB/s per direction; NaN: not known
   std::vector<std::string> host_link;             ///< e.g. "PCIe Gen5 x16", "sim"
   std::vector<double> host_link_nominal;          ///< GB/s per direction; NaN: not known
+  /// GB/s per direction that all of a device's peer copies share: its direct NVLinks summed,
+  /// its NVSwitch links once, its host link once for peers over PCIe; NaN: not known.
+  std::vector<double> peer_capacity;
   std::vector<std::vector<std::string>> path;     ///< "peer" or "staged"
   std::map<std::string, std::string> legend;      ///< each link label used: what it means
   figures memarea;                                ///< memarea's copies
   figures raw;                                    ///< the bare driver calls (with baseline)
   bool has_raw = false;
-  /// Every ordered pair copying at once (each on a stream of its source): per pair and total.
+  /// Every ordered pair copying at once (each on a stream of its source), in one window the
+  /// gate opens for all (src/topo/topo_all_pairs.cpp): each pair's bytes over the window.
   std::vector<std::vector<double>> concurrent;  // GB/s; NaN on the diagonal
   double concurrent_total = std::numeric_limits<double>::quiet_NaN();  // GB/s, all pairs (NaN: < 2)
+  std::vector<std::vector<double>> all_pairs_lane_ms;  ///< each pair's own time in the window
+  double all_pairs_window_ms = std::numeric_limits<double>::quiet_NaN();  ///< the longest lane
+  std::vector<double> egress, ingress;  ///< GB/s per device: its pairs' sums over the window
+  /// Each device's egress and ingress set against peer_capacity, in words.
+  std::vector<std::string> egress_verdict, ingress_verdict;
+  /// The gate of the all-pairs window: its copy's size, whether it held until every copy was
+  /// queued, the tries it took, and what happened when it did not hold.
+  struct {
+    std::size_t bytes = 0;
+    bool held = false;
+    int attempts = 0;
+    std::string note;
+  } all_pairs_gate;
   /// Trials whose timing gate (docs/topo.md) ran out before all copies were queued, so that
   /// their figure includes some of the host's queueing time (0 on a quiet machine).
   int gate_misses = 0;
@@ -72,8 +89,17 @@ struct topology {
 void topology_defaults(std::size_t& size, int& reps);
 
 /// Fills the link labels of a topology whose n, names and pci are set: `link`,
-/// `link_nominal`, `host_link`, `host_link_nominal` and `legend` (src/topo/topo_links.cpp).
+/// `link_nominal`, `host_link`, `host_link_nominal`, `peer_capacity` and `legend`
+/// (src/topo/topo_links.cpp).
 void label_links(topology& r);
+
+/// Every ordered pair copies `size` bytes `reps` times at once: fills concurrent, the window,
+/// egress, ingress and their verdicts (src/topo/topo_all_pairs.cpp; label_links first).
+void measure_all_pairs(std::size_t size, int reps, topology& r);
+
+/// The all-pairs window's JSON: window_ms, lane_ms, per-device egress/ingress against capacity
+/// with a verdict, and the gate.
+nlohmann::json all_pairs_json(const topology& r);
 
 /// Measures with `o` (defaults already applied); `progress` (may be empty) hears what is being
 /// measured. not_supported in a library built without the measurement.
