@@ -53,7 +53,8 @@ strip out/gpu-bin/hip-nvidia/libamdhip64.so.5
 mkdir -p out/gpu-bin/cuda-entry-clock
 cp build/gpu/cuda-entry-clock/libcuda.so.1 out/gpu-bin/cuda-entry-clock/
 strip out/gpu-bin/cuda-entry-clock/libcuda.so.1
-# The Python package with its tests, bench and example, copied after the strip above, which
+# The Python package with its tests (the frameworks' stand-ins in tests/stand_ins too), benches
+# (bench_python.py, bench_frameworks.py) and example, copied after the strip above, which
 # takes files only; and its compiled extension (abi3: the GPU image's Python 3.12 loads the one
 # built here), in the package, where memarea/_ext.py looks first.
 mkdir -p out/gpu-bin/python/examples

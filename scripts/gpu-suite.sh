@@ -244,7 +244,8 @@ if compgen -G "$BIN/aml_test_*" >/dev/null; then
 fi
 
 # The Python package (python/, docs/python.md) with the image's python3 (PyTorch, CuPy, JAX):
-# the CI suite on CUDA plus the interop tests, the example (two processes), then the bench.
+# the CI suite on CUDA plus the interop and framework-allocator tests, the example (two
+# processes), then the benches (per call; PyTorch with memarea's allocator against its own).
 if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
   py=(env MEMAREA_BACKEND=cuda "MEMAREA_LIBRARY=$PWD/$BIN/libmemarea.so.0"
       "PYTHONPATH=$PWD/$BIN/python" PYTHONDONTWRITEBYTECODE=1)
@@ -257,6 +258,8 @@ if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
   run "${py[@]}" timeout 300 python3 "$BIN/python/examples/share_tensor.py"
   section "Python bench (per call; torch.empty and cupy.empty in the same run)"
   run "${py[@]}" timeout 600 python3 "$BIN/python/bench/bench_python.py" --json "$EXTRA/bench-python.json"
+  section "PyTorch with memarea's allocator against its own (python/bench/bench_frameworks.py)"
+  run "${py[@]}" timeout 1200 python3 "$BIN/python/bench/bench_frameworks.py" --json "$EXTRA/bench-frameworks.json"
 else
   section "Python package"
   echo "NOT RUN: no $BIN/python/memarea (scripts/gpu-build.sh copies it) or no python3" | tee -a "$LOG"

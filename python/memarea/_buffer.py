@@ -35,12 +35,17 @@ class AllocationInfo(NamedTuple):
 
 
 def lookup(obj) -> AllocationInfo:
-    """The allocation that contains obj: an int address, a Buffer or a View (memarea's own
+    """The allocation that contains obj: an int address, a Buffer or a View, or the first byte
+    of an array with data_ptr() (torch) or __cuda_array_interface__ (CuPy) (memarea's own
     records first, then the driver's)."""
     if isinstance(obj, (Buffer, View)):
         ptr = obj.ptr
-    else:
+    elif isinstance(obj, int) or not (hasattr(obj, "data_ptr") or
+                                      hasattr(obj, "__cuda_array_interface__")):
         ptr = _int(obj, "pointer")
+    else:
+        from .ipc import _foreign_pointer
+        ptr = _foreign_pointer(obj)
     i = AllocationInfoC()
     check(fn.pointer_get_info(ctypes.byref(i), ptr))
     return AllocationInfo(i.base or 0, i.size, _KIND_NAMES.get(i.kind, "unknown"), i.device,

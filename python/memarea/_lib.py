@@ -1,7 +1,7 @@
 """Loading libmemarea.so, the C API's prototypes, and errors as exceptions.
 
-The package is Python over the C API (include/memarea/memarea.h, report.h) through ctypes, which
-serves every Python 3 with nothing compiled; the compiled extension (memarea/_ext.py) takes the
+The package is Python over the C API (include/memarea/memarea.h, report.h, torch.h) through
+ctypes, which serves every Python 3 with nothing compiled; the compiled extension (memarea/_ext.py) takes the
 hot path where it was built, and binds to the library loaded here. ctypes.CDLL releases the GIL around every foreign call, so a blocking memarea call
 (a synchronous copy, a stream or device synchronize, an IPC open, a topology measurement) lets
 other Python threads run.
@@ -122,6 +122,11 @@ class PoolStats(ctypes.Structure):
         "driver_allocations", "largest_free_block", "live_allocations")]
 
 
+class TorchStats(ctypes.Structure):
+    """memarea_torch_stats (memarea/torch.h)."""
+    _fields_ = [(n, ctypes.c_size_t) for n in ("live_pieces", "live_bytes", "refused_frees")]
+
+
 class IpcHandle(ctypes.Structure):
     """memarea_ipc_handle_t: 128 plain bytes, passed by value."""
     _fields_ = [("bytes", ctypes.c_ubyte * 128)]
@@ -190,6 +195,11 @@ _PROTOTYPES = {
     "memarea_event_synchronize": (_I, [_P]),
     "memarea_event_elapsed": (_I, [ctypes.POINTER(ctypes.c_float), _P, _P]),
     "memarea_pool_record_stream": (_I, [_P, _P, _P]),
+    "memarea_torch_malloc": (_P, [ctypes.c_ssize_t, _I, _P]),
+    "memarea_torch_free": (None, [_P, ctypes.c_ssize_t, _I, _P]),
+    "memarea_torch_set_pool": (_I, [_I, _P]),
+    "memarea_torch_get_pool": (_I, [c_void_pp, _I]),
+    "memarea_torch_get_stats": (_I, [ctypes.POINTER(TorchStats), _P]),
 }
 
 

@@ -25,11 +25,33 @@ HANDLE_SIZE = IPC_HANDLE_SIZE
 """Bytes in an IPC handle (128)."""
 
 
-def handle(buffer: Buffer) -> bytes:
-    """buffer.ipc_handle()."""
-    if not isinstance(buffer, Buffer):
-        raise TypeError(f"expected a memarea Buffer, not {type(buffer).__name__}")
-    return buffer.ipc_handle()
+def handle(buffer) -> bytes:
+    """buffer.ipc_handle() of a Buffer or View; of a framework's array whose memory memarea
+    allocated (a torch tensor made under memarea.torch, a CuPy array under memarea.cupy: any
+    object with data_ptr() or __cuda_array_interface__), the handle of its first byte, which
+    opens (memarea.ipc.open(h, nbytes)) at that byte in the other process.
+    memarea.Error INVALID_VALUE where memarea did not allocate the memory."""
+    if isinstance(buffer, Buffer):
+        return buffer.ipc_handle()
+    ptr = _foreign_pointer(buffer)
+    h = IpcHandle()
+    check(fn.ipc_get_mem_handle(ctypes.byref(h), ptr))
+    return bytes(h.bytes)
+
+
+def _foreign_pointer(obj) -> int:
+    """The address of the first byte of a View or a framework's array."""
+    from ._core import View
+    if isinstance(obj, View):
+        return obj.ptr
+    data_ptr = getattr(obj, "data_ptr", None)
+    if callable(data_ptr):  # torch.Tensor
+        return int(data_ptr())
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if isinstance(cai, dict) and "data" in cai:  # CuPy, Numba, JAX
+        return int(cai["data"][0])
+    raise TypeError("expected a memarea Buffer or View, or an array with data_ptr() or "
+                    f"__cuda_array_interface__, not {type(obj).__name__}")
 
 
 def open(handle: bytes, nbytes: int | None = None, *,  # noqa: A001 (the module's verb)
