@@ -257,6 +257,7 @@ state& state::make() {
   }
   // Registered now, run once the background thread starts (first import, first deferred free).
   housekeeper::add(&liveness_tick);
+  housekeeper::add(&publish_usage);
   return *made;
 }
 
@@ -275,6 +276,7 @@ void prepare_task() noexcept {
   }
   // The first export and import run code nothing ran before: map it now, not in their calls.
   (void)warm_own_code();
+  publish_usage();
   g_prepared.store(true, std::memory_order_release);
 }
 
@@ -323,6 +325,7 @@ void prepare_in_background() noexcept {
       g_prepare_requested.exchange(true))
     return;
   housekeeper::add(&prepare_task);
+  housekeeper::add(&publish_usage);
   housekeeper::start();
 }
 
