@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -31,8 +32,14 @@ json ps_document() {
 }
 
 #ifdef MEMAREA_TEST_CLI
+/// The memarea tool: $MEMAREA_TEST_CLI (a copied build tree), else the one CMake built.
+std::string cli_path() {
+  const char* e = std::getenv("MEMAREA_TEST_CLI");
+  return e && *e ? e : MEMAREA_TEST_CLI;
+}
+
 json ps_of_the_cli() {
-  FILE* f = popen(MEMAREA_TEST_CLI " ps --json", "r");
+  FILE* f = popen((cli_path() + " ps --json").c_str(), "r");
   if (!f) throw std::runtime_error("popen");
   std::string out;
   char buf[4096];

@@ -17,6 +17,7 @@
 #include "core/ipc/ipc_observer.hpp"
 #include "core/memory/memory_observer.hpp"
 #include "core/memory/registry.hpp"
+#include "core/memory/usage_counters.hpp"
 #include "core/pool/pool_impl.hpp"
 #include "core/system.hpp"
 #include "testing/memarea_testing.hpp"
@@ -289,6 +290,11 @@ void on_fork_child() {
     g_inherited = s;
   }
   g_export_generation.fetch_add(1);
+  // The parent's exports stay the parent's: the child has exported nothing.
+  for (int i = 0; i < usage::kRows; ++i) {
+    usage::at(i).now[usage::exported].store(0, std::memory_order_relaxed);
+    usage::at(i).high[usage::peak_exported].store(0, std::memory_order_relaxed);
+  }
   g_prepare_requested.store(false);
   g_prepared.store(false);
   // The child's first device allocation prepares the child's lease and segment.
