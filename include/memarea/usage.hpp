@@ -13,7 +13,7 @@
 
 namespace memarea {
 
-/// What this process holds on one device, in bytes (the C API's memarea_memory_usage_t, less
+/// What this process holds on one device, in bytes (the C API's usage structure, less
 /// its size field; docs/usage.md).
 struct usage_figures {
   int device = 0;                  ///< the device asked for (-1: the host)

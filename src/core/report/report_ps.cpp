@@ -69,7 +69,7 @@ long pid_here(std::int32_t pid, std::uint64_t ns) {
 
 /// What one exported buffer is, as its exporter's segment says.
 struct export_entry {
-  int device = -1;  ///< -1: not said
+  int device = -2;  ///< -2: not said (a segment of an older memarea)
   std::uint64_t bytes = 0;
   bool freed = false;
   std::vector<std::uint64_t> open_in;  ///< importers' owners
@@ -109,7 +109,7 @@ bool read_segment(const std::string& name, std::uint64_t owner, bool any_user,
   for (const ii::buffer_slot& b : seg->slot) {
     if (b.id == 0 || b.end < b.begin) continue;
     export_entry e;
-    e.device = b.device >= 1 && b.device <= lt::kMaxRows ? static_cast<int>(b.device) - 1 : -1;
+    e.device = b.device >= 1 && b.device < lt::kMaxRows ? static_cast<int>(b.device) - 1 : -2;
     e.bytes = b.end - b.begin;
     e.freed = b.live == 0;
     for (const ii::importer_slot& w : b.who)
