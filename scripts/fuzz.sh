@@ -15,7 +15,7 @@ case "$mode" in
   *) echo "usage: $0 [--ci|--long]" >&2; exit 2 ;;
 esac
 dir=${FUZZ_BUILD_DIR:-build/fuzz}
-harnesses=(handle recv_fd config mpi_record segment)
+harnesses=(handle recv_fd config mpi_record segment lease_table)
 # Flags of one harness. segment: libFuzzer's SIGBUS handler would replace memarea's fault guard
 # without chaining to it, and a file cut short under a mapping is what that harness tests.
 declare -A extra=([segment]="-handle_bus=0")

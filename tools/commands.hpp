@@ -12,5 +12,9 @@ int run_info(bool json);
 /// `memarea ipc gc [--dry-run] [--json]`: removes (or lists) the shared-memory objects of dead
 /// processes in /dev/shm.
 int run_ipc_gc(bool dry_run, bool json);
+/// `memarea ps` as JSON (memarea_ps_json); device null: every device.
+nlohmann::json ps_json(const int* device);
+/// `memarea ps [--json] [--device N]`: the processes using memarea and what they share.
+int run_ps(bool json, const int* device);
 
 }  // namespace memarea::cli

@@ -1,4 +1,4 @@
-// The memarea command-line tool: info, topo, ipc gc. The benchmarks are a program of their own,
+// The memarea command-line tool: info, topo, ps, ipc gc. The benchmarks are a program of their own,
 // memarea-bench (bench/).
 #include "tools/commands.hpp"
 #include "tools/device_required.hpp"
@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
   topo->add_option("--reps", topo_reps, "copies per timed trial")->check(CLI::Range(1, 100000));
   topo->add_flag("--baseline", topo_baseline,
                  "also time the bare driver calls the same way (\"raw\")");
+  auto* ps = app.add_subcommand("ps", "processes using memarea: memory per device, what they share");
+  int ps_device = -2;
+  ps->add_flag("--json", json, "print JSON for scripts");
+  ps->add_option("--device", ps_device, "this device only (-1: the host)")
+      ->check(CLI::Range(-1, 1 << 20));
   auto* ipc = app.add_subcommand("ipc", "inter-process sharing");
   ipc->require_subcommand(1);
   auto* gc = ipc->add_subcommand(
@@ -111,6 +116,7 @@ int main(int argc, char** argv) {
   try {
     if (*info) return memarea::cli::run_info(json);
     if (*gc) return memarea::cli::run_ipc_gc(dry_run, json);
+    if (*ps) return memarea::cli::run_ps(json, ps_device >= -1 ? &ps_device : nullptr);
     if (*topo) {
       memarea::cli::require_a_device("topo", "memarea topo");
       return memarea::cli::run_topo(json, topo_svg, topo_size, topo_reps, topo_baseline);

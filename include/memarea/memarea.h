@@ -279,6 +279,35 @@ MEMAREA_API memarea_status memarea_pool_trim(memarea_pool_t pool, size_t keep_by
 MEMAREA_API memarea_status memarea_pool_get_stats(memarea_pool_t pool, memarea_pool_stats *stats);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Memory usage (docs/usage.md)                                                             */
+
+/** What this process holds on one device (or the host), in bytes; docs/usage.md defines each
+ *  figure. Set size to sizeof(memarea_memory_usage_t) before the call (MEMAREA_MEMORY_USAGE_INIT
+ *  does): later versions append fields, and fill only the size the caller says it has. */
+typedef struct memarea_memory_usage_t {
+  size_t size;          /**< set by the caller: the struct's size as the caller was built */
+  int device;           /**< filled in: the device asked for */
+  size_t live;          /**< handed to the program: allocations and pool pieces not yet freed */
+  size_t cached;        /**< in pools' blocks, not handed out (free, or kept in a thread's cache) */
+  size_t reserved;      /**< taken from the driver: live allocations not from pools + pool blocks */
+  size_t exported;      /**< exported through IPC, and not yet freed or still open elsewhere */
+  size_t imported;      /**< mapped from other processes (IPC handles, shareable descriptors) */
+  size_t peak_live;     /**< the most live since the process started or the peaks' last reset */
+  size_t peak_cached;   /**< likewise for cached */
+  size_t peak_reserved; /**< likewise for reserved */
+  size_t peak_exported; /**< likewise for exported */
+  size_t peak_imported; /**< likewise for imported */
+} memarea_memory_usage_t;
+#define MEMAREA_MEMORY_USAGE_INIT {sizeof(memarea_memory_usage_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+/** This process's usage on device (an ordinal, or MEMAREA_CPU_DEVICE_ID for host memory: here
+ *  -1 is the host, not the current device). MEMAREA_ERROR_INVALID_VALUE for a NULL out or a size
+ *  smaller than this version's first fields; MEMAREA_ERROR_INVALID_DEVICE for any other device;
+ *  *out is unchanged on failure. */
+MEMAREA_API memarea_status memarea_memory_usage(int device, memarea_memory_usage_t *out);
+/** Sets device's peaks to its figures now (device as memarea_memory_usage). */
+MEMAREA_API memarea_status memarea_memory_usage_reset_peaks(int device);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Peer-to-peer (seeds 000 and 003)                                                         */
 
 MEMAREA_API memarea_status memarea_device_can_access_peer(int *can_access, int device,

@@ -19,5 +19,6 @@
 #include <memarea/pool.hpp>
 #include <memarea/sim.hpp>
 #include <memarea/stream.hpp>
+#include <memarea/usage.hpp>
 
 #pragma GCC visibility pop

@@ -1,5 +1,6 @@
-/* memarea — C API of the reports `memarea info --json` and `memarea topo --json` print, for
- * programs and language bindings (the Python package's memarea.info() and memarea.topo()).
+/* memarea — C API of the reports `memarea info --json`, `memarea topo --json` and
+ * `memarea ps --json` print, for programs and language bindings (the Python package's
+ * memarea.info(), memarea.topo() and memarea.ps()).
  *
  * Each call returns one NUL-terminated JSON document in memory the library allocates, because
  * its length is only known once it is built (and a topology is measured, which a "call again
@@ -41,6 +42,14 @@ typedef void (*memarea_topo_progress_fn)(const char *what, void *user);
 MEMAREA_API memarea_status memarea_topo_json_ex(char **json, size_t size, int reps,
                                                 unsigned flags,
                                                 memarea_topo_progress_fn progress, void *user);
+
+/** `memarea ps --json`: every live process on this machine that uses memarea and published its
+ *  usage (those of the caller's user; every user's for root), each with its pid (as it sees
+ *  itself, and as the caller sees it where visible), command, figures per device
+ *  (docs/usage.md), the buffers it exported and who has them open, and what it imported from
+ *  whom. device NULL: every device; else that device's figures and sharing only
+ *  (MEMAREA_CPU_DEVICE_ID: the host's). *json gets a string to free with memarea_string_free. */
+MEMAREA_API memarea_status memarea_ps_json(char **json, const int *device);
 
 /** Frees a string memarea_info_json or memarea_topo_json returned; NULL does nothing. */
 MEMAREA_API void memarea_string_free(char *s);

@@ -31,6 +31,7 @@ from ._core import (ADVICE, ATTACH_FLAGS, COHERENCY_MODES, CPU_DEVICE_ID, KINDS,
                     synchronize, topo)
 from ._stream import Event, ExternalStream, record_stream
 from ._device import device_reset
+from ._usage import memory_usage, ps, reset_usage_peaks
 from . import ipc
 
 __version__ = "0.1.0"
@@ -42,6 +43,7 @@ __all__ = [
     "copy_2d", "copy_2d_async", "copy_async", "device_count", "device_properties",
     "device_reset", "disable_peer_access", "dlpack_device", "dtype", "enable_peer_access",
     "get_device", "implementation", "info", "ipc", "library_path", "live_exports", "lookup",
-    "memset", "memset_async", "peer_access", "prefetch", "range_attributes", "record_stream",
-    "set_device", "synchronize", "topo",
+    "memory_usage", "memset", "memset_async", "peer_access", "prefetch", "ps",
+    "range_attributes", "record_stream", "reset_usage_peaks", "set_device", "synchronize",
+    "topo",
 ]

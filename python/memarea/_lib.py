@@ -127,6 +127,14 @@ class TorchStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("live_pieces", "live_bytes", "refused_frees")]
 
 
+class MemoryUsage(ctypes.Structure):
+    """memarea_memory_usage_t (docs/usage.md)."""
+    _fields_ = [("size", ctypes.c_size_t), ("device", ctypes.c_int)] + [
+        (n, ctypes.c_size_t) for n in (
+            "live", "cached", "reserved", "exported", "imported", "peak_live", "peak_cached",
+            "peak_reserved", "peak_exported", "peak_imported")]
+
+
 class IpcHandle(ctypes.Structure):
     """memarea_ipc_handle_t: 128 plain bytes, passed by value."""
     _fields_ = [("bytes", ctypes.c_ubyte * 128)]
@@ -182,6 +190,9 @@ _PROTOTYPES = {
     "memarea_ipc_remove_stale_objects": (_I, [c_size_p]),
     "memarea_info_json": (_I, [c_char_pp]),
     "memarea_topo_json": (_I, [c_char_pp, _Z, _I]),
+    "memarea_ps_json": (_I, [c_char_pp, c_int_p]),
+    "memarea_memory_usage": (_I, [_I, ctypes.POINTER(MemoryUsage)]),
+    "memarea_memory_usage_reset_peaks": (_I, [_I]),
     "memarea_string_free": (None, [ctypes.c_void_p]),
     "memarea_stream_wrap": (_I, [c_void_pp, _P, _I]),
     "memarea_stream_forget": (_I, [_P]),

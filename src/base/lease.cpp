@@ -17,6 +17,7 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <new>
 
 namespace memarea::detail::lease {
 
@@ -35,6 +36,7 @@ struct own_lease {
   std::uint64_t owner = 0;
   int fd = -1;
   pid_t pid = 0;
+  lease_table::layout* table = nullptr;  ///< what its usage table holds (heap: written with pwrite)
 };
 
 /// Guards g_own. A plain mutex, initialised at compile time: memarea may be called from another
@@ -52,6 +54,34 @@ struct lease_lock {
 constinit own_lease g_own;
 constinit std::atomic<std::uint64_t> g_current{0};
 
+/// The inode of this process's PID namespace, 0 when /proc cannot say.
+std::uint64_t pid_namespace() noexcept {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
+
+/// Writes who this process is into a new lease's table; null when out of memory. Written to the
+/// file with pwrite, never through a mapping: a file another process cut short cannot fault us.
+lease_table::layout* make_table(int fd) noexcept {
+  auto* t = new (std::nothrow) lease_table::layout{};
+  if (!t) return nullptr;
+  char comm[17] = {};
+  if (const int c = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC); c >= 0) {
+    const ssize_t n = read(c, comm, 16);
+    ::close(c);
+    for (ssize_t i = 0; i < n; ++i)
+      if (comm[i] == '\n') comm[i] = '\0';
+  }
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const auto start = static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000ull +
+                     static_cast<std::uint64_t>(now.tv_nsec);
+  lease_table::init(*t, static_cast<std::int32_t>(getpid()), pid_namespace(),
+                    static_cast<std::uint32_t>(geteuid()), start, comm);
+  (void)!pwrite(fd, t, sizeof *t, 0);
+  return t;
+}
+
 /// The child's lease is its own: it closes the parent's descriptor (which would otherwise keep
 /// the parent's lock alive after the parent dies) and makes a new lease when it needs one.
 struct lease_fork final : fork_participant {
@@ -61,6 +91,8 @@ struct lease_fork final : fork_participant {
   void fork_child() noexcept override {
     pthread_mutex_init(&g_lease_mutex, nullptr);
     if (g_own.fd >= 0) ::close(g_own.fd);
+    // The parent's table stays the parent's: the child never writes it.
+    delete g_own.table;
     g_own = own_lease{};
     g_current.store(0);
   }
@@ -176,7 +208,7 @@ std::uint64_t own(int* err) noexcept {
       const std::uint64_t owner = random_u64();
       const std::string name = lease_name(owner);
       // O_EXCL: a name that exists is someone else's (never ours to use or remove).
-      const int fd = create_object(name, 0);
+      const int fd = create_object(name, lease_table::kBytes);
       if (fd < 0) {
         failure = -fd;
         if (failure == EEXIST) continue;
@@ -192,7 +224,7 @@ std::uint64_t own(int* err) noexcept {
       }
       static const bool registered = [] { return std::atexit(remove_own_lease_at_exit) == 0; }();
       (void)registered;
-      g_own = own_lease{owner, fd, getpid()};
+      g_own = own_lease{owner, fd, getpid(), make_table(fd)};
       g_current.store(owner, std::memory_order_release);
       break;
     }
@@ -203,6 +235,64 @@ std::uint64_t own(int* err) noexcept {
 }
 
 std::uint64_t current() noexcept { return g_current.load(std::memory_order_acquire); }
+
+bool publish_usage(const lease_table::row* rows, std::uint32_t n) noexcept {
+  lease_lock lock;
+  if (!g_own.table || g_own.fd < 0) return false;
+  lease_table::publish(*g_own.table, rows, n);
+  return pwrite(g_own.fd, g_own.table, sizeof *g_own.table, 0) ==
+         static_cast<ssize_t>(sizeof *g_own.table);
+}
+
+std::vector<std::uint64_t> owners() {
+  std::vector<std::uint64_t> out;
+  DIR* d = opendir(kShmDir);
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    const std::string_view name = e->d_name;
+    const std::uint64_t o = owner_of(name);  // 0 unless "memarea-<kind>-<owner>..."
+    if (o != 0 && name.substr(kPrefix.size(), kLeaseKind.size() + 1) == "lease-") out.push_back(o);
+  }
+  closedir(d);
+  return out;
+}
+
+int open_for_reading(std::uint64_t owner, bool any_user) noexcept {
+  if (!any_user) return open(owner);
+  if (owner == 0) return -ENOENT;
+  char path[128];
+  std::snprintf(path, sizeof path, "%s%s", kShmDir, lease_name(owner).c_str());
+  const int fd = ::open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -errno;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
+    ::close(fd);
+    return -EPERM;
+  }
+  return fd;
+}
+
+std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcept {
+  try {
+    // Read, never mapped: a file another process cut short cannot fault a read. Two equal
+    // reads make one that no write of the owner tore.
+    std::vector<unsigned char> a(lease_table::kBytes), b(lease_table::kBytes);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const ssize_t n = pread(fd, a.data(), a.size(), 0);
+      if (n < 0) {
+        if (why) *why = std::strerror(errno);
+        return std::nullopt;
+      }
+      const ssize_t m = pread(fd, b.data(), b.size(), 0);
+      if (m != n || std::memcmp(a.data(), b.data(), static_cast<std::size_t>(n)) != 0) continue;
+      return lease_table::decode(a.data(), static_cast<std::size_t>(n), why);
+    }
+    if (why) *why = "usage table changing on every read";
+  } catch (...) {
+    if (why) *why = "out of memory";
+  }
+  return std::nullopt;
+}
 
 std::string object_name(std::string_view kind, std::uint64_t owner, std::uint64_t random,
                         int digits) {

@@ -17,8 +17,11 @@
 // sweep at work on a dead owner for the owner.
 #pragma once
 
+#include "base/lease_table.hpp"
+
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +48,21 @@ int create_object(const std::string& name, std::size_t bytes) noexcept;
 bool stamped(int fd, std::string_view name) noexcept;
 /// This process's owner if it has made its lease already, else 0 (makes nothing).
 std::uint64_t current() noexcept;
+
+/// Writes rows (at most lease_table::kMaxRows) into this process's usage table, the first
+/// lease_table::kBytes of its lease (base/lease_table.hpp); false when it has no lease yet.
+bool publish_usage(const lease_table::row* rows, std::uint32_t n) noexcept;
+
+/// The owners of every lease in /dev/shm (any user's; opening one is another matter).
+std::vector<std::uint64_t> owners();
+
+/// As open(owner), but also a lease of another user when `any_user` (root reading every
+/// process): still a regular file of no other's access, never a link.
+int open_for_reading(std::uint64_t owner, bool any_user) noexcept;
+
+/// Reads the usage table of the lease behind fd (lease_table::decode of two equal reads);
+/// nullopt, with *why, when it has none this process can read.
+std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcept;
 
 /// "/memarea-<kind>-<owner>-<random>": owner as 16 hex digits, random as `digits` (1 to 16).
 std::string object_name(std::string_view kind, std::uint64_t owner, std::uint64_t random,

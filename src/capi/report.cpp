@@ -59,6 +59,17 @@ memarea_status memarea_topo_json_ex(char** json, size_t size, int reps, unsigned
   });
 }
 
+memarea_status memarea_ps_json(char** json, const int* device) {
+  return c_call(__func__, [&] {
+    require(json, "json");
+    *json = nullptr;
+    if (device && *device < MEMAREA_CPU_DEVICE_ID)
+      throw memarea::error(memarea::errc::invalid_device,
+                           "device " + std::to_string(*device) + " is neither a device nor the host");
+    *json = c_string(memarea::report::ps_json(device).dump(2));
+  });
+}
+
 void memarea_string_free(char* s) { std::free(s); }
 
 }  // extern "C"

@@ -85,7 +85,7 @@ TEST(Cli, UnknownCommandIsNamedWithTheCommandsThereAre) {
   const auto r = run_cli({"xyz"}, {"MEMAREA_BACKEND=sim"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("unknown command 'xyz'"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(commands: info, topo, ipc;"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(commands: info, topo, ps, ipc;"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
   const auto nested = run_cli({"ipc", "collect"}, {"MEMAREA_BACKEND=sim"});
   EXPECT_NE(nested.exit_code, 0);

@@ -29,6 +29,10 @@
 //                                last opened pointer + OFF: "at=A size=S capacity=C device=D
 //                                kind=K" (A: the pointer's offset from the base it reports);
 //                                EOF: exit
+//   share N                      allocate N bytes of device memory on device 0, print its handle,
+//                                then obey stdin: "open HEX" -> "ok" (kept open until EOF) or a
+//                                status; "owner" -> its lease; "usage" -> "live=L reserved=R
+//                                exported=E imported=I" (memory_usage(0)); EOF: close, exit
 //   lru HEX...                   open and close each handle in turn, then print
 //                                "limit=L cached=FLAGS": L the import cache's bound, FLAGS a 1
 //                                per argument whose mapping is still cached, else 0; a memarea
@@ -499,6 +503,10 @@ int prepare(int argc, char**) {
 
 }  // namespace
 
+namespace memarea_helper {
+int share(int argc, char** argv);  // share.cpp
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 64;
   const std::string cmd = argv[1];
@@ -514,6 +522,7 @@ int main(int argc, char** argv) {
     if (cmd == "importer") return importer(argc, argv);
     if (cmd == "free-shareable") return free_shareable(argc, argv);
     if (cmd == "prepare") return prepare(argc, argv);
+    if (cmd == "share") return memarea_helper::share(argc, argv);
   } catch (const memarea::error& e) {
     say(memarea::to_string(e.status()));
     std::cerr << "memarea_test_helper " << cmd << ": " << e.what() << "\n";

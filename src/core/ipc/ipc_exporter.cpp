@@ -5,6 +5,7 @@
 #include "base/lease.hpp"
 #include "base/random_name.hpp"
 #include "core/memory/area_impl.hpp"
+#include "core/memory/usage_counters.hpp"
 #include "core/ipc/ipc_liveness.hpp"
 #include "core/system.hpp"
 
@@ -93,7 +94,8 @@ wire exporter::export_pooled(const void* ptr, const record& r, const pool_piece&
       known = block_natives_.emplace(r.id, native).first;
     }
     e.native = known->second;
-    e.slot = claim_slot_locked(piece.export_id, e.begin, e.end, native_digest(e.native.bytes));
+    e.slot = claim_slot_locked(piece.export_id, e.begin, e.end, native_digest(e.native.bytes),
+                               e.device);
     tracking_.store(true);
     it = exports_.emplace(piece.export_id, e).first;
     forget_if_cut_short_locked(it);
@@ -380,6 +382,7 @@ void exporter::ensure_segment_locked() {
     if (guard < 0) throw std::bad_alloc();
     free_slots_.reserve(kBuffers);
     slot_used_.assign(kBuffers, 0);
+    slot_bytes_.assign(kBuffers, {});
   } catch (...) {
     fault_guard::unwatch(guard);
     munmap(p, sizeof(segment));
@@ -426,13 +429,13 @@ std::unordered_map<std::uint64_t, exporter::exported>::iterator exporter::add_ex
         [&] { return fmt::format("ipc export of {} (device {})", r.base, r.device); });
   e.begin = 0;
   e.end = e.driver_size;
-  e.slot = claim_slot_locked(r.id, e.begin, e.end, native_digest(e.native.bytes));
+  e.slot = claim_slot_locked(r.id, e.begin, e.end, native_digest(e.native.bytes), e.device);
   tracking_.store(true);
   return exports_.emplace(r.id, e).first;
 }
 
 std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t begin,
-                                          std::uint64_t end, std::uint64_t digest) {
+                                          std::uint64_t end, std::uint64_t digest, int device) {
   // A free slot, filled with what importers check handles against; the id last, since an
   // importer checks it first.
   auto fill = [&](std::uint32_t i) {
@@ -445,6 +448,9 @@ std::uint32_t exporter::claim_slot_locked(std::uint64_t id, std::uint64_t begin,
     at(b.id).store(0);
     if (importers_of(b) != 0) (void)clear_importers(b);
     slot_used_[i] = 1;
+    slot_bytes_[i] = {end - begin, device};
+    usage::add(device, usage::exported, static_cast<std::int64_t>(end - begin));
+    at(b.device).store(static_cast<std::uint32_t>(device + 1));
     at(b.begin).store(begin);
     at(b.end).store(end);
     at(b.digest).store(digest);
@@ -474,6 +480,9 @@ void exporter::release_slot_locked(std::uint32_t i) {
   at(seg_->slot[i].live).store(0);
   at(seg_->slot[i].id).store(0);
   slot_used_[i] = 0;
+  usage::add(slot_bytes_[i].device, usage::exported,
+             -static_cast<std::int64_t>(slot_bytes_[i].bytes));
+  slot_bytes_[i] = {};
   // Reserved for every slot when the segment was made: never reallocates. A slot listed twice
   // (claimed by the scan while listed) is skipped when its second turn comes.
   if (free_slots_.size() < free_slots_.capacity()) free_slots_.push_back(i);

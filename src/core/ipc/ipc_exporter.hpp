@@ -119,7 +119,7 @@ class exporter {
   std::unordered_map<std::uint64_t, exported>::iterator add_export_locked(const record& r);
   wire make_wire_locked(const void* ptr, std::uint64_t id, const exported& e) const;
   std::uint32_t claim_slot_locked(std::uint64_t id, std::uint64_t begin, std::uint64_t end,
-                                  std::uint64_t digest);
+                                  std::uint64_t digest, int device);
   void release_slot_locked(std::uint32_t i);
   /// Finishes what it can; the pool sub-allocations to give back (after unlocking) go to done.
   std::size_t finish_deferred_locked(std::vector<pool_piece>& done);
@@ -138,6 +138,12 @@ class exporter {
   /// Which slots this process uses (exported or waiting for importers), kept here: the
   /// segment's own fields can be written by other processes, so they never say a slot is taken.
   std::vector<std::uint8_t> slot_used_;
+  /// What each used slot counts as exported (usage counters), kept here for the same reason.
+  struct slot_bytes {
+    std::uint64_t bytes = 0;
+    int device = 0;
+  };
+  std::vector<slot_bytes> slot_bytes_;
   std::unordered_map<std::uint64_t, exported> exports_;
   std::unordered_map<std::uint64_t, ipc_native_handle> block_natives_;  ///< pool block id ->
   std::unordered_map<std::uint64_t, ipc::free_policy> policies_;

@@ -36,6 +36,10 @@ void* open_bytes(const unsigned char (&bytes)[128], int device, unsigned flags);
 /// whose importers are gone.
 void liveness_tick() noexcept;
 
+/// Publishes this process's usage figures in its lease (ipc_publish.cpp): a task of the
+/// background thread, registered with IPC's own; does nothing until the lease exists.
+void publish_usage() noexcept;
+
 /// What lookup() reports of IPC-imported memory: the buffer the exporter shared.
 struct imported_buffer {
   void* base = nullptr;

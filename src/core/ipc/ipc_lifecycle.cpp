@@ -17,6 +17,7 @@
 #include "core/ipc/ipc_observer.hpp"
 #include "core/memory/memory_observer.hpp"
 #include "core/memory/registry.hpp"
+#include "core/memory/usage_counters.hpp"
 #include "core/pool/pool_impl.hpp"
 #include "core/system.hpp"
 #include "testing/memarea_testing.hpp"
@@ -257,6 +258,7 @@ state& state::make() {
   }
   // Registered now, run once the background thread starts (first import, first deferred free).
   housekeeper::add(&liveness_tick);
+  housekeeper::add(&publish_usage);
   return *made;
 }
 
@@ -275,6 +277,7 @@ void prepare_task() noexcept {
   }
   // The first export and import run code nothing ran before: map it now, not in their calls.
   (void)warm_own_code();
+  publish_usage();
   g_prepared.store(true, std::memory_order_release);
 }
 
@@ -287,6 +290,11 @@ void on_fork_child() {
     g_inherited = s;
   }
   g_export_generation.fetch_add(1);
+  // The parent's exports stay the parent's: the child has exported nothing.
+  for (int i = 0; i < usage::kRows; ++i) {
+    usage::at(i).now[usage::exported].store(0, std::memory_order_relaxed);
+    usage::at(i).high[usage::peak_exported].store(0, std::memory_order_relaxed);
+  }
   g_prepare_requested.store(false);
   g_prepared.store(false);
   // The child's first device allocation prepares the child's lease and segment.
@@ -323,6 +331,7 @@ void prepare_in_background() noexcept {
       g_prepare_requested.exchange(true))
     return;
   housekeeper::add(&prepare_task);
+  housekeeper::add(&publish_usage);
   housekeeper::start();
 }
 

@@ -31,7 +31,8 @@ struct importer_slot {
 struct buffer_slot {
   std::uint64_t id;  ///< the exporter's id of the buffer (never reused in its life); 0: free slot
   std::uint32_t live;       ///< 1 until the exporter frees the buffer
-  std::uint32_t reserved;
+  /// The device the buffer lives on, plus one (0: not said; diagnostics, `memarea ps`).
+  std::uint32_t device;
   /// The exported bytes: [begin, end) of the driver's allocation (a handle's offset must lie
   /// inside). A pool's sub-allocations share their block's driver handle, each its own range.
   std::uint64_t begin;

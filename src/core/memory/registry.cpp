@@ -1,5 +1,7 @@
 #include "core/memory/registry.hpp"
 
+#include "core/memory/usage_counters.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
@@ -22,8 +24,22 @@ void invalidate_cached_lookups() noexcept {
 
 void registry::insert(const record& r) {
   std::unique_lock lock(mutex_);
-  by_base_[reinterpret_cast<std::uintptr_t>(r.base)] = r;
+  record& slot = by_base_[reinterpret_cast<std::uintptr_t>(r.base)];
+  if (slot.base) usage::account(slot, -1, false);  // replaced: counted once, as the new one
+  slot = r;
+  usage::account(r, +1);
   invalidate_cached_lookups();
+}
+
+std::optional<record> registry::change(void* base, const std::function<void(record&)>& edit) {
+  std::unique_lock lock(mutex_);
+  auto it = by_base_.find(reinterpret_cast<std::uintptr_t>(base));
+  if (it == by_base_.end()) return std::nullopt;
+  usage::account(it->second, -1, false);
+  edit(it->second);
+  usage::account(it->second, +1);
+  invalidate_cached_lookups();
+  return it->second;
 }
 
 std::optional<record> registry::find(const void* p) const {
@@ -64,6 +80,7 @@ std::optional<record> registry::erase_if(void* base,
   if (!accept(it->second)) return std::nullopt;
   record r = it->second;
   by_base_.erase(it);
+  usage::account(r, -1);
   invalidate_cached_lookups();
   return r;
 }

@@ -113,6 +113,10 @@ class registry {
   /// or the reason it was not removed through *found (nullopt: no allocation at base).
   std::optional<record> erase_if(void* base, const std::function<bool(const record&)>& accept,
                                  std::optional<record>* found = nullptr);
+  /// Changes the record of the allocation starting exactly at base in place (edit must not
+  /// change its base, nor take locks); returns the new record, nullopt when none starts there.
+  /// One step for the usage counters: no peak sees the record counted both ways.
+  std::optional<record> change(void* base, const std::function<void(record&)>& edit);
   /// Number of live allocations.
   std::size_t size() const;
   /// Whether an allocation holds a byte of [p, p+size) (size > 0; the range is cut at the end of

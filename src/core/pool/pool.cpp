@@ -71,6 +71,8 @@ pool_state* make_pool(int device, unsigned flags, bool host_pool, const memarea_
     p->device = device >= 0 ? device : current_device();
     p->area_flags = flags;
     p->kind = kind_of_flags(flags);
+    if (p->kind == MEMAREA_MEMORY_DEVICE || p->kind == MEMAREA_MEMORY_MANAGED)
+      p->usage_device = p->device;
   }
   {
     auto& list = pools();
@@ -182,6 +184,9 @@ void destroy_pool(pool_state* p, bool force) {
       else held_blocks.emplace_back(b.rec, std::move(held_ids));
     }
     p->blocks.clear();
+    // Pieces still out (a forced destroy, held ones) go with their blocks.
+    usage::add(p->usage_device, usage::pool_handed, -static_cast<std::int64_t>(p->handed_bytes));
+    p->handed_bytes = 0;
   }
   for (auto& held_block : held_blocks) {
     // Not a structured binding: clang before 16 cannot capture one in a lambda.

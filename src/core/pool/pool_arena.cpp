@@ -79,18 +79,12 @@ record pool_state::allocate_block(std::size_t want) {
   void* base = host_pool ? host_malloc(want, host_node)
                          : area_mmap(device, area_flags, want, -1, nullptr);
   // The block's record becomes the pool's: freed by the pool only, looked up through it.
-  auto taken = allocations().erase_if(base, [](const record&) { return true; });
-  if (!taken) throw error(errc::unknown, "pool: a new block has no record");
-  record r = *taken;
-  r.made_by = origin::pool;
-  r.owner = this;
-  try {
-    allocations().insert(r);
-  } catch (...) {
-    (void)release(r);
-    throw;
-  }
-  return r;
+  auto changed = allocations().change(base, [&](record& r) {
+    r.made_by = origin::pool;
+    r.owner = this;
+  });
+  if (!changed) throw error(errc::unknown, "pool: a new block has no record");
+  return *changed;
 }
 
 void pool_state::add_block_locked(const record& r, shelf on) {
@@ -147,6 +141,25 @@ void pool_state::trim(std::size_t keep) {
     empty = take_empty_blocks_locked(keep);
   }
   release_blocks(empty);
+}
+
+std::size_t pool_thread_cached_bytes(int device) {
+  pool_list* list = g_pools.load(std::memory_order_acquire);
+  if (!list) return 0;
+  std::size_t n = 0;
+  std::lock_guard g(list->m);
+  for (auto& [cp, serial] : list->live) {
+    (void)serial;
+    if (cp->usage_device != device) continue;
+    auto* p = const_cast<pool_state*>(cp);
+    std::lock_guard cl(p->caches_m);
+    for (thread_cache* c : p->caches) {
+      c->lock();
+      n += c->cached_bytes;
+      c->unlock();
+    }
+  }
+  return n;
 }
 
 memarea_pool_stats pool_state::stats() {

@@ -7,6 +7,8 @@
 #include "core/memory/registry.hpp"
 #include "driver/driver.hpp"
 
+#include <memarea/usage.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -67,6 +69,12 @@ void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size, memarea_stre
 void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags);
 void pool_trim_c(memarea_pool_t h, std::size_t keep);
 memarea_pool_stats pool_stats_c(memarea_pool_t h);
+/// Bytes of pool pieces that threads' caches hold now, of the pools whose blocks count on
+/// device (usage counters: core/memory/usage_counters.hpp); takes each cache's flag briefly.
+std::size_t pool_thread_cached_bytes(int device);
+/// This process's usage figures of device (an ordinal below usage::kDevices or the host's -1;
+/// anything else reads zero), its peaks first raised to them (pool_usage.cpp).
+usage_figures usage_now(int device);
 
 /// A live allocation of a pool, as lookup() reports it.
 struct pool_sub_range {

@@ -40,6 +40,7 @@
 
 #include "base/fork_safety.hpp"
 #include "core/memory/registry.hpp"
+#include "core/memory/usage_counters.hpp"
 #include "core/pool/pool_cache.hpp"
 #include "core/pool/pool_impl.hpp"
 #include "core/pool/pool_spans.hpp"
@@ -71,6 +72,9 @@ struct pool_state {
   bool host_pool = false;  // pageable host memory (host_malloc)
   int host_node = -1;
   memarea_memory_kind kind = MEMAREA_MEMORY_DEVICE;
+  /// Where its blocks count in the usage counters: their records' device (the host's row for
+  /// pinned, mapped and pageable memory).
+  int usage_device = MEMAREA_CPU_DEVICE_ID;
   std::size_t alignment = 256;
   std::size_t maximum = 0;
   std::size_t release_threshold = SIZE_MAX;
@@ -304,6 +308,7 @@ struct pool_state {
     handed_out.insert(spans[i].start, i);
     handed_bytes += spans[i].size;
     peak_handed = std::max(peak_handed, handed_bytes);
+    usage::add(usage_device, usage::pool_handed, static_cast<std::int64_t>(spans[i].size));
     return i;
   }
 
@@ -340,6 +345,7 @@ struct pool_state {
   void release_handed_locked(std::uint32_t i, std::uint16_t tag) {
     handed_out.erase(spans[i].start);
     handed_bytes -= spans[i].size;
+    usage::add(usage_device, usage::pool_handed, -static_cast<std::int64_t>(spans[i].size));
     give_back_locked(i, tag);
   }
 

@@ -20,6 +20,11 @@ namespace memarea::report {
 /// `memarea info --json`.
 nlohmann::json info_json();
 
+/// `memarea ps --json`: the live processes of this user (of every user for root) that publish
+/// their usage, each one's figures per device, its exports and who has them open, and what it
+/// imported from whom; device (null: every device) keeps that device's only (report_ps.cpp).
+nlohmann::json ps_json(const int* device);
+
 // --- Topology (src/topo/) ----------------------------------------------------------------
 
 /// How `memarea topo` measures (docs/topo.md says what each figure means).
