@@ -196,7 +196,7 @@ struct free_lists {
   std::uint64_t fl_map[kShelves] = {};
   std::uint8_t sl_map[kShelves][64] = {};
   std::uint32_t head[kShelves * kLists];
-  std::size_t bytes = 0;
+  std::size_t bytes[kShelves] = {};  // free bytes on each shelf
   std::size_t spans = 0;
   native_stream stream = nullptr;
   native_event event = nullptr;    // recorded on stream to learn when its frees are safe
