@@ -256,7 +256,7 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
         const std::uint16_t tag = tag_for(ns);
         i = take_locked(n, tag);
         if (i == kNone && reclaim_locked(tag)) i = take_locked(n, tag);
-        // A pool that holds as much free as a new block would add, in spans that do not fit,
+        // A shelf that holds as much free as a new block would add, in spans that do not fit,
         // lacks a fit more than room: the other shelf's spans first, then a smaller block.
         const bool cut_up = i == kNone && cut_up_locked(shelf_for(n), n, tag);
         if (cut_up) i = take_locked(n, tag, true);

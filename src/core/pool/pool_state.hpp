@@ -269,8 +269,8 @@ struct pool_state {
   }
 
   /// Takes n bytes from a free span of tag (or tag 0): on the shared shelf, then on n's own;
-  /// with any_shelf (a pool that may not grow, or that is cut up), then on the other one too.
-  /// kNone when none fits.
+  /// with any_shelf (a pool that may not grow, or whose shelf is cut up), then on the other one
+  /// too. kNone when none fits.
   std::uint32_t take_locked(std::size_t n, std::uint16_t tag, bool any_shelf = false) {
     const shelf own = shelf_for(n);
     const shelf order[3] = {shared_shelf, own, own == small_shelf ? large_shelf : small_shelf};
@@ -380,9 +380,9 @@ struct pool_state {
   std::size_t plan_block_locked(std::size_t n, shelf on, bool cut_up = false) const;
   /// What shelf `on` grows by: 1/16 of what it holds, at most kMaxGrowth.
   std::size_t growth_locked(shelf on) const;
-  /// Whether the pool is cut up for a request of n bytes on shelf `on` by tag's stream that no
-  /// free span of its shelf fits: it holds free for tag (tag's memory and tag 0's, on every
-  /// shelf) at least n, 2 MiB and what the shelf would grow by.
+  /// Whether shelf `on` is cut up for a request of n bytes by tag's stream that none of its
+  /// free spans fits: it holds free for tag (tag's memory and tag 0's) at least n, 2 MiB and
+  /// what it would grow by.
   bool cut_up_locked(shelf on, std::size_t n, std::uint16_t tag) const;
   /// A new block from the driver, registered as the pool's (no lock of the pool held: the
   /// driver's call is slow, and may make memarea's lazily made objects).
