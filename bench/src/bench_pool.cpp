@@ -501,6 +501,74 @@ std::pair<double, std::size_t> replay(const std::vector<std::int64_t>& ops, std:
   return {us / static_cast<double>(count), peak};
 }
 
+/// The mixed trace replayed 12 times on one pool, as a program that runs the same steps over
+/// and over: per replay, the pool's peak reserved up to its end over the trace's peak live, and
+/// the driver blocks it took. A pool that creeps (its reserved bytes growing replay after
+/// replay) shows here, not in one replay from empty. Each side keeps its own pool throughout
+/// (the runtime's from empty too), replay by replay in turns.
+void trace_replays(context& ctx, const raw_allocator& raw, const std::vector<std::int64_t>& ops,
+                   std::size_t count, const stream& s) {
+  constexpr int kReplays = 12;
+  void* const ns = s.native_handle();
+  pool p(area(0));
+  (void)raw.reserved_high_and_reset(ns);
+  turns t;
+  std::vector<double> ours, theirs;
+  std::vector<std::size_t> blocks;
+  const auto mine = [&] {
+    const std::size_t before = p.stats().driver_allocations;
+    const auto [us, peak] = replay(
+        ops, count, [&](std::size_t n) { return p.allocate(n, s); },
+        [&](void* x) { p.deallocate(x, s); }, false);
+    t.a.push_back(us);
+    const pool_stats st = p.stats();  // reserved never shrinks here: its peak so far is this one's
+    ours.push_back(static_cast<double>(st.peak_bytes_reserved) / static_cast<double>(peak));
+    blocks.push_back(st.driver_allocations - before);
+  };
+  const auto runtime = [&] {
+    const auto [us, peak] = replay(
+        ops, count, [&](std::size_t n) { return raw.alloc_device(n, ns); },
+        [&](void* x) { raw.free_device(x, ns); }, false);
+    t.b.push_back(us);
+    if (raw.rt)
+      theirs.push_back(static_cast<double>(raw.reserved_high(ns)) / static_cast<double>(peak));
+  };
+  for (int k = 0; k < kReplays; ++k) {
+    if (k % 2 == 0) {
+      mine();
+      runtime();
+    } else {
+      runtime();
+      mine();
+    }
+  }
+  const auto list = [](const auto& v, const char* f) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : " ") + fmt::format(fmt::runtime(f), x);
+    return out;
+  };
+  int over = 0, late = 0;  // the first replay over 1.2x, the first to take a block after the 2nd
+  for (int k = kReplays; k-- > 0;) {
+    if (ours[static_cast<std::size_t>(k)] > 1.2) over = k + 1;
+    if (k >= 2 && blocks[static_cast<std::size_t>(k)] > 0) late = k + 1;
+  }
+  row r =
+      make_row("pool trace", fmt::format("mixed, {} ops, {} replays on one pool", count, kReplays),
+               t, raw.device_name());
+  r.target = "reserved <= 1.2x live at every replay, no new block after the 2nd";
+  r.met = over == 0 && late == 0;
+  r.note = fmt::format(
+      "per replay, peak reserved / peak live: memarea {}{}; memarea's new blocks: {}; {}",
+      list(ours, "{:.3f}"), theirs.empty() ? "" : "; runtime " + list(theirs, "{:.3f}"),
+      list(blocks, "{}"),
+      r.met ? "the target holds"
+            : fmt::format("the target is missed:{}{}",
+                          over ? fmt::format(" replay {} is over 1.2x", over) : "",
+                          late ? fmt::format("{} replay {} took a block", over ? "," : "", late)
+                               : ""));
+  ctx.add(r);
+}
+
 void trace(context& ctx, const raw_allocator& raw) {
   const auto ops = mixed_trace();
   // On sim (and --quick) a prefix: the whole trace holds up to 465 MiB live.
@@ -565,6 +633,7 @@ void trace(context& ctx, const raw_allocator& raw) {
                        "{:.0f}-{:.0f}",
                        spread_of(warm_blocks).min, spread_of(warm_blocks).max);
   ctx.add(w);
+  trace_replays(ctx, raw, ops, count, s);
 }
 
 void pool_case(context& ctx) {
@@ -590,7 +659,7 @@ const registrar reg("pool", pool_case, {
     "and C",
     "pool round trip: device 1 MiB after 70 ms idle; a new pool's first; pinned host 1 MiB",
     "pool threads: 1 and more threads, own streams, 1 MiB",
-    "pool trace: mixed, 5000 ops, one stream; the same warm"});
+    "pool trace: mixed, 5000 ops, one stream; the same warm; 12 replays on one pool"});
 
 }  // namespace
 }  // namespace memarea::cli::bench

@@ -423,3 +423,20 @@ TEST(Pool, ADriverOutOfMemoryTakesRoomFromTheOtherShelf) {
   EXPECT_EQ(p.stats().bytes_reserved, 4 * MiB);
   for (void* x : {a, small, b, c}) p.deallocate(x);
 }
+
+// A shelf with no free memory of its own grows, whatever the other shelf holds free: a small
+// piece never cuts up a large piece's freed block (the next large piece fits there again).
+TEST(Pool, ASmallPieceDoesNotCutALargePiecesFreedBlock) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  if (get_device_properties(0).free_memory < 80 * MiB) GTEST_SKIP() << "needs 80 MiB";
+  pool p(area(0));
+  const stream s(0);
+  p.deallocate(p.allocate(64 * MiB, s), s);  // one block of 64 MiB, free again
+  ASSERT_EQ(p.stats().driver_allocations, 1u);
+  void* small = p.allocate(4096, s);  // the small pieces' own block
+  EXPECT_EQ(p.stats().driver_allocations, 2u);
+  void* large = p.allocate(64 * MiB, s);  // the large piece's block, whole
+  EXPECT_EQ(p.stats().driver_allocations, 2u);
+  for (void* x : {small, large}) p.deallocate(x, s);
+}

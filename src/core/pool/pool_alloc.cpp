@@ -256,7 +256,11 @@ void* pool_state::alloc(std::size_t size, memarea_stream_t st) {
         const std::uint16_t tag = tag_for(ns);
         i = take_locked(n, tag);
         if (i == kNone && reclaim_locked(tag)) i = take_locked(n, tag);
-        if (i == kNone) want = plan_block_locked(n, shelf_for(n));
+        // A shelf that holds as much free as a new block would add, in spans that do not fit,
+        // lacks a fit more than room: the other shelf's spans first, then a smaller block.
+        const bool cut_up = i == kNone && cut_up_locked(shelf_for(n), n, tag);
+        if (cut_up) i = take_locked(n, tag, true);
+        if (i == kNone) want = plan_block_locked(n, shelf_for(n), cut_up);
         if (i == kNone && want == 0) {
           // Past the maximum: the other shelf's room first. A stream that freed memory may be
           // idle, its event only just recorded: up to 100 us for that, in this failing path

@@ -55,7 +55,16 @@ bool pool_state::reclaim_locked(std::uint16_t except, bool wait) {
   return moved;
 }
 
-std::size_t pool_state::plan_block_locked(std::size_t n, shelf on) const {
+std::size_t pool_state::growth_locked(shelf on) const {
+  return std::min(shelf_reserved[on] / 16, kMaxGrowth);
+}
+
+bool pool_state::cut_up_locked(shelf on, std::size_t n, std::uint16_t tag) const {
+  const std::size_t free_bytes = tags[0].bytes[on] + (tag != 0 ? tags[tag].bytes[on] : 0);
+  return free_bytes >= std::max({n, kMinBlock, growth_locked(on)});
+}
+
+std::size_t pool_state::plan_block_locked(std::size_t n, shelf on, bool cut_up) const {
   // Every driver's allocation is at least 256-byte aligned (sim and host: page-aligned): only
   // a larger alignment may need room to move the first piece up.
   const std::size_t pad = alignment > 256 ? alignment : 0;
@@ -63,8 +72,12 @@ std::size_t pool_state::plan_block_locked(std::size_t n, shelf on) const {
   // the number of blocks grows with the logarithm of the pool's size, and the slack stays
   // small. 1/16, not 1/32: over eight seeds of the mixed trace the peak reserved spread alike
   // (1.14-1.22x the peak live either way), with 28% fewer driver allocations (docs/pools.md).
-  std::size_t want = round_up(
-      std::max({n + pad, kMinBlock, std::min(shelf_reserved[on] / 16, kMaxGrowth)}), kMinBlock);
+  // A shelf that is cut up grows by half that: it lacks a fit more than room, and a full step
+  // would mostly add slack, replay after replay of a program's same steps (the bench's "12
+  // replays on one pool"). Half, not the request alone: on the mixed trace the request alone
+  // took a quarter more driver allocations, which a pool's first round pays in driver calls.
+  const std::size_t step = cut_up ? growth_locked(on) / 2 : growth_locked(on);
+  std::size_t want = round_up(std::max({n + pad, kMinBlock, step}), kMinBlock);
   if (maximum) {
     // Clipped to whole pages: the driver rounds host and managed memory up to one.
     const std::size_t committed = reserved + growing;

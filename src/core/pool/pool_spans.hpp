@@ -37,8 +37,8 @@ inline constexpr std::size_t kMaxGrowth = std::size_t{1} << 30;
 /// reserved at 1.106-1.149x the peak live, against 1.113-1.229x with one shelf
 /// (bench/experiments/pool_fit_model.py). The initial block (pool_options::initial_size)
 /// serves every size: it is the shared shelf, searched first. A shelf grows by its own
-/// blocks; only a pool that may not grow (past its maximum, or the driver out of memory) takes
-/// a piece from the other shelf.
+/// blocks; a piece comes from the other shelf only when the pool may not grow (past its
+/// maximum, or the driver out of memory) or its own shelf is cut up (pool_state::cut_up_locked).
 enum shelf : std::uint8_t { shared_shelf = 0, small_shelf = 1, large_shelf = 2 };
 inline constexpr int kShelves = 3;
 inline constexpr std::size_t kSmallPiece = std::size_t{256} << 10;
@@ -196,7 +196,7 @@ struct free_lists {
   std::uint64_t fl_map[kShelves] = {};
   std::uint8_t sl_map[kShelves][64] = {};
   std::uint32_t head[kShelves * kLists];
-  std::size_t bytes = 0;
+  std::size_t bytes[kShelves] = {};  // free bytes on each shelf
   std::size_t spans = 0;
   native_stream stream = nullptr;
   native_event event = nullptr;    // recorded on stream to learn when its frees are safe

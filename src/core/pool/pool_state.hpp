@@ -211,7 +211,7 @@ struct pool_state {
     head = i;
     f.fl_map[s.on] |= std::uint64_t{1} << (c >> kSub);
     f.sl_map[s.on][c >> kSub] |= static_cast<std::uint8_t>(1u << (c & ((1 << kSub) - 1)));
-    f.bytes += s.size;
+    f.bytes[s.on] += s.size;
     ++f.spans;
     s.set(free_span);
   }
@@ -228,7 +228,7 @@ struct pool_state {
       sl &= static_cast<std::uint8_t>(~(1u << (c & ((1 << kSub) - 1))));
       if (sl == 0) f.fl_map[s.on] &= ~(std::uint64_t{1} << (c >> kSub));
     }
-    f.bytes -= s.size;
+    f.bytes[s.on] -= s.size;
     --f.spans;
     s.free_prev = s.free_next = kNone;
   }
@@ -273,8 +273,8 @@ struct pool_state {
   }
 
   /// Takes n bytes from a free span of tag (or tag 0): on the shared shelf, then on n's own;
-  /// with any_shelf (a pool that may not grow), then on the other one too. kNone when none
-  /// fits.
+  /// with any_shelf (a pool that may not grow, or whose shelf is cut up), then on the other one
+  /// too. kNone when none fits.
   std::uint32_t take_locked(std::size_t n, std::uint16_t tag, bool any_shelf = false) {
     const shelf own = shelf_for(n);
     const shelf order[3] = {shared_shelf, own, own == small_shelf ? large_shelf : small_shelf};
@@ -313,11 +313,17 @@ struct pool_state {
   }
 
   /// Gives span i (live or cached, already out of handed_out's count) back to tag's lists.
+  /// It coalesces with free neighbours of tag and with those any stream may take (tag 0),
+  /// which become tag's: memory every stream may use may also be reused in tag's stream order,
+  /// and a block's never-used rest merges with the pieces freed around it, so that a pool whose
+  /// pieces are all freed holds whole free blocks again rather than blocks cut up by the rests
+  /// of earlier rounds.
   void give_back_locked(std::uint32_t i, std::uint16_t tag) {
     span& s = spans[i];
     s.freed_seq = ++free_seq;
     auto mergeable = [&](std::uint32_t j) {
-      return j != kNone && spans[j].st() == free_span && spans[j].tag == tag;
+      return j != kNone && spans[j].st() == free_span &&
+             (spans[j].tag == tag || spans[j].tag == 0);
     };
     if (mergeable(s.phys_next)) {
       const std::uint32_t n = s.phys_next;
@@ -375,8 +381,15 @@ struct pool_state {
   /// Moves spans of other tags whose stream has passed their free to tag 0. Records an event
   /// on a stream whose frees no event covers yet. Returns whether anything moved.
   bool reclaim_locked(std::uint16_t except, bool wait = false);
-  /// Bytes of a new block that fits n, or 0 when the maximum forbids one.
-  std::size_t plan_block_locked(std::size_t n, shelf on) const;
+  /// Bytes of a new block that fits n, or 0 when the maximum forbids one; with cut_up, of half
+  /// the shelf's growth.
+  std::size_t plan_block_locked(std::size_t n, shelf on, bool cut_up = false) const;
+  /// What shelf `on` grows by: 1/16 of what it holds, at most kMaxGrowth.
+  std::size_t growth_locked(shelf on) const;
+  /// Whether shelf `on` is cut up for a request of n bytes by tag's stream that none of its
+  /// free spans fits: it holds free for tag (tag's memory and tag 0's) at least n, 2 MiB and
+  /// what it would grow by.
+  bool cut_up_locked(shelf on, std::size_t n, std::uint16_t tag) const;
   /// A new block from the driver, registered as the pool's (no lock of the pool held: the
   /// driver's call is slow, and may make memarea's lazily made objects).
   record allocate_block(std::size_t want);
