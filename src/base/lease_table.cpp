@@ -10,9 +10,14 @@ template <class T>
 std::atomic_ref<T> at(T& x) noexcept {
   return std::atomic_ref<T>(x);
 }
+// The table is a sequence lock without fences (which TSan cannot model): the writer's stores
+// of the figures are release stores after the odd sequence number, and the reader's loads are
+// acquire loads before it reads the sequence number again. A reader that sees any figure of a
+// write in progress therefore sees that write's odd number (or a later one) on its second read.
+// On x86 and ARMv8 both are plain accesses or their cheapest ordered forms.
 template <class T>
 T load(const T& x) noexcept {
-  return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_relaxed);
+  return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_acquire);
 }
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free, "shared tables need lock-free");
 }  // namespace
@@ -37,19 +42,18 @@ void publish(layout& t, const row* rows, std::uint32_t n) noexcept {
   n = std::min(n, kMaxRows);
   const std::uint32_t s = at(t.seq).load(std::memory_order_relaxed);
   at(t.seq).store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  at(t.rows).store(n, std::memory_order_relaxed);
+  at(t.rows).store(n, std::memory_order_release);
   for (std::uint32_t i = 0; i < n; ++i) {
     row& d = t.r[i];
     const row& x = rows[i];
-    at(d.device).store(x.device, std::memory_order_relaxed);
+    at(d.device).store(x.device, std::memory_order_release);
     for (auto [dst, src] : {std::pair{&d.live, x.live}, {&d.cached, x.cached},
                             {&d.reserved, x.reserved}, {&d.exported, x.exported},
                             {&d.imported, x.imported}, {&d.peak_live, x.peak_live},
                             {&d.peak_cached, x.peak_cached}, {&d.peak_reserved, x.peak_reserved},
                             {&d.peak_exported, x.peak_exported},
                             {&d.peak_imported, x.peak_imported}})
-      at(*dst).store(src, std::memory_order_relaxed);
+      at(*dst).store(src, std::memory_order_release);
   }
   at(t.seq).store(s + 2, std::memory_order_release);
 }
@@ -99,7 +103,6 @@ std::optional<decoded> decode(const void* bytes, std::size_t size, std::string* 
       o.peak_exported = load(x.peak_exported);
       o.peak_imported = load(x.peak_imported);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
     if (at(const_cast<std::uint32_t&>(t.seq)).load(std::memory_order_relaxed) != s1) continue;
     return d;
   }
