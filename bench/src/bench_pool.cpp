@@ -544,7 +544,10 @@ void trace_replays(context& ctx, const raw_allocator& raw, const std::vector<std
   }
   const auto list = [](const auto& v, const char* f) {
     std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : " ") + fmt::format(fmt::runtime(f), x);
+    for (const auto& x : v) {
+      if (!out.empty()) out += ' ';
+      out += fmt::format(fmt::runtime(f), x);
+    }
     return out;
   };
   int over = 0, late = 0;  // the first replay over 1.2x, the first to take a block after the 2nd
