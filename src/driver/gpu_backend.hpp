@@ -608,13 +608,15 @@ class gpu_backend final : public driver {
 
   /// Runs `call` on named stream `s` as it is where the stream carries its context, which the
   /// driver uses whatever the thread has current (CUDA; docs/bench.md: measured for every call
-  /// made through here). A refusal that may be about the context, and the default stream, go
+  /// made through here). A refusal that may be about the context, and the default streams, go
   /// through run_on_device (a refused enqueue queued nothing); any other failure is reported as
-  /// it came. Elsewhere (HIP) as run_on_device.
+  /// it came. Elsewhere (HIP) as run_on_device. The per-thread default stream's handle names
+  /// the current context's stream: run as it is, a call for device 1 with device 0's context
+  /// current would queue on device 0's stream, or be refused.
   template <class Call>
   result run_on_stream(int device, native_stream s, const char*& fn, Call&& call) const {
     if constexpr (Vendor::streams_carry_context) {
-      if (s) [[likely]] {
+      if (!is_special_stream(s)) [[likely]] {
         const result r = call();
         if (r == Vendor::success) [[likely]]
           return r;
