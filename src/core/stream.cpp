@@ -35,7 +35,11 @@ struct wrapped_table {
 /// device where it can say which.
 void check_native(driver_front& gpu, native_stream native, int device) {
   int found = -1;
-  check(gpu.stream_get_device(native, &found), [&] {
+  dstatus asked = gpu.stream_get_device(native, &found);
+  // HIP answers an invalid handle, the sim an invalid value: either way the caller named no live
+  // stream, which wrap documents as invalid_value.
+  if (asked.code == errc::invalid_handle) asked.code = errc::invalid_value;
+  check(asked, [&] {
     return fmt::format("stream wrap: {} is not a live stream the driver knows", fmt::ptr(native));
   });
   if (found >= 0 && found != device)
