@@ -50,6 +50,8 @@ if [ -f "$BIN/HELPER_PATH" ] && [ -f "$BIN/memarea_test_helper" ]; then
   mkdir -p "$(dirname "$(cat "$BIN/HELPER_PATH")")"
   cp "$BIN/memarea_test_helper" "$(cat "$BIN/HELPER_PATH")"
 fi
+# The usage tests run `memarea ps` as a user would: the tool that travelled with the suites.
+export MEMAREA_TEST_CLI="$PWD/$BIN/memarea"
 # The contract suite (memarea_api_tests) links libmemarea and libmemarea-aml like a user's
 # program: they travel beside it in BIN. The white-box suite (memarea_whitebox_tests) is linked
 # statically; each runs wherever the other does.
