@@ -7,7 +7,7 @@ import ctypes
 from ._buffer import Buffer
 from ._ext import native
 from ._device import CPU_DEVICE_ID, Stream, _int, _size, _stream_handle, get_device
-from ._lib import PoolOptions, PoolStats, check, fn, raise_status
+from ._lib import Error, PoolOptions, PoolStats, Status, check, fn, raise_status
 
 # --- areas and pools ----------------------------------------------------------------------------
 
@@ -197,9 +197,16 @@ class Pool(native.PoolCore if native is not None else _PurePoolCore):
 
     def __del__(self):
         # Buffers hold their pool, so none of this pool's is live here (IPC-held pieces are
-        # not live allocations: the pool keeps them until the importers close them).
+        # not live allocations: the pool keeps them until the importers close them). Pieces
+        # that framework tensors hold (memarea.torch, memarea.cupy) can be: then the pool stays
+        # with them, unreachable, until the process exits, rather than raise from a finalizer.
         if getattr(self, "_handle", None) is not None and fn is not None:
-            self.close()
+            try:
+                self.close()
+            except Error as e:
+                if e.status != Status.BUSY:
+                    raise
+                self._handle = None
 
     def __repr__(self):
         return f"<memarea.Pool {self.kind} device={self.device}>"

@@ -57,6 +57,35 @@ def test_pool_keeps_itself_alive(need_device, no_leak):
     del buf  # frees the piece, then the pool goes
 
 
+def test_a_pool_collected_with_pieces_live_stays_quietly(need_device, no_leak):
+    # Pieces a framework holds (memarea.torch's tensors) are live without a Buffer: collecting
+    # the Pool then leaves it to them, rather than raise from the finalizer.
+    import ctypes
+    import sys
+
+    from memarea._lib import check, fn
+
+    pool = memarea.Pool(memarea.Area(0))
+    handle = pool._handle
+    piece = ctypes.c_void_p()
+    check(fn.pool_alloc(handle, ctypes.byref(piece), 4096, None))
+    data = random_bytes(4096)
+    check(fn.memcpy(piece, data.ctypes.data, 4096))
+    raised = []
+    hook, sys.unraisablehook = sys.unraisablehook, raised.append
+    try:
+        del pool
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert raised == []
+    back = np.zeros(4096, dtype=np.uint8)
+    check(fn.memcpy(back.ctypes.data, piece, 4096))  # the pool and its piece are still there
+    assert back.tobytes() == data.tobytes()
+    check(fn.pool_free(handle, piece, None))
+    check(fn.pool_destroy(handle))
+
+
 def test_pool_on_stream(need_device, no_leak):
     with memarea.Stream(0) as s, memarea.Pool(memarea.Area(0)) as pool:
         buf = pool.alloc(1 << 16, stream=s)
