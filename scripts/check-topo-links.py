@@ -12,8 +12,12 @@ when it runs nvidia-smi itself; with a stored SMI.txt and no map, GPU i of nvidi
 device i of memarea). nvidia-smi numbers GPUs in PCI order and CUDA may not, so pairs are
 matched by PCI bus id.
 
-Exit status: 0 when every pair's label matches; 1 naming every pair that differs (NV# against
-NV#, PIX/PXB/PHB/NODE/SYS); 2 when the inputs cannot be read. Python 3 standard library only.
+It also checks the all-pairs window where the JSON has one: each device's peer capacity is a
+positive figure or unknown (null), never 0, and no device's egress or ingress is ABOVE it.
+
+Exit status: 0 when every pair's label matches and the capacities hold; 1 naming every pair that
+differs (NV# against NV#, PIX/PXB/PHB/NODE/SYS) and every capacity problem; 2 when the inputs
+cannot be read. Python 3 standard library only.
 """
 import argparse
 import json
@@ -105,6 +109,22 @@ def compare(smi, topo, smi_map=None):
     return bad
 
 
+def capacity_problems(topo):
+    """What is wrong with the all-pairs window's capacities: a device's peer capacity of 0 (a
+    link whose speed is unknown must make it null, not 0), and any egress or ingress verdict
+    ABOVE the capacity. Empty when the JSON has no all-pairs window."""
+    problems = []
+    for d, cap in enumerate(topo.get("peer_capacity_gbps") or []):
+        if cap is not None and cap <= 0:
+            problems.append(f"device {d}: peer capacity {cap} GB/s (unknown must be null)")
+    for dev in (topo.get("all_pairs") or {}).get("devices", []):
+        for side in ("egress", "ingress"):
+            v = dev.get(f"{side}_verdict") or ""
+            if v.startswith("ABOVE"):
+                problems.append(f"device {dev.get('device')}: {side} {v}")
+    return problems
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", help="memarea topo --json output")
@@ -137,11 +157,16 @@ def main(argv):
     for a, b, ours, theirs in bad:
         print(f"MISMATCH {a} -> {b}: memarea topo says {ours!r}, nvidia-smi topo -m says "
               f"{theirs!r}")
+    problems = capacity_problems(topo)
+    for line in problems:
+        print(f"CAPACITY {line}")
     if bad:
         print(f"check-topo-links: {len(bad)} of {n * (n - 1)} pairs differ")
-        return 1
-    print(f"check-topo-links: all {n * (n - 1)} ordered pairs match nvidia-smi topo -m")
-    return 0
+    else:
+        print(f"check-topo-links: all {n * (n - 1)} ordered pairs match nvidia-smi topo -m")
+    if problems:
+        print(f"check-topo-links: {len(problems)} capacity problem(s)")
+    return 1 if bad or problems else 0
 
 
 if __name__ == "__main__":

@@ -331,7 +331,15 @@ void label_links(topology& r) {
       if (count > 0) {
         r.link[a][b] = fmt::format("NV{}", count);
         r.link_nominal[a][b] = per_link * count;
-        if (through_switch) shared = std::max(shared, r.link_nominal[a][b]);
+        // NVML may name the links but not their speed (seen in VMs): the pair's nominal rate,
+        // and so the device's capacity, are unknown then, not zero.
+        if (std::isnan(per_link)) {
+          unknown = true;
+          legend["NVLink speed"] = "NVML named the NVLinks but gave no speed for them "
+                                   "(NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON), so their nominal "
+                                   "rate and each device's peer capacity are unknown";
+        }
+        else if (through_switch) shared = std::max(shared, r.link_nominal[a][b]);
         else direct += r.link_nominal[a][b];
         auto& text = legend[r.link[a][b]];
         if (text.empty()) text = fmt::format("a bonded set of {} NVLinks; named from: {}", count, how);

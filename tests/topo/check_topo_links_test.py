@@ -106,5 +106,41 @@ class Compare(unittest.TestCase):
             self.assertEqual(rc, 0)
 
 
+class Capacity(unittest.TestCase):
+    def test_a_zero_capacity_and_an_above_verdict_are_named(self):
+        # memarea topo on a VM whose NVML named the NVLinks but not their speed, before the
+        # capacity became unknown instead of 0.
+        t = topo([["-", "NV18"], ["NV18", "-"]])
+        t["peer_capacity_gbps"] = [0.0, 0.0]
+        above = "ABOVE the links' capacity (inf% of 0.0 GB/s): the copies did not run at once"
+        t["all_pairs"] = {"devices": [{"device": d, "egress_verdict": above,
+                                       "ingress_verdict": above} for d in range(2)]}
+        problems = check.capacity_problems(t)
+        self.assertEqual(len(problems), 6)
+        self.assertIn("device 1: peer capacity 0.0 GB/s (unknown must be null)", problems)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "topo.json")
+            with open(path, "w") as f:
+                json.dump(t, f)
+            out = io.StringIO()
+            with redirect_stdout(out):
+                rc = check.main(["--json", path, "--smi",
+                                 os.path.join(HERE, "nvidia-smi", "h200-x2-nv18.txt")])
+            self.assertEqual(rc, 1)
+            self.assertIn("CAPACITY device 0: egress ABOVE", out.getvalue())
+            self.assertIn("all 2 ordered pairs match", out.getvalue())
+
+    def test_unknown_and_within_capacities_pass(self):
+        t = topo([["-", "NV18"], ["NV18", "-"]])
+        t["peer_capacity_gbps"] = [None, 450.0]
+        t["all_pairs"] = {"devices": [
+            {"device": 0, "egress_verdict": "no nominal capacity (the links' speeds are not "
+                                            "known)", "ingress_verdict": "no nominal capacity"},
+            {"device": 1, "egress_verdict": "within the links' capacity (85% of 450.0 GB/s)",
+             "ingress_verdict": "within the links' capacity (85% of 450.0 GB/s)"}]}
+        self.assertEqual(check.capacity_problems(t), [])
+        self.assertEqual(check.capacity_problems(topo([["-", "PHB"], ["PHB", "-"]])), [])
+
+
 if __name__ == "__main__":
     unittest.main()
