@@ -260,6 +260,11 @@ class driver {
     (void)handle;
     return 0;
   }
+  /// Whether equal handle bytes always name the same allocation: a new allocation (at the
+  /// same address too) gets bytes of its own. CUDA documents it for cuIpcGetMemHandle, and the
+  /// sim's bytes carry a name unique per allocation; HIP does not say. Importers keep a
+  /// mapping for a new buffer with the same bytes only where this holds.
+  virtual bool ipc_handles_name_one_allocation() const noexcept { return false; }
 
   // --- shareable memory (a POSIX file descriptor names it) ----------------------------------
   /// Allocates size bytes (rounded up) that can be exported as a file descriptor, mapped and

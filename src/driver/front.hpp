@@ -193,6 +193,9 @@ class driver_front {
   std::uint64_t ipc_handle_owner(const ipc_native_handle& handle) const noexcept {
     return backend_->ipc_handle_owner(handle);
   }
+  bool ipc_handles_name_one_allocation() const noexcept {
+    return backend_->ipc_handles_name_one_allocation();
+  }
 
   // --- shareable memory (the opaque words are the backend's: it checks them) ----------------
   dstatus shareable_create(int device, size_t size, shareable_allocation* out);

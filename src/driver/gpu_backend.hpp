@@ -385,6 +385,9 @@ class gpu_backend final : public driver {
     return on_device(device, Vendor::fn.ipc_open_handle,
                      [&] { return v_.ipc_open_handle(handle, flags, ptr); });
   }
+  bool ipc_handles_name_one_allocation() const noexcept override {
+    return Vendor::ipc_handles_name_one_allocation;
+  }
   dstatus ipc_close_handle(void* ptr) override {
     MEMAREA_GPU_READY("ipc_close_handle");
     return on_pointer(ptr, Vendor::fn.ipc_close_handle, [&] { return v_.ipc_close_handle(ptr); });

@@ -259,9 +259,18 @@ importer::mapping& importer::map_locked(source& src, const wire& w, int device,
   if (known && known->open_entries == 0) {
     // Only closed buffers hold it: their allocation may be gone, and a new one at the same
     // address may have the same handle bytes. The freed buffers leave first (so the mapping
-    // too when none of its buffers is live); a live one vouches for the allocation.
-    sweep_cache_locked();
-    known = find_mapping_locked(src, w, digest);
+    // too when none of its buffers is live); a live one vouches for the allocation. So does
+    // the buffer being opened, where equal bytes name one allocation: the exporter holds it
+    // live with these bytes now (checked against its segment before this call), so the
+    // mapping stays for it rather than be closed and opened again (a pool's next piece).
+    if (system::get().gpu().ipc_handles_name_one_allocation()) {
+      ++known->entries;  // not unmapped by the sweep
+      sweep_cache_locked();
+      --known->entries;
+    } else {
+      sweep_cache_locked();
+      known = find_mapping_locked(src, w, digest);
+    }
   }
   if (known) {
     if (t) t->ns[phase_times::driver_open] = t->ns[phase_times::size_query] = 0;

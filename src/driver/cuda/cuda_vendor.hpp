@@ -41,6 +41,9 @@ class cuda_vendor {
   static constexpr result not_ready = CUDA_ERROR_NOT_READY;
   static constexpr bool calls_need_context = true;
   static constexpr bool streams_carry_context = true;
+  /// cuIpcGetMemHandle: "a subsequent call to cudaMalloc [that] returns memory with the same
+  /// device address" gets a unique handle.
+  static constexpr bool ipc_handles_name_one_allocation = true;
   static constexpr entry_names fn{
       .current = "cuCtxGetCurrent", .make_current = "cuCtxSetCurrent",
       .retain = "cuDevicePrimaryCtxRetain", .mem_get_info = "cuMemGetInfo",

@@ -29,6 +29,8 @@ class hip_vendor {
   static constexpr result not_ready = hipErrorNotReady;
   static constexpr bool calls_need_context = false;
   static constexpr bool streams_carry_context = false;
+  /// HIP does not say whether a new allocation at a freed one's address gets new handle bytes.
+  static constexpr bool ipc_handles_name_one_allocation = false;
   static constexpr entry_names fn{
       .current = "hipGetDevice", .make_current = "hipSetDevice", .retain = "hipSetDevice",
       .mem_get_info = "hipMemGetInfo", .malloc_device = "hipMalloc", .free_device = "hipFree",

@@ -139,6 +139,8 @@ class sim_driver final : public driver {
                           void** ptr) override;
   dstatus ipc_close_handle(void* ptr) override;
   std::uint64_t ipc_handle_owner(const ipc_native_handle& handle) const noexcept override;
+  /// The bytes carry the allocation's shared-memory name, random per allocation.
+  bool ipc_handles_name_one_allocation() const noexcept override { return true; }
 
   dstatus shareable_create(int device, size_t size, shareable_allocation* out) override;
   dstatus shareable_export_fd(const shareable_allocation& a, int* fd) override;
