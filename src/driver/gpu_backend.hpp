@@ -14,12 +14,10 @@
 //     lazily; HIP's device ordinals), current() / make_current() / cached() / retain(), whether
 //     calls that name no device need a context (calls_need_context: CUDA) and whether work on a
 //     named stream runs in the stream's own context without one (streams_carry_context: CUDA);
-//   - whether it loaded: ready() on every call (one load), unavailable(what) when not;
-//   - specialised in its file: checks before the library's (check_location, check_fd), optional
-//     entry points (can_prefetch, can_advise, can_query_range, can_memset, can_copy_2d), own
-//     operations (get_properties, get_current_device, pointer_query, stream_get_device, ...).
-// Arguments are the front's (driver/front.hpp): pointers, flags, enums and device ordinals are
-// checked before a call reaches a backend, so no operation here checks them again.
+//   - whether it loaded: ready() on every call (one load), unavailable(what) when not; checks
+//     before the library's (check_location, check_fd), optional entry points (can_prefetch,
+//     can_advise, ...), own operations (get_properties, pointer_query, ...) in its file.
+// The front (driver/front.hpp) checks arguments before a call reaches a backend.
 #pragma once
 
 #include "driver/driver.hpp"
@@ -609,13 +607,10 @@ class gpu_backend final : public driver {
     return r;
   }
 
-  /// Runs `call` on named stream `s` as it is where the stream carries its context, which the
-  /// driver uses whatever the thread has current (CUDA; docs/bench.md: measured for every call
-  /// made through here). A refusal that may be about the context, and the default streams, go
-  /// through run_on_device (a refused enqueue queued nothing); any other failure is reported as
-  /// it came. Elsewhere (HIP) as run_on_device. The per-thread default stream's handle names
-  /// the current context's stream: run as it is, a call for device 1 with device 0's context
-  /// current would queue on device 0's stream, or be refused.
+  /// Runs `call` on named stream `s` as it is where the stream carries its context (CUDA;
+  /// docs/bench.md). A refusal that may be about the context, and the default streams (the
+  /// per-thread handle names the current context's stream), go through run_on_device; any
+  /// other failure is reported as it came. Elsewhere (HIP) as run_on_device.
   template <class Call>
   result run_on_stream(int device, native_stream s, const char*& fn, Call&& call) const {
     if constexpr (Vendor::streams_carry_context) {
