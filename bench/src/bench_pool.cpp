@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/src/bench.hpp"
+#include "tests/workloads/mixed_trace.hpp"
 #include "bench/src/raw_cudart.hpp"
 #include "bench/src/raw_driver.hpp"
 
@@ -410,49 +411,14 @@ void pinned(context& ctx, const raw_allocator& raw) {
   ctx.add(r);
 }
 
-/// REFERENCE.md's mixed trace: each op is a size (allocate) or -(index + 1) (free that live
-/// entry; the last live entry moves into its slot).
+/// REFERENCE.md's mixed trace (tests/workloads/mixed_trace.hpp), its checksum checked.
 std::vector<std::int64_t> mixed_trace() {
-  std::uint64_t x = 0x5EED2024;
-  auto next = [&x] {
-    x += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  std::vector<std::int64_t> ops;
-  ops.reserve(100000);
-  std::size_t live = 0;
-  bool reached = false;
-  for (int i = 0; i < 100000; ++i) {
-    bool alloc;
-    if (live == 0)
-      alloc = true;
-    else if (live == 1000)
-      alloc = false;
-    else if (!reached)
-      alloc = true;
-    else
-      alloc = (next() >> 63) == 1;
-    if (live == 1000) reached = true;
-    if (alloc) {
-      const double u = static_cast<double>(next() >> 11) * 0x1.0p-53;
-      auto size = static_cast<std::int64_t>(256.0 * std::exp2(14.0 * u));
-      size = std::clamp<std::int64_t>(size, 256, (std::int64_t{4} << 20) - 1);
-      ops.push_back(size);
-      ++live;
-    } else {
-      ops.push_back(-static_cast<std::int64_t>(next() % live) - 1);
-      --live;
-    }
-  }
-  std::uint64_t h = 0;
-  for (std::int64_t op : ops) h = (h * 1099511628211ull) ^ static_cast<std::uint64_t>(op);
-  if (h != 0x01ce674ecf3a0693ull)
+  std::vector<std::int64_t> ops = memarea::bench::mixed_trace();
+  const std::uint64_t h = memarea::bench::trace_checksum(ops);
+  if (h != memarea::bench::kMixedTraceChecksum)
     throw error(errc::unknown, fmt::format("bench pool: the trace's checksum is {:#x}, not "
-                                           "REFERENCE.md's 0x01ce674ecf3a0693",
-                                           h));
+                                           "REFERENCE.md's {:#x}",
+                                           h, memarea::bench::kMixedTraceChecksum));
   return ops;
 }
 
