@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import math
 import os
@@ -108,6 +109,17 @@ def _import_torch(stand_in: bool):
         sys.path.insert(0, os.path.join(_PYTHON, "tests", "stand_ins"))
     import torch
     return torch
+
+
+def _framework_versions() -> str:
+    """", torch X, CuPy Y" for those that import (their versions change the allocator hooks)."""
+    out = ""
+    for name in ("torch", "cupy"):
+        try:
+            out += f", {name} {importlib.import_module(name).__version__}"
+        except Exception:  # absent or broken: the cases say why they skip
+            pass
+    return out
 
 
 def _setup(allocator: str, stand_in: bool):
@@ -354,7 +366,7 @@ def main() -> int:
     import memarea
     print(f"# memarea {memarea.__version__}, backend {memarea.backend()}, "
           f"{memarea.device_count()} device(s), Python {sys.version.split()[0]}"
-          + (", torch stand-in" if args.stand_in else ""))
+          + (", torch stand-in" if args.stand_in else _framework_versions()))
     rows = []
     why = availability(args.stand_in)
     if why:
