@@ -110,11 +110,12 @@ def compare(smi, topo, smi_map=None):
 
 
 def capacity_problems(topo):
-    """What is wrong with the all-pairs window's capacities: a device's peer capacity of 0 (a
-    link whose speed is unknown must make it null, not 0), and any egress or ingress verdict
-    ABOVE the capacity. Empty when the JSON has no all-pairs window."""
+    """What is wrong with the all-pairs window's capacities: a device's peer capacity of 0 where
+    there are peers (a link whose speed is unknown must make it null, not 0), and any egress or
+    ingress verdict ABOVE the capacity. Empty when the JSON has no all-pairs window."""
     problems = []
-    for d, cap in enumerate(topo.get("peer_capacity_gbps") or []):
+    caps = topo.get("peer_capacity_gbps") or []
+    for d, cap in enumerate(caps if len(caps) > 1 else []):  # one GPU has no peer to reach
         if cap is not None and cap <= 0:
             problems.append(f"device {d}: peer capacity {cap} GB/s (unknown must be null)")
     for dev in (topo.get("all_pairs") or {}).get("devices", []):

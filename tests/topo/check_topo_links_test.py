@@ -140,6 +140,9 @@ class Capacity(unittest.TestCase):
              "ingress_verdict": "within the links' capacity (85% of 450.0 GB/s)"}]}
         self.assertEqual(check.capacity_problems(t), [])
         self.assertEqual(check.capacity_problems(topo([["-", "PHB"], ["PHB", "-"]])), [])
+        one = topo([["-"]])
+        one["peer_capacity_gbps"] = [0.0]  # one GPU: no peer, nothing to reach
+        self.assertEqual(check.capacity_problems(one), [])
 
 
 if __name__ == "__main__":
