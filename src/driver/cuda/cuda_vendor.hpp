@@ -41,8 +41,8 @@ class cuda_vendor {
   static constexpr result not_ready = CUDA_ERROR_NOT_READY;
   static constexpr bool calls_need_context = true;
   static constexpr bool streams_carry_context = true;
-  /// cuIpcGetMemHandle: "a subsequent call to cudaMalloc [that] returns memory with the same
-  /// device address" gets a unique handle.
+  /// CUDA's IPC documentation: memory allocated at a freed allocation's address gets a handle
+  /// of its own from cuIpcGetMemHandle.
   static constexpr bool ipc_handles_name_one_allocation = true;
   static constexpr entry_names fn{
       .current = "cuCtxGetCurrent", .make_current = "cuCtxSetCurrent",
