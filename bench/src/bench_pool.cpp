@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "bench/src/bench.hpp"
-#include "tests/workloads/mixed_trace.hpp"
 #include "bench/src/raw_cudart.hpp"
 #include "bench/src/raw_driver.hpp"
+#include "tests/workloads/mixed_trace.hpp"
 
 namespace memarea::cli::bench {
 namespace {
