@@ -36,6 +36,10 @@ g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/vmm_import_co
 # (bench/experiments/stream_context_calls.cpp; needs 2 GPUs).
 g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/stream_context_calls \
     bench/experiments/stream_context_calls.cpp -ldl
+# Which calls take the default streams' handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) in their
+# own context (bench/experiments/per_thread_stream_calls.cpp).
+g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/per_thread_stream_calls \
+    bench/experiments/per_thread_stream_calls.cpp -ldl
 strip out/gpu-bin/*
 # HIP's NVIDIA platform as libamdhip64.so.5 (tools/hip-nvidia-shim), alone in its directory: the
 # suite's HIP pass puts that directory first on LD_LIBRARY_PATH. Copied after the strip above,
