@@ -1,0 +1,181 @@
+// Caps per device and the out-of-memory path (memory_limit.hpp): the cold path's order is
+// cap or driver refusal -> trim every pool of the device -> retry -> handlers -> one retry ->
+// fail. No memarea lock is held while a handler runs (area_mmap calls the driver with none),
+// so a handler may free and trim.
+#include "core/memory/memory_limit.hpp"
+
+#include "core/pool/pool_impl.hpp"
+#include "core/system.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace memarea {
+namespace detail::limits {
+
+std::atomic<std::size_t> g_caps[usage::kDevices] = {};
+
+namespace {
+
+/// Bytes admitted under caps, per device, whose records do not count them yet.
+std::atomic<std::size_t> g_pending[usage::kDevices] = {};
+
+struct handler_entry {
+  oom_handler_id id;
+  std::shared_ptr<const oom_handler> fn;
+};
+
+/// The handlers, in the order added; copied out under the lock and called without it.
+struct handler_list {
+  std::mutex m;
+  std::vector<handler_entry> v;
+  oom_handler_id next = 1;
+};
+
+handler_list& handlers() {
+  static auto* h = new handler_list;  // never destroyed: allocations may fail during exit
+  return *h;
+}
+
+/// Set while this thread runs handlers: an allocation a handler makes that fails just fails.
+thread_local bool t_in_handlers = false;
+
+std::size_t reserved_of(int device) noexcept {
+  const usage::row& r = usage::at(device);
+  const std::int64_t v = r.now[usage::direct].load(std::memory_order_relaxed) +
+                         r.now[usage::pool_reserved].load(std::memory_order_relaxed);
+  return v > 0 ? static_cast<std::size_t>(v) : 0;
+}
+
+int checked_device(int device, const char* what) {
+  if (device == -1) device = current_device();
+  system::get().check_device(device, what);
+  if (device >= usage::kDevices)
+    throw error(errc::invalid_device, fmt::format("{}: device {} is past the {} memarea counts",
+                                                  what, device, usage::kDevices));
+  return device;
+}
+
+}  // namespace
+
+admission::~admission() {
+  if (bytes) g_pending[device].fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void allocate_slow(int device, std::size_t bytes, admission& adm,
+                   const std::function<dstatus()>& alloc, const dstatus* first,
+                   const std::string& what) {
+  oom_info info;
+  info.device = device;
+  info.bytes = bytes;
+  info.reason = oom_reason::driver;
+  dstatus last = first ? *first : dstatus{};
+  const auto attempt = [&]() -> bool {
+    const std::size_t cap = g_caps[device].load(std::memory_order_relaxed);
+    info.limit = cap;
+    if (cap) {
+      const std::size_t before = g_pending[device].fetch_add(bytes, std::memory_order_relaxed);
+      const std::size_t reserved = reserved_of(device);
+      info.reserved = reserved;
+      if (bytes > cap || before > cap - bytes || reserved > cap - bytes - before) {
+        g_pending[device].fetch_sub(bytes, std::memory_order_relaxed);
+        info.reason = oom_reason::limit;
+        return false;
+      }
+      adm.device = device;
+      adm.bytes = bytes;
+    }
+    last = alloc();
+    if (last.ok()) return true;
+    if (adm.bytes) {
+      g_pending[device].fetch_sub(bytes, std::memory_order_relaxed);
+      adm.bytes = 0;
+    }
+    if (last.code != errc::out_of_memory) throw_status(last, what);
+    info.reason = oom_reason::driver;
+    info.reserved = reserved_of(device);
+    return false;
+  };
+  if (!first && attempt()) return;
+  // What every pool of the device caches goes back first.
+  pool_trim_device(device);
+  if (attempt()) return;
+
+  std::string handler_error;
+  if (!t_in_handlers) {
+    std::vector<handler_entry> copy;
+    {
+      auto& h = handlers();
+      std::lock_guard g(h.m);
+      copy = h.v;
+    }
+    bool retry = false;
+    t_in_handlers = true;
+    for (const auto& e : copy) {
+      try {
+        retry = (*e.fn)(info) || retry;
+      } catch (const std::exception& x) {
+        handler_error = x.what();
+        break;
+      } catch (...) {
+        handler_error = "an exception that is not a std::exception";
+        break;
+      }
+    }
+    t_in_handlers = false;
+    if (retry && handler_error.empty() && attempt()) return;
+  }
+
+  std::string why = info.reason == oom_reason::limit
+                        ? fmt::format("past device {}'s memory limit of {} bytes ({} reserved)",
+                                      device, info.limit, info.reserved)
+                        : fmt::format("the driver is out of memory ({}{}{})", last.native_name,
+                                      *last.detail.c_str() ? ": " : "", last.detail.c_str());
+  std::string msg = fmt::format("{}: {}; largest users on device {}: {}", what, why, device,
+                                pool_largest_users(device, 3));
+  if (!handler_error.empty()) msg += "; an out-of-memory handler threw: " + handler_error;
+  throw error(errc::out_of_memory, msg, info.reason == oom_reason::driver ? last.native_name : "");
+}
+
+}  // namespace detail::limits
+
+void set_memory_limit(int device, std::size_t bytes) {
+  device = detail::limits::checked_device(device, "set memory limit");
+  detail::limits::g_caps[device].store(bytes, std::memory_order_relaxed);
+}
+
+std::size_t memory_limit(int device) {
+  device = detail::limits::checked_device(device, "get memory limit");
+  return detail::limits::g_caps[device].load(std::memory_order_relaxed);
+}
+
+oom_handler_id add_oom_handler(oom_handler handler) {
+  if (!handler) throw error(errc::invalid_value, "add oom handler: the handler is empty");
+  auto fn = std::make_shared<const oom_handler>(std::move(handler));
+  auto& h = detail::limits::handlers();
+  std::lock_guard g(h.m);
+  const oom_handler_id id = h.next++;
+  h.v.push_back({id, std::move(fn)});
+  return id;
+}
+
+void remove_oom_handler(oom_handler_id id) {
+  auto& h = detail::limits::handlers();
+  std::shared_ptr<const oom_handler> gone;  // destroyed after the lock
+  {
+    std::lock_guard g(h.m);
+    auto it = std::find_if(h.v.begin(), h.v.end(), [&](const auto& e) { return e.id == id; });
+    if (it == h.v.end())
+      throw error(errc::invalid_value,
+                  fmt::format("remove oom handler: {} names no handler", id));
+    gone = std::move(it->fn);
+    h.v.erase(it);
+  }
+}
+
+}  // namespace memarea
