@@ -4,7 +4,6 @@
 // so a handler may free and trim.
 #include "core/memory/memory_limit.hpp"
 
-#include "core/pool/pool_impl.hpp"
 #include "core/system.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +18,7 @@ namespace memarea {
 namespace detail::limits {
 
 std::atomic<std::size_t> g_caps[usage::kDevices] = {};
+std::atomic<const pool_hooks*> g_pool_hooks{nullptr};
 
 namespace {
 
@@ -103,7 +103,8 @@ void allocate_slow(int device, std::size_t bytes, admission& adm,
   };
   if (!first && attempt()) return;
   // What every pool of the device caches goes back first.
-  pool_trim_device(device);
+  const pool_hooks* pools = g_pool_hooks.load(std::memory_order_acquire);
+  if (pools) pools->trim_device(device);
   if (attempt()) return;
 
   std::string handler_error;
@@ -136,8 +137,11 @@ void allocate_slow(int device, std::size_t bytes, admission& adm,
                                       device, info.limit, info.reserved)
                         : fmt::format("the driver is out of memory ({}{}{})", last.native_name,
                                       *last.detail.c_str() ? ": " : "", last.detail.c_str());
-  std::string msg = fmt::format("{}: {}; largest users on device {}: {}", what, why, device,
-                                pool_largest_users(device, 3));
+  const std::int64_t direct = usage::at(device).now[usage::direct].load(std::memory_order_relaxed);
+  std::string msg = fmt::format("{}: {}; largest users on device {}: allocations outside pools "
+                                "{} bytes",
+                                what, why, device, direct > 0 ? direct : 0);
+  if (pools) msg += pools->largest_users(device, 3);
   if (!handler_error.empty()) msg += "; an out-of-memory handler threw: " + handler_error;
   throw error(errc::out_of_memory, msg, info.reason == oom_reason::driver ? last.native_name : "");
 }

@@ -20,6 +20,15 @@ namespace memarea::detail::limits {
 /// Each device's cap in bytes of `reserved` (0: none).
 extern std::atomic<std::size_t> g_caps[usage::kDevices];
 
+/// What the pool room (above this one) lends the cold path, set when its first pool is made:
+/// every pool of a device gives back its empty blocks; words naming a device's largest users.
+struct pool_hooks {
+  void (*trim_device)(int device) = nullptr;
+  std::string (*largest_users)(int device, std::size_t most) = nullptr;
+};
+/// Set once (pool room); read by the cold path.
+extern std::atomic<const pool_hooks*> g_pool_hooks;
+
 /// Bytes admitted under a cap and not yet in the usage counters (allocations in flight): held
 /// by area_mmap until the allocation's record counts them, so that racing allocations cannot
 /// pass the cap together. Empty (no cost) when no cap was judged.

@@ -3,7 +3,6 @@
 // The pools stay usable: their next allocation draws a new block. See pool_state.hpp for the
 // files of pools.
 #include "core/memory/device_uses.hpp"
-#include "core/memory/usage_counters.hpp"
 #include "core/pool/pool_state.hpp"
 #include "core/system.hpp"
 
@@ -138,10 +137,7 @@ std::string pool_largest_users(int device, std::size_t most) {
   });
   std::sort(users.begin(), users.end(),
             [](const user& a, const user& b) { return a.reserved > b.reserved; });
-  const usage::row& r = usage::at(device);
-  std::string out = fmt::format(
-      "allocations outside pools {} bytes",
-      std::max<std::int64_t>(0, r.now[usage::direct].load(std::memory_order_relaxed)));
+  std::string out;
   for (std::size_t i = 0; i < users.size() && i < most; ++i)
     out += fmt::format(", {} pool {} {} bytes", users[i].kind, users[i].pool, users[i].reserved);
   if (users.size() > most) out += fmt::format(" ({} more pools)", users.size() - most);

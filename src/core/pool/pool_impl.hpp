@@ -110,8 +110,8 @@ void pool_release_device(int device);
 /// flushed, streams' frees that have completed taken back; no waiting): the out-of-memory
 /// path's first step (core/memory/memory_limit.cpp). Takes no lock the caller may hold.
 void pool_trim_device(int device);
-/// The `most` pools of device reserving the most, largest first, with the bytes the device's
-/// allocations outside pools reserve: words for an out-of-memory message.
+/// The `most` pools of device reserving the most, largest first, each as ", <kind> pool <address>
+/// <bytes> bytes": words for an out-of-memory message ("" when the device has no pool).
 std::string pool_largest_users(int device, std::size_t most);
 
 }  // namespace memarea::detail
