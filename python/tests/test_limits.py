@@ -61,3 +61,23 @@ def test_bad_arguments(need_device):
     with pytest.raises(TypeError):
         memarea.add_oom_handler(None)
     assert memarea.memory_limit(0) == 0
+
+
+@pytest.mark.parametrize("text, caps, warned", [
+    ("0:8GiB,1:512M", (8 << 30, 512 << 20), False),
+    ("0:12", (12, 0), False),
+    ("0:8XB", (0, 0), True),
+    ("70:1G", (0, 0), True),
+    ("0:1G,garbage", (0, 0), True),
+])
+def test_memory_limit_environment_variable(text, caps, warned):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, MEMAREA_MEMORY_LIMIT=text, MEMAREA_BACKEND="sim",
+               MEMAREA_SIM_DEVICES="2")
+    r = subprocess.run([sys.executable, "-c",
+                        "import memarea; print(memarea.memory_limit(0), memarea.memory_limit(1))"],
+                       env=env, capture_output=True, text=True, check=True)
+    assert tuple(int(x) for x in r.stdout.split()) == caps
+    assert ("MEMAREA_MEMORY_LIMIT" in r.stderr) == warned

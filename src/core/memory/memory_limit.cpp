@@ -9,8 +9,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -60,6 +64,59 @@ int checked_device(int device, const char* what) {
                                                   what, device, usage::kDevices));
   return device;
 }
+
+/// Bytes of "8GiB", "512M", "1048576" (K, M, G, T and KiB, MiB, GiB, TiB: powers of 1024);
+/// false for anything else, or past SIZE_MAX.
+bool parse_bytes(std::string_view t, std::size_t& out) {
+  std::size_t i = 0, v = 0;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
+    const std::size_t d = static_cast<std::size_t>(t[i++] - '0');
+    if (v > (SIZE_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  if (i == 0) return false;
+  std::string_view unit = t.substr(i);
+  if (unit.size() == 3 && unit.substr(1) == "iB") unit = unit.substr(0, 1);
+  int shift = 0;
+  if (unit == "K") shift = 10;
+  else if (unit == "M") shift = 20;
+  else if (unit == "G") shift = 30;
+  else if (unit == "T") shift = 40;
+  else if (!unit.empty()) return false;
+  if (v > (SIZE_MAX >> shift)) return false;
+  out = v << shift;
+  return true;
+}
+
+/// MEMAREA_MEMORY_LIMIT ("0:8GiB,1:4GiB"), read as the library loads: any bad entry leaves
+/// every cap unset, with a warning on stderr. Devices are judged against the rows memarea
+/// counts, not the devices present (the driver is not loaded yet).
+const bool g_env_read = [] {
+  const char* env = std::getenv("MEMAREA_MEMORY_LIMIT");
+  if (!env || !*env) return true;
+  std::vector<std::pair<int, std::size_t>> caps;
+  std::string_view rest(env);
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const std::size_t colon = item.find(':');
+    std::size_t bytes = 0, dev = 0;
+    if (colon == std::string_view::npos || colon == 0 || colon > 2 ||
+        !parse_bytes(item.substr(0, colon), dev) || dev >= std::size_t{usage::kDevices} ||
+        !parse_bytes(item.substr(colon + 1), bytes)) {
+      std::fprintf(stderr,
+                   "memarea: MEMAREA_MEMORY_LIMIT=\"%s\" ignored: \"%.*s\" is not DEVICE:BYTES "
+                   "(a device 0-%d, bytes as 8GiB, 512M or 1048576)\n",
+                   env, static_cast<int>(item.size()), item.data(), usage::kDevices - 1);
+      return false;
+    }
+    caps.emplace_back(static_cast<int>(dev), bytes);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  for (auto [d, b] : caps) g_caps[d].store(b, std::memory_order_relaxed);
+  return true;
+}();
 
 }  // namespace
 
