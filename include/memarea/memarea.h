@@ -308,6 +308,41 @@ MEMAREA_API memarea_status memarea_memory_usage(int device, memarea_memory_usage
 MEMAREA_API memarea_status memarea_memory_usage_reset_peaks(int device);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Memory limits and out-of-memory handlers (docs/usage.md)                                 */
+
+/** Why an allocation was refused. */
+typedef enum memarea_oom_reason {
+  MEMAREA_OOM_LIMIT = 0, /**< it would take the device's reserved bytes past its cap */
+  MEMAREA_OOM_DRIVER = 1 /**< the driver answered OUT_OF_MEMORY */
+} memarea_oom_reason;
+/** What an out-of-memory handler is told. */
+typedef struct memarea_oom_info {
+  int device;                /**< the device whose memory was asked for */
+  size_t bytes;              /**< the bytes asked of the driver */
+  memarea_oom_reason reason; /**< cap or driver */
+  size_t limit;              /**< the device's cap (0: none) */
+  size_t reserved;           /**< the device's reserved bytes when it was refused */
+} memarea_oom_info;
+/** A handler: may free memory; returns nonzero to have the allocation retried once. */
+typedef int (*memarea_oom_handler_fn)(const memarea_oom_info *info, void *user_data);
+/** Caps what this process reserves (takes from the driver: memarea_memory_usage's reserved) on
+ *  device, in bytes; 0 removes the cap. device: an ordinal, or -1 for the calling thread's
+ *  current device; MEMAREA_ERROR_INVALID_DEVICE for any other value. Device and managed memory
+ *  (areas and pools' blocks) are judged against it; host memory and IPC imports are not. */
+MEMAREA_API memarea_status memarea_set_memory_limit(int device, size_t bytes);
+/** The cap of device into *bytes (0: none); device as memarea_set_memory_limit.
+ *  MEMAREA_ERROR_INVALID_VALUE for a NULL bytes. */
+MEMAREA_API memarea_status memarea_get_memory_limit(int device, size_t *bytes);
+/** Adds a handler, run (in the order added) when an allocation was refused and still failed
+ *  after the device's pools gave back what they cache; *id names it for removal.
+ *  MEMAREA_ERROR_INVALID_VALUE for a NULL handler or id. */
+MEMAREA_API memarea_status memarea_add_oom_handler(memarea_oom_handler_fn handler,
+                                                   void *user_data, unsigned long long *id);
+/** Removes a handler; a call running in another thread finishes. MEMAREA_ERROR_INVALID_VALUE
+ *  for an id that names no handler. */
+MEMAREA_API memarea_status memarea_remove_oom_handler(unsigned long long id);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Peer-to-peer (seeds 000 and 003)                                                         */
 
 MEMAREA_API memarea_status memarea_device_can_access_peer(int *can_access, int device,

@@ -11,6 +11,7 @@
 #include <memarea/error.hpp>
 #include <memarea/event.hpp>
 #include <memarea/host.hpp>
+#include <memarea/limits.hpp>
 #include <memarea/ipc.hpp>
 #include <memarea/managed.hpp>
 #include <memarea/owner.hpp>

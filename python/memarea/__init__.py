@@ -32,6 +32,8 @@ from ._core import (ADVICE, ATTACH_FLAGS, COHERENCY_MODES, CPU_DEVICE_ID, KINDS,
 from ._stream import Event, ExternalStream, record_stream
 from ._device import device_reset
 from ._usage import memory_usage, ps, reset_usage_peaks
+# Limits and out-of-memory handlers (docs/usage.md).
+from ._limits import add_oom_handler, memory_limit, remove_oom_handler, set_memory_limit
 from . import ipc
 
 __version__ = "0.1.0"
@@ -46,4 +48,6 @@ __all__ = [
     "memory_usage", "memset", "memset_async", "peer_access", "prefetch", "ps",
     "range_attributes", "record_stream", "reset_usage_peaks", "set_device", "synchronize",
     "topo",
+    # Limits and out-of-memory handlers.
+    "add_oom_handler", "memory_limit", "remove_oom_handler", "set_memory_limit",
 ]

@@ -6,6 +6,7 @@
 
 #include "core/device_impl.hpp"
 #include "core/memory/host_impl.hpp"
+#include "core/memory/memory_limit.hpp"
 #include "core/memory/memory_observer.hpp"
 #include "core/memory/registry.hpp"
 #include "core/system.hpp"
@@ -63,9 +64,13 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
     return fmt::format("area mmap of {} bytes ({}) on device {}", size,
                        to_string(static_cast<memory_kind>(kind)), device);
   };
+  // Device and managed memory are judged against the device's cap (docs/usage.md); the bytes
+  // admitted stay pending until adopt() below counts them.
+  limits::admission admitted;
   switch (kind) {
     case MEMAREA_MEMORY_DEVICE:
-      check(gpu.malloc_device(device, size, &ptr), what);
+      limits::allocate(device, size, admitted,
+                       [&] { return gpu.malloc_device(device, size, &ptr); }, what);
       // Device memory may be shared with other processes: the room that shares it prepares
       // now, in the background, what its first export would otherwise make (the hook runs
       // once; a load of a null pointer after that).
@@ -102,9 +107,13 @@ void* area_mmap(int area_device, unsigned flags, std::size_t size, int option_de
       if (size > SIZE_MAX - managed_granularity)
         throw error(errc::out_of_memory, what() + ": larger than any address space");
       span = round_up_managed(size);
-      check(gpu.malloc_managed(device, span,
-                               global ? MEMAREA_MEM_ATTACH_GLOBAL : MEMAREA_MEM_ATTACH_HOST, &ptr),
-            what);
+      limits::allocate(
+          device, span, admitted,
+          [&] {
+            return gpu.malloc_managed(
+                device, span, global ? MEMAREA_MEM_ATTACH_GLOBAL : MEMAREA_MEM_ATTACH_HOST, &ptr);
+          },
+          what);
       break;
     }
     default:

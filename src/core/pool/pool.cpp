@@ -8,6 +8,7 @@
 
 #include "core/memory/area_impl.hpp"
 #include "core/memory/host_impl.hpp"
+#include "core/memory/memory_limit.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "testing/memarea_testing.hpp"
@@ -27,6 +28,9 @@ pool_list& pool_internal::pools() {
     g_pools.store(l, std::memory_order_release);
     // From now on a stream's destruction goes by the pools (those that used it wait for it).
     stream_events::before_destroy.store(&pool_retire_stream, std::memory_order_release);
+    // And the out-of-memory path gives back what the device's pools cache, naming the largest.
+    static constexpr limits::pool_hooks hooks{&pool_trim_device, &pool_largest_users};
+    limits::g_pool_hooks.store(&hooks, std::memory_order_release);
     return l;
   });
 }

@@ -8,7 +8,10 @@
 
 #include <memarea/pointer.hpp>
 
+#include <algorithm>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace memarea::detail {
 
@@ -107,6 +110,38 @@ void pool_release_device(int device) {
                             "allocated during the reset use; stop other threads' use of the "
                             "device, free them and reset again",
                             device, kept));
+}
+
+void pool_trim_device(int device) {
+  std::vector<record> blocks;
+  for_pools_of(device, [&](pool_state& p) {
+    p.flush_caches();
+    std::lock_guard lock(p.m);
+    (void)p.reclaim_locked(0);
+    std::vector<record> empty = p.take_empty_blocks_locked(0);
+    blocks.insert(blocks.end(), empty.begin(), empty.end());
+  });
+  pool_state::release_blocks(blocks);  // with no lock of the pools held, as trim
+}
+
+std::string pool_largest_users(int device, std::size_t most) {
+  struct user {
+    const void* pool;
+    const char* kind;
+    std::size_t reserved, cached_free;
+  };
+  std::vector<user> users;
+  for_pools_of(device, [&](pool_state& p) {
+    std::lock_guard lock(p.m);
+    users.push_back({&p, to_string(static_cast<memory_kind>(p.kind)), p.reserved, 0});
+  });
+  std::sort(users.begin(), users.end(),
+            [](const user& a, const user& b) { return a.reserved > b.reserved; });
+  std::string out;
+  for (std::size_t i = 0; i < users.size() && i < most; ++i)
+    out += fmt::format(", {} pool {} {} bytes", users[i].kind, users[i].pool, users[i].reserved);
+  if (users.size() > most) out += fmt::format(" ({} more pools)", users.size() - most);
+  return out;
 }
 
 }  // namespace memarea::detail

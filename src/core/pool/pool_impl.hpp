@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -105,5 +106,12 @@ void pool_forget_device_events(int device);
 /// driver; the pools stay usable and draw new blocks. busy when a block still holds a piece
 /// (one allocated since pool_device_uses looked), after giving back the others.
 void pool_release_device(int device);
+/// Every pool of device gives back to the driver the blocks that hold nothing (threads' caches
+/// flushed, streams' frees that have completed taken back; no waiting): the out-of-memory
+/// path's first step (core/memory/memory_limit.cpp). Takes no lock the caller may hold.
+void pool_trim_device(int device);
+/// The `most` pools of device reserving the most, largest first, each as ", <kind> pool <address>
+/// <bytes> bytes": words for an out-of-memory message ("" when the device has no pool).
+std::string pool_largest_users(int device, std::size_t most);
 
 }  // namespace memarea::detail
