@@ -41,11 +41,13 @@ const char* origin_name(detail::origin o) {
   return "unknown";
 }
 
-/// The first frame of a stack outside memarea itself (the user it names), or "?".
+/// The first frame of a stack outside memarea and the C and C++ runtimes (the user it names),
+/// or "?" (a program that does not export its symbols, -rdynamic, has none named).
 std::string user_of(const std::vector<std::string>& stack) {
   for (const auto& f : stack)
     if (f.find("libmemarea") == std::string::npos && f.find("memarea::detail") == std::string::npos &&
-        f.rfind("memarea_", 0) != 0 && f[0] != '?')
+        f.rfind("memarea_", 0) != 0 && f[0] != '?' && f.find("libc.so") == std::string::npos &&
+        f.find("libstdc++") == std::string::npos)
       return f.substr(0, f.find('+'));
   return "?";
 }
