@@ -199,7 +199,8 @@ TEST(Tracking, HostAndManaged) {
   void* m = nullptr;
   ASSERT_EQ(memarea_malloc_managed(&m, 8192, MEMAREA_MEM_ATTACH_GLOBAL), MEMAREA_SUCCESS);
   bool seen = false;
-  for (const auto& dev : snapshot(-1)["devices"])
+  const auto all = snapshot(-1);  // kept: a range-for over a temporary's member dangles
+  for (const auto& dev : all["devices"])
     if (const auto* tm = track_of(dev, m)) {
       seen = true;
       EXPECT_EQ((*tm)["size"], 8192u);
