@@ -100,6 +100,14 @@ int main(int argc, char** argv) {
   ps->add_flag("--json", json, "print JSON for scripts");
   ps->add_option("--device", ps_device, "this device only (-1: the host)")
       ->check(CLI::Range(-1, 1 << 20));
+  auto* snapshot = app.add_subcommand("snapshot", "the blocks and pieces memarea holds, per device");
+  std::string snap_svg, snap_colour = "kind", snap_from;
+  int snap_device = -1;
+  snapshot->add_flag("--json", json, "print JSON for scripts");
+  snapshot->add_option("--svg", snap_svg, "write a picture of the snapshot to this SVG file");
+  snapshot->add_option("--color", snap_colour, "colour allocations by kind or age");
+  snapshot->add_option("--from", snap_from, "a snapshot a program saved (memarea_snapshot_json)");
+  snapshot->add_option("--device", snap_device, "this device only (-1: all and the host)");
   auto* ipc = app.add_subcommand("ipc", "inter-process sharing");
   ipc->require_subcommand(1);
   auto* gc = ipc->add_subcommand(
@@ -116,6 +124,8 @@ int main(int argc, char** argv) {
   try {
     if (*info) return memarea::cli::run_info(json);
     if (*gc) return memarea::cli::run_ipc_gc(dry_run, json);
+    if (*snapshot)
+      return memarea::cli::run_snapshot(json, snap_svg, snap_colour, snap_from, snap_device);
     if (*ps) return memarea::cli::run_ps(json, ps_device >= -1 ? &ps_device : nullptr);
     if (*topo) {
       memarea::cli::require_a_device("topo", "memarea topo");

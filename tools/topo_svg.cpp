@@ -265,6 +265,8 @@ std::string binary_size(double bytes) {
 
 }  // namespace
 
+std::string xml_escape(const std::string& s) { return escape(s); }
+
 double text_width(const std::string& text, double size, bool bold) {
   double em = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {

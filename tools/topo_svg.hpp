@@ -40,6 +40,9 @@ double text_width(const std::string& text, double size, bool bold);
 box text_box(const std::string& text, double x, double y, double size, const std::string& anchor,
              bool bold);
 
+/// s with &, <, > and " written as XML entities (for text and attribute values).
+std::string xml_escape(const std::string& s);
+
 /// The picture of a `memarea topo --json` document.
 picture topo_picture(const nlohmann::json& topo);
 

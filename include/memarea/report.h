@@ -51,6 +51,24 @@ MEMAREA_API memarea_status memarea_topo_json_ex(char **json, size_t size, int re
  *  (MEMAREA_CPU_DEVICE_ID: the host's). *json gets a string to free with memarea_string_free. */
 MEMAREA_API memarea_status memarea_ps_json(char **json, const int *device);
 
+/* ---- Allocation tracking and snapshots (docs/usage.md "Tracking" and "Snapshots") ---- */
+
+/** Turns allocation tracking on (nonzero) or off (0): while on, every allocation memarea makes
+ *  (areas, pool pieces and blocks, host, managed) keeps a record of its size, kind, device,
+ *  pool, stream, time, thread and raw stack until it is freed. Allocations made before it was
+ *  turned on have none. Off drops every record. MEMAREA_TRACK=1 turns it on at load. */
+MEMAREA_API memarea_status memarea_set_tracking(int on);
+
+/** Whether tracking is on: *on gets 1 or 0. */
+MEMAREA_API memarea_status memarea_tracking(int *on);
+
+/** A snapshot of the memory memarea holds (docs/usage.md "Snapshots"): device -1 every device
+ *  and the host, else that device. *json gets a string to free with memarea_string_free.
+ *  Another device: MEMAREA_ERROR_INVALID_DEVICE. */
+MEMAREA_API memarea_status memarea_snapshot_json(char **json, int device);
+
+/* ---- end of tracking and snapshots ---- */
+
 /** Frees a string memarea_info_json or memarea_topo_json returned; NULL does nothing. */
 MEMAREA_API void memarea_string_free(char *s);
 

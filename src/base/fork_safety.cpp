@@ -29,6 +29,7 @@ const char* to_string(lock_rank r) noexcept {
     case lock_rank::device_caps: return "device_caps";
     case lock_rank::wrapped_streams: return "wrapped_streams";
     case lock_rank::torch_pieces: return "torch_pieces";
+    case lock_rank::tracking: return "tracking";
     case lock_rank::release_failures: return "release_failures";
     case lock_rank::ipc_fork_state: return "ipc_fork_state";
     case lock_rank::driver: return "driver";

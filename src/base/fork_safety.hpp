@@ -41,6 +41,7 @@ enum class lock_rank : std::uint16_t {
   device_caps = 110,    ///< per-device capabilities read once
   wrapped_streams = 115, ///< native streams wrapped as memarea's (core/stream.cpp; a leaf)
   torch_pieces = 117,   ///< pieces memarea_torch_malloc handed out, by address (capi/torch.cpp; a leaf)
+  tracking = 118,       ///< one shard of the allocation tracking records (core/memory/tracking; a leaf)
   release_failures = 120, ///< failures of destructors and reset() kept for the user (a leaf)
   ipc_fork_state = 900, ///< not a lock: IPC's child handler (sets the parent's state aside)
   lease = 950,          ///< this process's lease on its shared-memory objects (base/lease)

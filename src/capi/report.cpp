@@ -1,6 +1,7 @@
 // The C API of the info and topology reports (memarea/report.h): the JSON core/report.hpp
 // builds, handed over as a malloc'ed string.
 #include "capi/c_call.hpp"
+#include "core/memory/tracking.hpp"
 #include "core/report/report.hpp"
 
 #include <memarea/report.h>
@@ -67,6 +68,27 @@ memarea_status memarea_ps_json(char** json, const int* device) {
       throw memarea::error(memarea::errc::invalid_device,
                            "device " + std::to_string(*device) + " is neither a device nor the host");
     *json = c_string(memarea::report::ps_json(device).dump(2));
+  });
+}
+
+// Tracking and snapshots.
+
+memarea_status memarea_set_tracking(int on) {
+  return c_call(__func__, [&] { memarea::detail::tracking::set(on != 0); });
+}
+
+memarea_status memarea_tracking(int* on) {
+  return c_call(__func__, [&] {
+    require(on, "on");
+    *on = memarea::detail::tracking::enabled() ? 1 : 0;
+  });
+}
+
+memarea_status memarea_snapshot_json(char** json, int device) {
+  return c_call(__func__, [&] {
+    require(json, "json");
+    *json = nullptr;
+    *json = c_string(memarea::report::snapshot_json(device).dump(2));
   });
 }
 

@@ -1,5 +1,6 @@
 #include "core/memory/registry.hpp"
 
+#include "core/memory/tracking.hpp"
 #include "core/memory/usage_counters.hpp"
 
 #include <algorithm>
@@ -23,12 +24,17 @@ void invalidate_cached_lookups() noexcept {
 }  // namespace
 
 void registry::insert(const record& r) {
-  std::unique_lock lock(mutex_);
-  record& slot = by_base_[reinterpret_cast<std::uintptr_t>(r.base)];
-  if (slot.base) usage::account(slot, -1, false);  // replaced: counted once, as the new one
-  slot = r;
-  usage::account(r, +1);
-  invalidate_cached_lookups();
+  {
+    std::unique_lock lock(mutex_);
+    record& slot = by_base_[reinterpret_cast<std::uintptr_t>(r.base)];
+    if (slot.base) usage::account(slot, -1, false);  // replaced: counted once, as the new one
+    slot = r;
+    usage::account(r, +1);
+    invalidate_cached_lookups();
+  }
+  // Outside the lock: the stack is taken on the caller's time, not the registry's.
+  tracking::on_alloc(r.base, r.requested ? r.requested : r.size, r.kind, r.device,
+                     r.made_by == origin::pool ? r.owner : nullptr, nullptr, false);
 }
 
 std::optional<record> registry::change(void* base, const std::function<void(record&)>& edit) {
@@ -82,6 +88,8 @@ std::optional<record> registry::erase_if(void* base,
   by_base_.erase(it);
   usage::account(r, -1);
   invalidate_cached_lookups();
+  lock.unlock();
+  tracking::on_free(r.base);
   return r;
 }
 

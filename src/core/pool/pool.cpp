@@ -5,6 +5,7 @@
 // from its pool). The pool's state, how the work is laid out, and the other files of pools:
 // pool_state.hpp.
 #include "core/pool/pool_state.hpp"
+#include "core/memory/tracking.hpp"
 
 #include "core/memory/area_impl.hpp"
 #include "core/memory/host_impl.hpp"
@@ -268,10 +269,14 @@ void pool_destroy_c(memarea_pool_t h, bool force) {
   delete h;
 }
 void* pool_alloc_c(memarea_pool_t h, std::size_t size, memarea_stream_t s) {
-  return state_of(h, "pool alloc").alloc(size, s);
+  pool_state& st = state_of(h, "pool alloc");
+  void* p = st.alloc(size, s);
+  tracking::on_alloc(p, size, st.kind, st.usage_device, &st, s, true);
+  return p;
 }
 void pool_free_c(memarea_pool_t h, void* p, memarea_stream_t s) {
   state_of(h, "pool free").free(p, s);
+  tracking::on_free(p);
 }
 void pool_record_stream_c(memarea_pool_t h, void* p, memarea_stream_t s) {
   state_of(h, "pool record_stream").record_stream(p, s);
@@ -280,6 +285,7 @@ void pool_free_sized_c(memarea_pool_t h, void* p, std::size_t size, memarea_stre
                        const char* what) {
   if (size == 0) throw error(errc::invalid_value, fmt::format("{}: size is 0", what));
   state_of(h, what).free(p, s, size);
+  tracking::on_free(p);
 }
 void pool_area_of_c(memarea_pool_t h, int* device, unsigned* flags) {
   auto& s = state_of(h, "area create pooled");

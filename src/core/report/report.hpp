@@ -25,6 +25,10 @@ nlohmann::json info_json();
 /// imported from whom; device (null: every device) keeps that device's only (report_ps.cpp).
 nlohmann::json ps_json(const int* device);
 
+/// memarea_snapshot_json: device -1 every device and the host, else that device
+/// (docs/usage.md "Snapshots"). @throws error invalid_device for another value.
+nlohmann::json snapshot_json(int device);
+
 // --- Topology (src/topo/) ----------------------------------------------------------------
 
 /// How `memarea topo` measures (docs/topo.md says what each figure means).

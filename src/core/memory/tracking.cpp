@@ -1,0 +1,161 @@
+// Tracking of live allocations (tracking.hpp): records in shards by address, each behind a
+// ranked mutex, so that threads allocating different memory rarely meet and fork() never
+// copies a shard mid-change (its prepare takes every shard's lock).
+#include "core/memory/tracking.hpp"
+
+#include "base/fork_safety.hpp"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <fmt/format.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace memarea::detail::tracking {
+
+namespace {
+
+constexpr int kShards = 32;
+
+struct shard {
+  ranked_mutex mutex{lock_rank::tracking};
+  std::unordered_map<std::uintptr_t, entry> live;
+};
+
+struct table {
+  shard shards[kShards];
+};
+
+table& records() {
+  return made_once([] { return new table; });
+}
+
+shard& shard_of(const void* p) {
+  // Allocations are aligned: the low bits say nothing.
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  return records().shards[((a >> 8) ^ (a >> 20)) % kShards];
+}
+
+std::atomic<std::int64_t> g_since{0};
+
+/// MEMAREA_TRACK, read when memarea is loaded: "1" on, unset, empty or "0" off; anything
+/// else is refused with a warning (and tracking stays off).
+bool from_environment() {
+  const char* v = std::getenv("MEMAREA_TRACK");
+  if (!v || !*v || std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0) return true;
+  std::fprintf(stderr,
+               "memarea: warning: MEMAREA_TRACK=%s is neither 0 nor 1; allocation tracking "
+               "stays off\n",
+               v);
+  return false;
+}
+
+[[maybe_unused]] const bool g_environment_read = [] {
+  if (from_environment()) set(true);
+  return true;
+}();
+
+}  // namespace
+
+std::int64_t now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+void remember(const void* ptr, std::size_t size, memarea_memory_kind kind, int device,
+              const void* pool, const void* stream, bool piece) noexcept {
+  if (!ptr) return;
+  entry e;
+  e.ptr = ptr;
+  e.size = size;
+  e.kind = kind;
+  e.device = device;
+  e.pool = pool;
+  e.stream = stream;
+  e.piece = piece;
+  e.born_ns = now_ns();
+  e.thread = static_cast<std::uint64_t>(syscall(SYS_gettid));
+  e.depth = backtrace(e.frames, kFrames);
+  shard& s = shard_of(ptr);
+  try {
+    std::lock_guard lock(s.mutex);
+    // Rechecked under the lock: set(false) clears the shards under theirs, and a record made
+    // after would outlive the switch.
+    if (!g_on.load(std::memory_order_relaxed)) return;
+    s.live[reinterpret_cast<std::uintptr_t>(ptr)] = e;
+  } catch (...) {
+    // Out of host memory: the allocation goes untracked rather than failing.
+  }
+}
+
+void forget(const void* ptr) noexcept {
+  if (!ptr) return;
+  shard& s = shard_of(ptr);
+  std::lock_guard lock(s.mutex);
+  s.live.erase(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
+void set(bool on) {
+  if (on) {
+    // The first backtrace() loads the unwinder (dlopen, malloc): done here, not on an
+    // allocation path and never while a shard's lock is held.
+    void* warm[2];
+    (void)backtrace(warm, 2);
+    if (!g_on.load(std::memory_order_relaxed)) g_since.store(now_ns(), std::memory_order_relaxed);
+    g_on.store(true, std::memory_order_relaxed);
+    return;
+  }
+  g_on.store(false, std::memory_order_relaxed);
+  for (shard& s : records().shards) {
+    std::unordered_map<std::uintptr_t, entry> dropped;
+    {
+      std::lock_guard lock(s.mutex);
+      dropped.swap(s.live);
+    }
+  }
+}
+
+bool enabled() { return g_on.load(std::memory_order_relaxed); }
+
+std::int64_t since_ns() noexcept { return g_since.load(std::memory_order_relaxed); }
+
+std::vector<entry> all() {
+  std::vector<entry> out;
+  for (shard& s : records().shards) {
+    std::lock_guard lock(s.mutex);
+    for (const auto& [_, e] : s.live) out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<std::string> symbolise(const entry& e) {
+  std::vector<std::string> out;
+  for (int i = 0; i < e.depth; ++i) {
+    Dl_info info{};
+    if (!dladdr(e.frames[i], &info) || !info.dli_sname) {
+      out.push_back(info.dli_fname ? fmt::format("? ({})", info.dli_fname) : "?");
+      continue;
+    }
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> name(
+        abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status), std::free);
+    const auto off = reinterpret_cast<std::uintptr_t>(e.frames[i]) -
+                     reinterpret_cast<std::uintptr_t>(info.dli_saddr);
+    out.push_back(fmt::format("{}+{:#x} ({})", status == 0 ? name.get() : info.dli_sname, off,
+                              info.dli_fname ? info.dli_fname : "?"));
+  }
+  return out;
+}
+
+}  // namespace memarea::detail::tracking

@@ -1,0 +1,68 @@
+// Opt-in tracking of live allocations (MEMAREA_TRACK=1, memarea_set_tracking): a record per
+// allocation made while tracking is on, with a raw stack symbolised only when read. Off, the
+// allocation and free paths pay one relaxed load and a branch predicted not taken.
+#pragma once
+
+#include <memarea/memarea.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memarea::detail::tracking {
+
+/// Whether tracking is on (read with no lock on every allocation and free).
+inline constinit std::atomic<bool> g_on{false};
+
+/// How many return addresses a record keeps.
+inline constexpr int kFrames = 24;
+
+/// One live allocation made while tracking was on.
+struct entry {
+  const void* ptr = nullptr;
+  std::size_t size = 0;          ///< the bytes asked for
+  memarea_memory_kind kind = MEMAREA_MEMORY_UNKNOWN;
+  int device = MEMAREA_INVALID_DEVICE_ID;
+  const void* pool = nullptr;    ///< the pool (its state, as its blocks' records' owner), else null
+  const void* stream = nullptr;  ///< the memarea stream it was allocated on (null: none)
+  std::int64_t born_ns = 0;      ///< CLOCK_MONOTONIC at allocation
+  std::uint64_t thread = 0;      ///< the allocating thread's kernel id
+  bool piece = false;            ///< a pool piece (its block has a record of its own)
+  int depth = 0;
+  void* frames[kFrames] = {};
+};
+
+/// Records an allocation (tracking on; the caller checked g_on).
+void remember(const void* ptr, std::size_t size, memarea_memory_kind kind, int device,
+              const void* pool, const void* stream, bool piece) noexcept;
+/// Drops ptr's record, if any (tracking on).
+void forget(const void* ptr) noexcept;
+
+/// The allocation paths' hook: nothing but a load and a branch while tracking is off.
+inline void on_alloc(const void* ptr, std::size_t size, memarea_memory_kind kind, int device,
+                     const void* pool, const void* stream, bool piece) noexcept {
+  if (g_on.load(std::memory_order_relaxed)) [[unlikely]]
+    remember(ptr, size, kind, device, pool, stream, piece);
+}
+/// The free paths' hook.
+inline void on_free(const void* ptr) noexcept {
+  if (g_on.load(std::memory_order_relaxed)) [[unlikely]]
+    forget(ptr);
+}
+
+/// Turns tracking on or off; off drops every record.
+void set(bool on);
+/// Whether tracking is on, MEMAREA_TRACK read on the first call.
+bool enabled();
+/// CLOCK_MONOTONIC in nanoseconds since tracking was last turned on (0: never on).
+std::int64_t since_ns() noexcept;
+/// Every record now, in no particular order.
+std::vector<entry> all();
+/// e's frames named: "function+0xoff (object)" where dladdr knows it, else "?".
+std::vector<std::string> symbolise(const entry& e);
+/// CLOCK_MONOTONIC now, in nanoseconds.
+std::int64_t now_ns() noexcept;
+
+}  // namespace memarea::detail::tracking
