@@ -22,8 +22,8 @@
 // checked before a call reaches a backend, so no operation here checks them again.
 #pragma once
 
-#include "driver/driver.hpp"
 #include "driver/front.hpp"
+#include "driver/gpu_contexts.hpp"  // and driver.hpp
 #include "driver/vmm.hpp"
 
 #include <fmt/format.h>
@@ -100,7 +100,7 @@ enum class shareable_step { create, import, export_fd, release };
 /// front's, already checked; every call that names a device leaves the thread's current
 /// context or device as it found it.
 template <class Vendor>
-class gpu_backend final : public driver {
+class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
  public:
   using result = typename Vendor::result;
   using context = typename Vendor::context;
