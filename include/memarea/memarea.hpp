@@ -15,6 +15,7 @@
 #include <memarea/ipc.hpp>
 #include <memarea/managed.hpp>
 #include <memarea/owner.hpp>
+#include <memarea/context.hpp>
 #include <memarea/peer.hpp>
 #include <memarea/pointer.hpp>
 #include <memarea/pool.hpp>

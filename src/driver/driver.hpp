@@ -58,6 +58,8 @@ inline void check(const dstatus& s, Describe&& describe) {
 using native_stream = void*;
 /// An opaque vendor event.
 using native_event = void*;
+/// An opaque vendor context (CUcontext, hipCtx_t, a sim context's handle).
+using native_context = void*;
 /// Whether an event keeps the time of its records (see driver::event_create).
 enum class event_timing { off, on };
 /// How a host thread waits for an event (event_synchronize): spinning, or blocked in the kernel
@@ -290,6 +292,73 @@ class driver {
                                           const void* ptr, size_t count) = 0;
   virtual dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
                                           unsigned flags) = 0;
+
+  // --- contexts the user makes (include/memarea/context.hpp) --------------------------------
+  // Acting on the calling thread's context stack as the vendor's cuCtx* calls do. memarea's own
+  // calls never use these: they run in each device's primary context. A backend without them
+  // answers not_supported.
+  /// Makes a context on `device` with flags (MEMAREA_CONTEXT_*) and pushes it on the thread's
+  /// stack, as cuCtxCreate does.
+  virtual dstatus context_create(int device, unsigned flags, native_context* c) {
+    (void)device, (void)flags, (void)c;
+    return no_contexts();
+  }
+  /// Destroys c; pops it from the calling thread's stack where it is current there.
+  virtual dstatus context_destroy(native_context c) {
+    (void)c;
+    return no_contexts();
+  }
+  /// Replaces the top of the thread's stack with c (nullptr: pops it).
+  virtual dstatus context_set_current(native_context c) {
+    (void)c;
+    return no_contexts();
+  }
+  /// The top of the thread's stack; nullptr when it is empty.
+  virtual dstatus context_get_current(native_context* c) {
+    (void)c;
+    return no_contexts();
+  }
+  virtual dstatus context_push(native_context c) {
+    (void)c;
+    return no_contexts();
+  }
+  /// Pops the top of the thread's stack into *c; invalid_context when it is empty.
+  virtual dstatus context_pop(native_context* c) {
+    (void)c;
+    return no_contexts();
+  }
+  /// Waits for all work of c; the thread's stack is as it was afterwards.
+  virtual dstatus context_synchronize(native_context c) {
+    (void)c;
+    return no_contexts();
+  }
+  /// c's device ordinal; invalid_context for a context that is not (or no longer) live.
+  virtual dstatus context_get_device(native_context c, int* device) {
+    (void)c, (void)device;
+    return no_contexts();
+  }
+  virtual dstatus context_get_flags(native_context c, unsigned* flags) {
+    (void)c, (void)flags;
+    return no_contexts();
+  }
+  /// Access from the thread's current context to peer's memory (cuCtxEnablePeerAccess).
+  virtual dstatus context_enable_peer_access(native_context peer, unsigned flags) {
+    (void)peer, (void)flags;
+    return no_contexts();
+  }
+  virtual dstatus context_disable_peer_access(native_context peer) {
+    (void)peer;
+    return no_contexts();
+  }
+
+ protected:
+  /// What a backend without contexts answers.
+  dstatus no_contexts() const {
+    dstatus s;
+    s.code = errc::not_supported;
+    s.detail = std::string("contexts are not available on the ") + name() + " backend";
+    return s;
+  }
 };
 
 }  // namespace memarea::detail

@@ -20,8 +20,8 @@
 // The front (driver/front.hpp) checks arguments before a call reaches a backend.
 #pragma once
 
-#include "driver/driver.hpp"
 #include "driver/front.hpp"
+#include "driver/gpu_contexts.hpp"  // and driver.hpp
 #include "driver/vmm.hpp"
 
 #include <fmt/format.h>
@@ -98,7 +98,7 @@ enum class shareable_step { create, import, export_fd, release };
 /// front's, already checked; every call that names a device leaves the thread's current
 /// context or device as it found it.
 template <class Vendor>
-class gpu_backend final : public driver {
+class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
  public:
   using result = typename Vendor::result;
   using context = typename Vendor::context;

@@ -86,12 +86,23 @@ namespace memarea::detail::cuda {
 
 // Entry points loaded from any driver but not required: one missing leaves the library usable,
 // and only the calls that need it report not_supported (memset of 2- and 4-byte elements, 2D
-// copies, the device of a stream made outside memarea).
+// copies, the device of a stream made outside memarea, user contexts).
 #define MEMAREA_CUDA_OPTIONAL_ANY(X) \
   X(MemsetD16Async, 3020, 12000)     \
   X(MemsetD32Async, 3020, 12000)     \
   X(Memcpy2DAsync, 3020, 12000)      \
-  X(StreamGetCtx, 9020, 12000)
+  X(StreamGetCtx, 9020, 12000)       \
+  MEMAREA_CUDA_CONTEXTS(X)
+
+// Contexts the user makes (driver/gpu_contexts.hpp). cuCtxCreate at 12000 is cuCtxCreate_v2,
+// (flags, device): CUDA 13's header maps the name to _v4 (a CUctxCreateParams argument), but its
+// drivers still hand back _v2 for a 12.0 request, so one ABI serves 12.0+ and 13 drivers.
+#define MEMAREA_CUDA_CONTEXTS(X)    \
+  X(CtxCreate, 3020, 12000)         \
+  X(CtxDestroy, 4000, 12000)        \
+  X(CtxPushCurrent, 4000, 12000)    \
+  X(CtxPopCurrent, 4000, 12000)     \
+  X(CtxGetFlags, 7000, 12000)
 
 /// The loaded entry points; a null member was not found.
 struct api {

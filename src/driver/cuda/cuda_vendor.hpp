@@ -267,6 +267,55 @@ class cuda_vendor {
     return cu_.CtxEnablePeerAccess(peer, flags);  // the driver rejects flags != 0
   }
   CUresult disable_peer_access(CUcontext peer) const { return cu_.CtxDisablePeerAccess(peer); }
+
+  // --- contexts the user makes (driver/gpu_contexts.hpp) -------------------------------------
+  static constexpr context_entry_names ctx_fn{
+      .create = "cuCtxCreate", .destroy = "cuCtxDestroy", .set_current = "cuCtxSetCurrent",
+      .get_current = "cuCtxGetCurrent", .push = "cuCtxPushCurrent", .pop = "cuCtxPopCurrent",
+      .synchronize = "cuCtxSynchronize", .get_device = "cuCtxGetDevice",
+      .get_flags = "cuCtxGetFlags", .enable_peer = "cuCtxEnablePeerAccess",
+      .disable_peer = "cuCtxDisablePeerAccess"};
+  bool has_user_contexts() const noexcept {
+    return cu_.CtxCreate && cu_.CtxDestroy && cu_.CtxPushCurrent && cu_.CtxPopCurrent &&
+           cu_.CtxGetFlags;
+  }
+  CUresult user_ctx_create(void** c, unsigned flags, int device) const {
+    CUcontext out = nullptr;
+    const CUresult r = cu_.CtxCreate(&out, flags, device_of(device));
+    return put_if_ok(r, c, out);
+  }
+  CUresult user_ctx_destroy(void* c) const { return cu_.CtxDestroy(static_cast<CUcontext>(c)); }
+  CUresult user_ctx_set_current(void* c) const {
+    return cu_.CtxSetCurrent(static_cast<CUcontext>(c));
+  }
+  CUresult user_ctx_get_current(void** c) const {
+    CUcontext out = nullptr;
+    const CUresult r = cu_.CtxGetCurrent(&out);
+    return put_if_ok(r, c, out);
+  }
+  CUresult user_ctx_push(void* c) const { return cu_.CtxPushCurrent(static_cast<CUcontext>(c)); }
+  CUresult user_ctx_pop(void** c) const {
+    CUcontext out = nullptr;
+    const CUresult r = cu_.CtxPopCurrent(&out);
+    return put_if_ok(r, c, out);
+  }
+  CUresult user_ctx_synchronize() const { return cu_.CtxSynchronize(); }
+  /// The current context's device, as memarea's ordinal.
+  CUresult user_ctx_get_device(int* ordinal) const {
+    CUdevice d = 0;
+    const CUresult r = cu_.CtxGetDevice(&d);
+    if (r != CUDA_SUCCESS) return r;
+    for (int i = 0; i < device_count(); ++i)
+      if (device_of(i) == d) return put_if_ok(r, ordinal, i);
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  CUresult user_ctx_get_flags(unsigned* flags) const { return cu_.CtxGetFlags(flags); }
+  CUresult user_ctx_enable_peer(void* peer, unsigned flags) const {
+    return cu_.CtxEnablePeerAccess(static_cast<CUcontext>(peer), flags);
+  }
+  CUresult user_ctx_disable_peer(void* peer) const {
+    return cu_.CtxDisablePeerAccess(static_cast<CUcontext>(peer));
+  }
   CUresult get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) const {
     int v = 0;
     const CUresult r =

@@ -44,8 +44,19 @@ using hipMallocManaged_fn =
 
 // Calls only some operations need (memset of 2- and 4-byte elements, 2D copies): a runtime
 // without one stays usable, and those operations report not_supported.
-#define MEMAREA_HIP_OPTIONAL(X) X(hipMemsetD16Async) X(hipMemsetD32Async) X(hipMemcpy2DAsync)
+#define MEMAREA_HIP_OPTIONAL(X) X(hipMemsetD16Async) X(hipMemsetD32Async) X(hipMemcpy2DAsync) \
+  MEMAREA_HIP_CONTEXTS(X)
 
+// Contexts the user makes (driver/gpu_contexts.hpp): deprecated in HIP but present, and mapped to
+// CUDA's cuCtx* calls on HIP's NVIDIA platform.
+#define MEMAREA_HIP_CONTEXTS(X)                                                                \
+  X(hipCtxCreate) X(hipCtxDestroy) X(hipCtxSetCurrent) X(hipCtxGetCurrent) X(hipCtxPushCurrent) \
+  X(hipCtxPopCurrent) X(hipCtxSynchronize) X(hipCtxGetDevice) X(hipCtxGetFlags)               \
+  X(hipCtxEnablePeerAccess) X(hipCtxDisablePeerAccess)
+
+// The context calls are deprecated: naming them in decltype would warn.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 /// The runtime's entry points, resolved by dlsym.
 struct hip_api {
 #define MEMAREA_HIP_FIELD(name) decltype(&::name) name = nullptr;
@@ -61,6 +72,7 @@ struct hip_api {
   hipError_t (*hipStreamGetDevice)(hipStream_t, hipDevice_t*) = nullptr;
   bool have_vmm = false;
 };
+#pragma GCC diagnostic pop
 
 /// Looks one symbol up into a typed pointer. memcpy, because ISO C++ has no portable cast from
 /// an object pointer (what dlsym returns) to a function pointer.

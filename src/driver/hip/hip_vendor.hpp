@@ -257,6 +257,60 @@ class hip_vendor {
     return api_.hipDeviceEnablePeerAccess(peer, flags);
   }
   hipError_t disable_peer_access(int peer) const { return api_.hipDeviceDisablePeerAccess(peer); }
+
+  // --- contexts the user makes (driver/gpu_contexts.hpp) -------------------------------------
+  static constexpr context_entry_names ctx_fn{
+      .create = "hipCtxCreate", .destroy = "hipCtxDestroy", .set_current = "hipCtxSetCurrent",
+      .get_current = "hipCtxGetCurrent", .push = "hipCtxPushCurrent", .pop = "hipCtxPopCurrent",
+      .synchronize = "hipCtxSynchronize", .get_device = "hipCtxGetDevice",
+      .get_flags = "hipCtxGetFlags", .enable_peer = "hipCtxEnablePeerAccess",
+      .disable_peer = "hipCtxDisablePeerAccess"};
+  bool has_user_contexts() const noexcept {
+    return api_.hipCtxCreate && api_.hipCtxDestroy && api_.hipCtxSetCurrent &&
+           api_.hipCtxGetCurrent && api_.hipCtxPushCurrent && api_.hipCtxPopCurrent &&
+           api_.hipCtxSynchronize && api_.hipCtxGetDevice && api_.hipCtxGetFlags &&
+           api_.hipCtxEnablePeerAccess && api_.hipCtxDisablePeerAccess;
+  }
+  hipError_t user_ctx_create(void** c, unsigned flags, int device) const {
+    hipCtx_t out = nullptr;
+    const hipError_t r = api_.hipCtxCreate(&out, flags, device);
+    if (r == hipSuccess) *c = out;
+    return r;
+  }
+  hipError_t user_ctx_destroy(void* c) const { return api_.hipCtxDestroy(static_cast<hipCtx_t>(c)); }
+  hipError_t user_ctx_set_current(void* c) const {
+    return api_.hipCtxSetCurrent(static_cast<hipCtx_t>(c));
+  }
+  hipError_t user_ctx_get_current(void** c) const {
+    hipCtx_t out = nullptr;
+    const hipError_t r = api_.hipCtxGetCurrent(&out);
+    if (r == hipSuccess) *c = out;
+    return r;
+  }
+  hipError_t user_ctx_push(void* c) const {
+    return api_.hipCtxPushCurrent(static_cast<hipCtx_t>(c));
+  }
+  hipError_t user_ctx_pop(void** c) const {
+    hipCtx_t out = nullptr;
+    const hipError_t r = api_.hipCtxPopCurrent(&out);
+    if (r == hipSuccess) *c = out;
+    return r;
+  }
+  hipError_t user_ctx_synchronize() const { return api_.hipCtxSynchronize(); }
+  /// HIP's device handles are its ordinals.
+  hipError_t user_ctx_get_device(int* ordinal) const {
+    hipDevice_t d = 0;
+    const hipError_t r = api_.hipCtxGetDevice(&d);
+    if (r == hipSuccess) *ordinal = static_cast<int>(d);
+    return r;
+  }
+  hipError_t user_ctx_get_flags(unsigned* flags) const { return api_.hipCtxGetFlags(flags); }
+  hipError_t user_ctx_enable_peer(void* peer, unsigned flags) const {
+    return api_.hipCtxEnablePeerAccess(static_cast<hipCtx_t>(peer), flags);
+  }
+  hipError_t user_ctx_disable_peer(void* peer) const {
+    return api_.hipCtxDisablePeerAccess(static_cast<hipCtx_t>(peer));
+  }
   hipError_t get_p2p_attribute(memarea_p2p_attribute attr, int src, int dst, int* value) const {
     return api_.hipDeviceGetP2PAttribute(value, hip_p2p(attr), src, dst);
   }

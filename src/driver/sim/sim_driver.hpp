@@ -157,6 +157,20 @@ class sim_driver final : public driver {
   dstatus stream_attach_mem_async(int device, native_stream s, void* ptr, size_t length,
                                   unsigned flags) override;
 
+  // Contexts the user makes (sim_context.cpp): a stack per thread, peer access per context
+  // pair; a handle is never reused, so a destroyed one is invalid_context, never a crash.
+  dstatus context_create(int device, unsigned flags, native_context* c) override;
+  dstatus context_destroy(native_context c) override;
+  dstatus context_set_current(native_context c) override;
+  dstatus context_get_current(native_context* c) override;
+  dstatus context_push(native_context c) override;
+  dstatus context_pop(native_context* c) override;
+  dstatus context_synchronize(native_context c) override;
+  dstatus context_get_device(native_context c, int* device) override;
+  dstatus context_get_flags(native_context c, unsigned* flags) override;
+  dstatus context_enable_peer_access(native_context peer, unsigned flags) override;
+  dstatus context_disable_peer_access(native_context peer) override;
+
   /// The calls whose next call may be made to fail once (testing::sim_fail_next).
   enum class injectable { stream_destroy, disable_peer_access, set_current_device, device_reset };
 
@@ -221,6 +235,15 @@ class sim_driver final : public driver {
   std::unordered_map<void*, std::shared_ptr<event>> events_;
   std::vector<injectable> injected_;  ///< failures a test injected, not yet taken
   std::vector<std::uint64_t> resets_;  ///< device_reset calls per device (sized at the first)
+  /// One context the user made (sim_context.cpp).
+  struct user_context {
+    int device = 0;
+    unsigned flags = 0;
+    std::vector<std::uintptr_t> peers;  ///< contexts whose memory it may access
+  };
+  std::mutex ctx_m_;  ///< guards the two below; taken without m_
+  std::map<std::uintptr_t, user_context> contexts_;
+  std::uintptr_t next_context_ = 0;  ///< the last handle given out (never reused)
   /// injected_'s size, read without m_ by calls that take no lock (set_current_device).
   std::atomic<std::size_t> injected_count_{0};
 };
