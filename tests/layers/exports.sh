@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # memarea's shared libraries export their public API and nothing else, as `nm -DC --defined-only`
 # lists it:
-#   memarea=LIB  libmemarea: the C functions memarea_* of include/memarea/{memarea,report,torch}.h and
-#                C++ symbols of namespace memarea (not memarea::mpi)
+#   memarea=LIB  libmemarea: the C functions memarea_* of
+#                include/memarea/{memarea,context,report,torch}.h and C++ symbols of namespace
+#                memarea (not memarea::mpi)
 #   aml=LIB      libmemarea-aml: the C functions and data aml_*, buddy_allocator_* (AML's
 #                low-level buddy) and memarea_aml_* of include/memarea-aml; no C++ symbol
 #   mpi=LIB      libmemarea_mpi: the C functions memarea_mpi_* of include/memarea/mpi.h and C++
@@ -38,7 +39,7 @@ check() {
   case $kind in
     memarea)
       c_names='memarea_' cxx_space='memarea::(?!mpi::)'
-      headers=("$include/memarea/memarea.h" "$include/memarea/report.h" "$include/memarea/torch.h") ;;
+      headers=("$include/memarea/memarea.h" "$include/memarea/context.h" "$include/memarea/report.h" "$include/memarea/torch.h") ;;
     aml)
       c_names='(aml_|buddy_allocator_|memarea_aml_)' cxx_space=''
       mapfile -t headers < <(find "$include/memarea-aml" -name '*.h' | sort) ;;
