@@ -34,29 +34,29 @@ class gpu_contexts : public driver {
   using result = typename Vendor::result;
 
   dstatus context_create(int device, unsigned flags, native_context* c) override {
-    if (auto st = ready("cuCtxCreate"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.create); !st.ok()) return st;
     return call(v().user_ctx_create(c, flags, device), Vendor::ctx_fn.create);
   }
   dstatus context_destroy(native_context c) override {
-    if (auto st = ready("cuCtxDestroy"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.destroy); !st.ok()) return st;
     if (!c) return null_context(Vendor::ctx_fn.destroy);
     return call(v().user_ctx_destroy(c), Vendor::ctx_fn.destroy);
   }
   dstatus context_set_current(native_context c) override {
-    if (auto st = ready("cuCtxSetCurrent"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.set_current); !st.ok()) return st;
     return call(v().user_ctx_set_current(c), Vendor::ctx_fn.set_current);
   }
   dstatus context_get_current(native_context* c) override {
-    if (auto st = ready("cuCtxGetCurrent"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.get_current); !st.ok()) return st;
     return call(v().user_ctx_get_current(c), Vendor::ctx_fn.get_current);
   }
   dstatus context_push(native_context c) override {
-    if (auto st = ready("cuCtxPushCurrent"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.push); !st.ok()) return st;
     if (!c) return null_context(Vendor::ctx_fn.push);
     return call(v().user_ctx_push(c), Vendor::ctx_fn.push);
   }
   dstatus context_pop(native_context* c) override {
-    if (auto st = ready("cuCtxPopCurrent"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.pop); !st.ok()) return st;
     return call(v().user_ctx_pop(c), Vendor::ctx_fn.pop);
   }
   dstatus context_synchronize(native_context c) override {
@@ -70,12 +70,12 @@ class gpu_contexts : public driver {
     return in_context(c, Vendor::ctx_fn.get_flags, [&] { return v().user_ctx_get_flags(flags); });
   }
   dstatus context_enable_peer_access(native_context peer, unsigned flags) override {
-    if (auto st = ready("cuCtxEnablePeerAccess"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.enable_peer); !st.ok()) return st;
     if (!peer) return null_context(Vendor::ctx_fn.enable_peer);
     return call(v().user_ctx_enable_peer(peer, flags), Vendor::ctx_fn.enable_peer);
   }
   dstatus context_disable_peer_access(native_context peer) override {
-    if (auto st = ready("cuCtxDisablePeerAccess"); !st.ok()) return st;
+    if (auto st = ready(Vendor::ctx_fn.disable_peer); !st.ok()) return st;
     if (!peer) return null_context(Vendor::ctx_fn.disable_peer);
     return call(v().user_ctx_disable_peer(peer), Vendor::ctx_fn.disable_peer);
   }
