@@ -85,7 +85,7 @@ TEST(Cli, UnknownCommandIsNamedWithTheCommandsThereAre) {
   const auto r = run_cli({"xyz"}, {"MEMAREA_BACKEND=sim"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("unknown command 'xyz'"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(commands: info, topo, ps, ipc;"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(commands: info, topo, ps, snapshot, ipc;"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
   const auto nested = run_cli({"ipc", "collect"}, {"MEMAREA_BACKEND=sim"});
   EXPECT_NE(nested.exit_code, 0);
@@ -213,6 +213,52 @@ TEST(CliIpcGc, RemovesWhatDeadProcessesLeftAndListsItOnADryRun) {
   for (const auto& name : {lease, object}) EXPECT_FALSE(fs::exists("/dev/shm/" + name)) << name;
   EXPECT_NE(gc.out.find("object(s) of dead processes removed"), std::string::npos) << gc.out;
   EXPECT_NE(run_cli({"ipc"}, {"MEMAREA_BACKEND=sim"}).exit_code, 0) << "ipc needs a subcommand";
+}
+
+}  // namespace
+
+namespace {
+
+// `memarea snapshot --from FILE` reads anyone's text: a file that is not JSON, or JSON of
+// another shape, is refused with a message that says so and names the file; nothing is drawn.
+TEST(CliSnapshot, FromAFileThatIsNoSnapshotIsRefusedSayingSo) {
+  const fs::path dir = fs::temp_directory_path() / ("memarea-cli-snap-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    const fs::path p = dir / name;
+    FILE* f = std::fopen(p.c_str(), "w");
+    EXPECT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+    return p.string();
+  };
+  const std::string not_json = write("a.json", "not json");
+  const std::string wrong_type = write("b.json", R"({"devices":[{"device":"x","blocks":5}]})");
+  const std::string wrong_fields = write(
+      "c.json", R"({"devices":[{"device":0,"blocks":[{"address":"zz","size":-5}]}]})");
+  const fs::path svg = dir / "out.svg";
+  const auto a = run_cli({"snapshot", "--from", not_json}, {"MEMAREA_BACKEND=sim"});
+  EXPECT_NE(a.exit_code, 0);
+  EXPECT_NE(a.err.find(not_json + " is not JSON"), std::string::npos) << a.err;
+  for (const auto& f : {wrong_type, wrong_fields}) {
+    const auto r = run_cli({"snapshot", "--from", f, "--svg", svg.string()},
+                           {"MEMAREA_BACKEND=sim"});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(f + " is not a memarea snapshot"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(svg));
+  }
+  const auto colour = run_cli({"snapshot", "--color", "blue"}, {"MEMAREA_BACKEND=sim"});
+  EXPECT_NE(colour.exit_code, 0);
+  EXPECT_NE(colour.err.find("--color is kind or age"), std::string::npos) << colour.err;
+  // And the library's own snapshot, saved and read back, is one.
+  const auto saved = run_cli({"snapshot", "--json"},
+                             {"MEMAREA_BACKEND=sim", "MEMAREA_SIM_DEVICES=2"});
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  const std::string good = write("d.json", saved.out.c_str());
+  const auto back = run_cli({"snapshot", "--from", good}, {"MEMAREA_BACKEND=sim"});
+  EXPECT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_NE(back.out.find("device 1:"), std::string::npos) << back.out;
+  fs::remove_all(dir);
 }
 
 }  // namespace
