@@ -5,7 +5,9 @@
 // snapshots and toggles tracking.
 #include "api/common.hpp"
 
+#include <memarea/area.hpp>
 #include <memarea/memarea.h>
+#include <memarea/pool.hpp>
 #include <memarea/report.h>
 
 #include <nlohmann/json.hpp>
@@ -103,6 +105,7 @@ TEST(Tracking, OnOffAndBadArguments) {
 }
 
 TEST(Tracking, AreaRecordSizeKindStackAndFree) {
+  MEMAREA_REQUIRE_DEVICES(1);
   memarea_area_t a = nullptr;
   ASSERT_EQ(memarea_area_create(&a, 0, 0), MEMAREA_SUCCESS);
   void* early = tracked_area_alloc(a, 1 << 20);  // before tracking: no record
@@ -138,6 +141,7 @@ TEST(Tracking, AreaRecordSizeKindStackAndFree) {
 }
 
 TEST(Tracking, PoolPiecesAtTheirOffsetsWithStream) {
+  MEMAREA_REQUIRE_DEVICES(1);
   memarea_area_t a = nullptr;
   ASSERT_EQ(memarea_area_create(&a, 0, 0), MEMAREA_SUCCESS);
   memarea_pool_t pool = nullptr;
@@ -183,7 +187,23 @@ TEST(Tracking, PoolPiecesAtTheirOffsetsWithStream) {
   EXPECT_EQ(memarea_area_destroy(a), MEMAREA_SUCCESS);
 }
 
+TEST(Tracking, APoolDestroyedWithPiecesLiveLeavesNoRecordOfThem) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  tracking_on on;
+  const auto before = snapshot(-1)["tracked_records"].get<std::size_t>();
+  {
+    memarea::area a(0);
+    memarea::pool p(a);
+    for (std::size_t n : {1000u, 5000u, 70000u}) (void)p.allocate(n);
+    // The three pieces (and the pool's block, unless its first piece's record, at the same
+    // address, replaced it).
+    EXPECT_GE(snapshot(-1)["tracked_records"].get<std::size_t>(), before + 3);
+  }  // the C++ pool's destructor gives back pieces still live
+  EXPECT_EQ(snapshot(-1)["tracked_records"].get<std::size_t>(), before);
+}
+
 TEST(Tracking, HostAndManaged) {
+  MEMAREA_REQUIRE_DEVICES(1);
   tracking_on on;
   void* h = nullptr;
   ASSERT_EQ(memarea_host_malloc(&h, 12345, -1), MEMAREA_SUCCESS);
@@ -210,6 +230,7 @@ TEST(Tracking, HostAndManaged) {
 }
 
 TEST(TrackingConcurrency, AllocateWhileSnapshottingAndToggling) {
+  MEMAREA_REQUIRE_DEVICES(1);
   memarea_area_t a = nullptr;
   ASSERT_EQ(memarea_area_create(&a, 0, 0), MEMAREA_SUCCESS);
   memarea_pool_t pool = nullptr;

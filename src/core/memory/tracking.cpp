@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,24 @@ bool from_environment() {
   return false;
 }
 
+/// MEMAREA_TRACK_DEPTH, read when memarea is loaded: frames a stack keeps, 1 to kFrames;
+/// unset or empty the default, anything else refused with a warning (the default stays).
+int depth_from_environment() {
+  const char* v = std::getenv("MEMAREA_TRACK_DEPTH");
+  if (!v || !*v) return kDefaultDepth;
+  char* end = nullptr;
+  errno = 0;
+  const long d = std::strtol(v, &end, 10);
+  if (errno == 0 && end && *end == '\0' && d >= 1 && d <= kFrames) return static_cast<int>(d);
+  std::fprintf(stderr,
+               "memarea: warning: MEMAREA_TRACK_DEPTH=%s is not a number of frames from 1 to "
+               "%d; stacks keep %d\n",
+               v, kFrames, kDefaultDepth);
+  return kDefaultDepth;
+}
+
+const int g_depth = depth_from_environment();
+
 [[maybe_unused]] const bool g_environment_read = [] {
   if (from_environment()) set(true);
   return true;
@@ -85,8 +104,11 @@ void remember(const void* ptr, std::size_t size, memarea_memory_kind kind, int d
   e.stream = stream;
   e.piece = piece;
   e.born_ns = now_ns();
-  e.thread = static_cast<std::uint64_t>(syscall(SYS_gettid));
-  e.depth = backtrace(e.frames, kFrames);
+  // The kernel's id of the thread, asked once per thread: the system call costs as much as a
+  // tenth of the budget.
+  thread_local const std::uint64_t tid = static_cast<std::uint64_t>(syscall(SYS_gettid));
+  e.thread = tid;
+  e.depth = backtrace(e.frames, g_depth);
   shard& s = shard_of(ptr);
   try {
     std::lock_guard lock(s.mutex);
@@ -104,6 +126,14 @@ void forget(const void* ptr) noexcept {
   shard& s = shard_of(ptr);
   std::lock_guard lock(s.mutex);
   s.live.erase(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
+void forget_pieces_of(const void* pool) noexcept {
+  if (!g_on.load(std::memory_order_relaxed) || !pool) return;
+  for (shard& s : records().shards) {
+    std::lock_guard lock(s.mutex);
+    std::erase_if(s.live, [&](const auto& kv) { return kv.second.piece && kv.second.pool == pool; });
+  }
 }
 
 void set(bool on) {

@@ -16,8 +16,12 @@ namespace memarea::detail::tracking {
 /// Whether tracking is on (read with no lock on every allocation and free).
 inline constinit std::atomic<bool> g_on{false};
 
-/// How many return addresses a record keeps.
-inline constexpr int kFrames = 24;
+/// The most return addresses a record can keep (MEMAREA_TRACK_DEPTH's ceiling).
+inline constexpr int kFrames = 32;
+/// How many it keeps by default: the unwinder takes 50-100 ns a frame and the first four or five
+/// are memarea's own, so 8 name the caller and its callers' nearest within the microsecond a
+/// tracked allocation may cost (docs/bench.md, `tracking`).
+inline constexpr int kDefaultDepth = 8;
 
 /// One live allocation made while tracking was on.
 struct entry {
@@ -51,6 +55,10 @@ inline void on_free(const void* ptr) noexcept {
   if (g_on.load(std::memory_order_relaxed)) [[unlikely]]
     forget(ptr);
 }
+
+/// Drops the records of every piece of pool (a pool destroyed with pieces live gives their
+/// memory back at once, with no free of each).
+void forget_pieces_of(const void* pool) noexcept;
 
 /// Turns tracking on or off; off drops every record.
 void set(bool on);

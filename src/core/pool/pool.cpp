@@ -167,6 +167,9 @@ void destroy_pool(pool_state* p, bool force) {
     }
     list.live.erase(p);
   }
+  // A forced destroy frees live pieces with no free of each: their records go now, while p's
+  // address still names this pool.
+  tracking::forget_pieces_of(p);
   // No other thread may use the pool now (its owner destroys it), and none can find it.
   std::vector<record> blocks;
   std::vector<std::pair<record, std::vector<std::uint64_t>>> held_blocks;

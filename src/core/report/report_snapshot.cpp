@@ -138,6 +138,7 @@ nlohmann::json snapshot_json(int device) {
           {"tracking_note",
            on ? "allocations made before tracking was turned on have no track record"
               : "tracking is off (MEMAREA_TRACK=1 or memarea_set_tracking): no records"},
+          {"tracked_records", records.size()},
           {"tracking_since_s",
            on ? static_cast<double>(now - detail::tracking::since_ns()) / 1e9 : 0.0},
           {"devices", std::move(devices)}};
