@@ -43,3 +43,31 @@ def ps(device: int | None = None) -> dict:
         return json.loads(s.value.decode())
     finally:
         fn.string_free(s)
+
+
+def set_tracking(on: bool) -> None:
+    """Turns allocation tracking on or off (docs/usage.md "Tracking"): while on, every
+    allocation memarea makes keeps a record (size, kind, device, pool, stream, age, thread and
+    stack) until it is freed; off drops every record. MEMAREA_TRACK=1 turns it on at load."""
+    if not isinstance(on, bool):
+        raise TypeError(f"on must be a bool, not {type(on).__name__}")
+    check(fn.set_tracking(1 if on else 0))
+
+
+def tracking() -> bool:
+    """Whether allocation tracking is on."""
+    v = ctypes.c_int(0)
+    check(fn.tracking(ctypes.byref(v)))
+    return bool(v.value)
+
+
+def snapshot(device: int | None = None) -> dict:
+    """What `memarea snapshot --json` prints (docs/usage.md "Snapshots"): per device the blocks
+    memarea holds, the tracked pieces of pool blocks, the largest users and the usage figures.
+    device None: every device and the host; an ordinal: that device alone."""
+    s = ctypes.c_char_p()
+    check(fn.snapshot_json(ctypes.byref(s), -1 if device is None else _device(device)))
+    try:
+        return json.loads(s.value.decode())
+    finally:
+        fn.string_free(s)
