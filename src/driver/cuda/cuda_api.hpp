@@ -11,9 +11,9 @@ namespace memarea::detail::cuda {
 
 // X(name without the "cu" prefix, PFN typedef version, cudaVersion passed to cuGetProcAddress).
 // The PFN version is the newest one in cudaTypedefs.h that is <= the requested cudaVersion, i.e.
-// the ABI that cuGetProcAddress hands back for that request; cuda_api.cpp checks the pairs at
-// compile time where the header lets it. Members drop the "cu" prefix because cuda.h #defines
-// many of the plain names (cuMemAlloc -> cuMemAlloc_v2).
+// the ABI that cuGetProcAddress hands back for that request; tests/cuda_abi/check_cuda_abi.py
+// checks every pair against the cudaTypedefs.h of the build. Members drop the "cu" prefix
+// because cuda.h #defines many of the plain names (cuMemAlloc -> cuMemAlloc_v2).
 #define MEMAREA_CUDA_REQUIRED(X)                        \
   X(GetErrorString, 6000, 12000)                        \
   X(GetErrorName, 6000, 12000)                          \
@@ -94,11 +94,12 @@ namespace memarea::detail::cuda {
   X(StreamGetCtx, 9020, 12000)       \
   MEMAREA_CUDA_CONTEXTS(X)
 
-// Contexts the user makes (driver/gpu_contexts.hpp). cuCtxCreate at 12000 is cuCtxCreate_v2,
-// (flags, device): CUDA 13's header maps the name to _v4 (a CUctxCreateParams argument), but its
-// drivers still hand back _v2 for a 12.0 request, so one ABI serves 12.0+ and 13 drivers.
+// Contexts the user makes (driver/gpu_contexts.hpp). cuCtxCreate is asked for as of 11.3, the
+// last version whose ABI is (flags, device): from 11.4 the name hands back _v3 (execution
+// affinity parameters first) and from 12.5 _v4 (a CUctxCreateParams), and every driver still
+// serves the older ABI to a request that names its version.
 #define MEMAREA_CUDA_CONTEXTS(X)    \
-  X(CtxCreate, 3020, 12000)         \
+  X(CtxCreate, 3020, 11030)         \
   X(CtxDestroy, 4000, 12000)        \
   X(CtxPushCurrent, 4000, 12000)    \
   X(CtxPopCurrent, 4000, 12000)     \
