@@ -18,6 +18,11 @@ cp build/gpu/examples/example_* out/gpu-bin/
 # The AML drop-in's tests (C programs linked with libmemarea-aml).
 cp build/gpu/tests/aml/aml_test_* out/gpu-bin/
 cp -P build/gpu/src/libmemarea.so* build/gpu/src/libmemarea-aml.so* out/gpu-bin/
+# Libraries memarea loads at run time that the GPU image may lack: libunwind (tracking's stack
+# walker; without it tracking falls back to glibc's backtrace()). gpu-suite.sh puts runtime/
+# on LD_LIBRARY_PATH.
+mkdir -p out/gpu-bin/runtime
+cp -L /usr/lib/x86_64-linux-gnu/libunwind.so.8 out/gpu-bin/runtime/ 2>/dev/null || true
 # The MPI component (built where MPI is found; the GPU machine's Open MPI 4.1 has the same
 # libmpi.so.40): its tests, example, bench and library (the example in example_* above).
 if [ -f build/gpu/src/mpi/libmemarea_mpi.so ]; then

@@ -50,6 +50,8 @@ if [ -f "$BIN/HELPER_PATH" ] && [ -f "$BIN/memarea_test_helper" ]; then
   mkdir -p "$(dirname "$(cat "$BIN/HELPER_PATH")")"
   cp "$BIN/memarea_test_helper" "$(cat "$BIN/HELPER_PATH")"
 fi
+# Libraries memarea loads at run time that the image may lack (scripts/gpu-build.sh: runtime/).
+[ -d "$BIN/runtime" ] && export LD_LIBRARY_PATH="$PWD/$BIN/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The usage tests run `memarea ps` as a user would: the tool that travelled with the suites.
 export MEMAREA_TEST_CLI="$PWD/$BIN/memarea"
 # The contract suite (memarea_api_tests) links libmemarea and libmemarea-aml like a user's

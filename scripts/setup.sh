@@ -17,7 +17,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libnuma-dev libamdhip64-dev clang libclang-rt-14-dev clang-19 libclang-rt-19-dev \
   libopenmpi-dev openmpi-bin python3-numpy python3-pytest \
   python3-pip python3-venv python3-setuptools python3-wheel python3-dev librsvg2-bin \
-  zlib1g-dev >/dev/null
+  zlib1g-dev libunwind8 >/dev/null
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$(nproc)"
 ./build/default/tools/memarea info

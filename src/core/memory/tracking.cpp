@@ -61,23 +61,58 @@ bool from_environment() {
   return false;
 }
 
-/// MEMAREA_TRACK_DEPTH, read when memarea is loaded: frames a stack keeps, 1 to kFrames;
-/// unset or empty the default, anything else refused with a warning (the default stays).
+/// MEMAREA_TRACK_DEPTH, read when memarea is loaded: frames a stack keeps, 1 to kFrames; 0
+/// (unset, empty, or refused with a warning) leaves it to the walker (stack_walker()).
 int depth_from_environment() {
   const char* v = std::getenv("MEMAREA_TRACK_DEPTH");
-  if (!v || !*v) return kDefaultDepth;
+  if (!v || !*v) return 0;
   char* end = nullptr;
   errno = 0;
   const long d = std::strtol(v, &end, 10);
   if (errno == 0 && end && *end == '\0' && d >= 1 && d <= kFrames) return static_cast<int>(d);
   std::fprintf(stderr,
                "memarea: warning: MEMAREA_TRACK_DEPTH=%s is not a number of frames from 1 to "
-               "%d; stacks keep %d\n",
-               v, kFrames, kDefaultDepth);
-  return kDefaultDepth;
+               "%d; stacks keep the default\n",
+               v, kFrames);
+  return 0;
 }
 
-const int g_depth = depth_from_environment();
+const int g_depth_asked = depth_from_environment();
+
+using walk_fn = int (*)(void**, int);
+
+/// How stacks are taken, chosen when tracking is first turned on: libunwind's unw_backtrace
+/// where libunwind.so.8 loads (it caches what it learns of each function: about a tenth of
+/// glibc's cost per frame), else glibc's backtrace(). Loaded RTLD_LOCAL, so that its _Unwind_*
+/// never stand in for libgcc's under the program's exceptions.
+struct walker {
+  walk_fn walk = nullptr;
+  const char* name = "";
+  int depth = 0;
+};
+
+const walker& stack_walker_now() {
+  static const walker w = [] {
+    walker out;
+    if (void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL)) {
+      if (void* f = dlsym(lib, "unw_backtrace")) {
+        out.walk = reinterpret_cast<walk_fn>(f);
+        out.name = "libunwind";
+        out.depth = g_depth_asked ? g_depth_asked : kDefaultDepthLibunwind;
+        return out;
+      }
+      dlclose(lib);
+    }
+    out.walk = &backtrace;
+    out.name = "backtrace";
+    out.depth = g_depth_asked ? g_depth_asked : kDefaultDepth;
+    return out;
+  }();
+  return w;
+}
+
+/// The walker once chosen (set(true) chooses it before any record is made).
+std::atomic<const walker*> g_walker{nullptr};
 
 [[maybe_unused]] const bool g_environment_read = [] {
   if (from_environment()) set(true);
@@ -108,7 +143,8 @@ void remember(const void* ptr, std::size_t size, memarea_memory_kind kind, int d
   // tenth of the budget.
   thread_local const std::uint64_t tid = static_cast<std::uint64_t>(syscall(SYS_gettid));
   e.thread = tid;
-  e.depth = backtrace(e.frames, g_depth);
+  const walker* w = g_walker.load(std::memory_order_acquire);
+  e.depth = w ? w->walk(e.frames, w->depth) : 0;
   shard& s = shard_of(ptr);
   try {
     std::lock_guard lock(s.mutex);
@@ -138,10 +174,12 @@ void forget_pieces_of(const void* pool) noexcept {
 
 void set(bool on) {
   if (on) {
-    // The first backtrace() loads the unwinder (dlopen, malloc): done here, not on an
-    // allocation path and never while a shard's lock is held.
+    // The walker is chosen and its first walk (which loads and sets up the unwinder: dlopen,
+    // malloc) made here, not on an allocation path and never while a shard's lock is held.
+    const walker& w = stack_walker_now();
     void* warm[2];
-    (void)backtrace(warm, 2);
+    (void)w.walk(warm, 2);
+    g_walker.store(&w, std::memory_order_release);
     if (!g_on.load(std::memory_order_relaxed)) g_since.store(now_ns(), std::memory_order_relaxed);
     g_on.store(true, std::memory_order_relaxed);
     return;
@@ -155,6 +193,10 @@ void set(bool on) {
     }
   }
 }
+
+const char* stack_walker_name() { return stack_walker_now().name; }
+
+int stack_depth() { return stack_walker_now().depth; }
 
 bool enabled() { return g_on.load(std::memory_order_relaxed); }
 

@@ -18,10 +18,11 @@ inline constinit std::atomic<bool> g_on{false};
 
 /// The most return addresses a record can keep (MEMAREA_TRACK_DEPTH's ceiling).
 inline constexpr int kFrames = 32;
-/// How many it keeps by default: the unwinder takes 50-100 ns a frame and the first four or five
-/// are memarea's own, so 8 name the caller and its callers' nearest within the microsecond a
-/// tracked allocation may cost (docs/bench.md, `tracking`).
+/// How many it keeps by default: glibc's backtrace() takes 50-300 ns a frame and the first
+/// four or five are memarea's own, so 8 name the caller and its nearest callers; libunwind,
+/// where it loads, takes a tenth of that and keeps 16 (docs/bench.md, `tracking`).
 inline constexpr int kDefaultDepth = 8;
+inline constexpr int kDefaultDepthLibunwind = 16;
 
 /// One live allocation made while tracking was on.
 struct entry {
@@ -62,6 +63,10 @@ void forget_pieces_of(const void* pool) noexcept;
 
 /// Turns tracking on or off; off drops every record.
 void set(bool on);
+/// How stacks are taken: "libunwind" or "backtrace" (glibc).
+const char* stack_walker_name();
+/// How many frames a stack keeps (MEMAREA_TRACK_DEPTH, else the walker's default).
+int stack_depth();
 /// Whether tracking is on, MEMAREA_TRACK read on the first call.
 bool enabled();
 /// CLOCK_MONOTONIC in nanoseconds since tracking was last turned on (0: never on).

@@ -139,6 +139,8 @@ nlohmann::json snapshot_json(int device) {
            on ? "allocations made before tracking was turned on have no track record"
               : "tracking is off (MEMAREA_TRACK=1 or memarea_set_tracking): no records"},
           {"tracked_records", records.size()},
+          {"stack_walker", on ? detail::tracking::stack_walker_name() : ""},
+          {"stack_depth", on ? detail::tracking::stack_depth() : 0},
           {"tracking_since_s",
            on ? static_cast<double>(now - detail::tracking::since_ns()) / 1e9 : 0.0},
           {"devices", std::move(devices)}};
