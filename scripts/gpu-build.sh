@@ -18,11 +18,6 @@ cp build/gpu/examples/example_* out/gpu-bin/
 # The AML drop-in's tests (C programs linked with libmemarea-aml).
 cp build/gpu/tests/aml/aml_test_* out/gpu-bin/
 cp -P build/gpu/src/libmemarea.so* build/gpu/src/libmemarea-aml.so* out/gpu-bin/
-# Libraries memarea loads at run time that the GPU image may lack: libunwind (tracking's stack
-# walker; without it tracking falls back to glibc's backtrace()). gpu-suite.sh puts runtime/
-# on LD_LIBRARY_PATH.
-mkdir -p out/gpu-bin/runtime
-cp -L /usr/lib/x86_64-linux-gnu/libunwind.so.8 out/gpu-bin/runtime/ 2>/dev/null || true
 # The MPI component (built where MPI is found; the GPU machine's Open MPI 4.1 has the same
 # libmpi.so.40): its tests, example, bench and library (the example in example_* above).
 if [ -f build/gpu/src/mpi/libmemarea_mpi.so ]; then
@@ -57,6 +52,11 @@ fi
 mkdir -p out/gpu-bin/hip-nvidia
 cp build/gpu/hip-nvidia/libamdhip64.so.5 out/gpu-bin/hip-nvidia/
 strip out/gpu-bin/hip-nvidia/libamdhip64.so.5
+# Libraries memarea loads at run time that the GPU image may lack: libunwind (tracking's stack
+# walker; without it tracking falls back to glibc's backtrace()). gpu-suite.sh puts runtime/
+# on LD_LIBRARY_PATH. After the strip above, which takes files only.
+mkdir -p out/gpu-bin/runtime
+cp -L /usr/lib/x86_64-linux-gnu/libunwind.so.8 out/gpu-bin/runtime/ 2>/dev/null || true
 # memarea-bench's entry clock (bench/cuda-entry-clock): a libcuda.so.1 alone in its directory,
 # which the suite puts first on LD_LIBRARY_PATH for the copy rows "to the driver call".
 mkdir -p out/gpu-bin/cuda-entry-clock
