@@ -5,12 +5,56 @@
 #include <memarea/context.hpp>
 #include <memarea/memarea.h>
 
+#include <fmt/format.h>
+
+#include <mutex>
+#include <unordered_set>
 #include <utility>
 
 namespace memarea {
 namespace {
 
 detail::driver& backend() { return detail::system::get().gpu().backend(); }
+
+/// Contexts destroyed through memarea. CUDA does not check a context handle (it follows a
+/// destroyed one into freed memory), so memarea answers INVALID_CONTEXT for these itself. A
+/// handle leaves the set when the driver hands it out again: made by memarea_context_create,
+/// or seen current or popped (a context the user made with the driver at the same address).
+struct destroyed_contexts {
+  std::mutex m;
+  std::unordered_set<void*> handles;
+};
+
+destroyed_contexts& destroyed() {
+  static auto* d = new destroyed_contexts;  // never destroyed: contexts may go during exit
+  return *d;
+}
+
+void refuse_destroyed(void* c, const char* what) {
+  if (!c) return;
+  auto& d = destroyed();
+  std::lock_guard g(d.m);
+  if (d.handles.count(c))
+    throw error(errc::invalid_context,
+                fmt::format("{}: context {} was destroyed", what, c));
+}
+
+void live_again(void* c) {
+  if (!c) return;
+  auto& d = destroyed();
+  std::lock_guard g(d.m);
+  d.handles.erase(c);
+}
+
+detail::dstatus destroy_native(void* c) {
+  detail::dstatus st = backend().context_destroy(c);
+  if (st.ok() && c) {
+    auto& d = destroyed();
+    std::lock_guard g(d.m);
+    d.handles.insert(c);
+  }
+  return st;
+}
 
 }  // namespace
 
@@ -23,10 +67,12 @@ context context::create(int device, unsigned flags) {
   detail::system::get().check_device(device, "memarea::context::create");
   void* c = nullptr;
   detail::check(backend().context_create(device, flags, &c), "memarea::context::create");
+  live_again(c);
   return context(c, true);
 }
 
 context context::wrap(void* native) {
+  refuse_destroyed(native, "memarea::context::wrap");
   int device = 0;
   detail::check(backend().context_get_device(native, &device), "memarea::context::wrap");
   return context(native, false);
@@ -35,17 +81,19 @@ context context::wrap(void* native) {
 context context::current() {
   void* c = nullptr;
   detail::check(backend().context_get_current(&c), "memarea::context::current");
+  live_again(c);
   return context(c, false);
 }
 
 context context::pop() {
   void* c = nullptr;
   detail::check(backend().context_pop(&c), "memarea::context::pop");
+  live_again(c);
   return context(c, false);
 }
 
 context::~context() {
-  if (owns_ && native_) (void)backend().context_destroy(native_);
+  if (owns_ && native_) (void)destroy_native(native_);
 }
 
 context::context(context&& o) noexcept
@@ -53,7 +101,7 @@ context::context(context&& o) noexcept
 
 context& context::operator=(context&& o) noexcept {
   if (this != &o) {
-    if (owns_ && native_) (void)backend().context_destroy(native_);
+    if (owns_ && native_) (void)destroy_native(native_);
     native_ = std::exchange(o.native_, nullptr);
     owns_ = std::exchange(o.owns_, false);
   }
@@ -61,35 +109,42 @@ context& context::operator=(context&& o) noexcept {
 }
 
 int context::device() const {
+  refuse_destroyed(native_, "memarea::context::device");
   int d = 0;
   detail::check(backend().context_get_device(native_, &d), "memarea::context::device");
   return d;
 }
 
 unsigned context::flags() const {
+  refuse_destroyed(native_, "memarea::context::flags");
   unsigned f = 0;
   detail::check(backend().context_get_flags(native_, &f), "memarea::context::flags");
   return f;
 }
 
 void context::synchronize() const {
+  refuse_destroyed(native_, "memarea::context::synchronize");
   detail::check(backend().context_synchronize(native_), "memarea::context::synchronize");
 }
 
 void context::set_current() const {
+  refuse_destroyed(native_, "memarea::context::set_current");
   detail::check(backend().context_set_current(native_), "memarea::context::set_current");
 }
 
 void context::push() const {
+  refuse_destroyed(native_, "memarea::context::push");
   detail::check(backend().context_push(native_), "memarea::context::push");
 }
 
 void context::enable_peer_access(unsigned flags) const {
+  refuse_destroyed(native_, "memarea::context::enable_peer_access");
   detail::check(backend().context_enable_peer_access(native_, flags),
                 "memarea::context::enable_peer_access");
 }
 
 void context::disable_peer_access() const {
+  refuse_destroyed(native_, "memarea::context::disable_peer_access");
   detail::check(backend().context_disable_peer_access(native_),
                 "memarea::context::disable_peer_access");
 }
@@ -97,7 +152,8 @@ void context::disable_peer_access() const {
 void context::destroy() {
   void* c = std::exchange(native_, nullptr);
   owns_ = false;
-  detail::check(backend().context_destroy(c), "memarea::context::destroy");
+  refuse_destroyed(c, "memarea::context::destroy");
+  detail::check(destroy_native(c), "memarea::context::destroy");
 }
 
 void* context::release() noexcept {
