@@ -139,6 +139,12 @@ void context::push() const {
 
 void context::enable_peer_access(unsigned flags) const {
   refuse_destroyed(native_, "memarea::context::enable_peer_access");
+  // The seed's rule, which CUDA itself does not keep (it answers PEER_ACCESS_UNSUPPORTED, having
+  // judged the device first): the current context is not its own peer.
+  void* current = nullptr;
+  if (native_ && backend().context_get_current(&current).ok() && current == native_)
+    throw error(errc::invalid_context,
+                "memarea::context::enable_peer_access: the context is the current one");
   detail::check(backend().context_enable_peer_access(native_, flags),
                 "memarea::context::enable_peer_access");
 }
