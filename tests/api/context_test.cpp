@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,14 +30,15 @@ void on_fresh_thread(const std::function<void()>& fn) { std::thread(fn).join(); 
     MEMAREA_REQUIRE_DEVICES(1);                                                           \
     memarea_context_t probe_ = nullptr;                                                   \
     memarea_status st_ = MEMAREA_SUCCESS;                                                 \
+    std::string why_; /* the probe thread's message: the last error is per thread */      \
     std::thread([&] {                                                                     \
       st_ = memarea_context_create(&probe_, 0, 0);                                        \
       if (st_ == MEMAREA_SUCCESS) memarea_context_destroy(probe_);                        \
+      else why_ = memarea_last_error_message();                                           \
     }).join();                                                                            \
     if (st_ == MEMAREA_ERROR_NOT_SUPPORTED)                                               \
-      GTEST_SKIP() << "no user contexts on " << backend_name() << ": "                    \
-                   << memarea_last_error_message();                                       \
-    ASSERT_EQ(st_, MEMAREA_SUCCESS) << memarea_last_error_message();                      \
+      GTEST_SKIP() << "no user contexts on " << backend_name() << ": " << why_;           \
+    ASSERT_EQ(st_, MEMAREA_SUCCESS) << why_;                                              \
   } while (0)
 
 }  // namespace
