@@ -285,7 +285,14 @@ std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcep
       }
       const ssize_t m = pread(fd, b.data(), b.size(), 0);
       if (m != n || std::memcmp(a.data(), b.data(), static_cast<std::size_t>(n)) != 0) continue;
-      return lease_table::decode(a.data(), static_cast<std::size_t>(n), why);
+      auto d = lease_table::decode(a.data(), static_cast<std::size_t>(n), why);
+      // The table's uid is what its writer says; the file's owner is what the kernel says.
+      struct stat st {};
+      if (d && (fstat(fd, &st) != 0 || st.st_uid != d->uid)) {
+        if (why) *why = "usage table names another user than its lease's";
+        return std::nullopt;
+      }
+      return d;
     }
     if (why) *why = "usage table changing on every read";
   } catch (...) {

@@ -1,14 +1,17 @@
 // `memarea ps` run as a process: its JSON document's shape, the table it prints, a bad device
 // refused, and leases whose usage table is malformed (written here, at the layout of
 // src/base/lease_table.hpp, and held as a live owner holds its lease) listed under "skipped"
-// with the reason, never followed. tests/api/usage_process_test.cpp checks the figures and the
-// sharing of real processes exactly.
+// with the reason, never followed; files of other names than memarea's beside a lease never
+// reach the output; a lease's pid is shown as a process here only if that process holds the
+// lease, and its uid and segments are its file's user's. tests/api/usage_process_test.cpp checks
+// the figures and the sharing of real processes exactly.
 #include "cli/cli_util.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -53,11 +56,28 @@ std::vector<unsigned char> valid_table() {
   put<std::uint32_t>(b, 8, 1);                                  // version
   put<std::uint32_t>(b, 12, static_cast<std::uint32_t>(kLayout));  // its size
   put<std::int32_t>(b, 20, 4242);                               // pid
+  put<std::uint32_t>(b, 32, static_cast<std::uint32_t>(geteuid()));  // uid, the file's
   put<std::uint32_t>(b, 36, 1);                                 // rows
   put<std::int32_t>(b, kHeader, 0);                             // row 0: device 0
   put<std::uint64_t>(b, kHeader + 8, 12345);                    // live
   std::memcpy(b.data() + 48, "planted", 7);
   return b;
+}
+
+/// "0bad" + this process's pid (8 hex digits) + tag (4): an owner no other test plants.
+std::string planted_owner(const char* tag) {
+  char prefix[9];
+  std::snprintf(prefix, sizeof prefix, "%08x", static_cast<unsigned>(getpid()));
+  return std::string("0bad") + prefix + tag;
+}
+
+/// Makes the file /dev/shm/<name> (mode 0600) of `bytes` zero bytes; false if it cannot.
+bool plant_file(const std::string& name, std::size_t bytes) {
+  const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = ftruncate(fd, static_cast<off_t>(bytes)) == 0;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace
@@ -82,8 +102,6 @@ TEST(CliPs, JsonListsProcessesAndTheTableHasItsColumns) {
 }
 
 TEST(CliPs, MalformedUsageTablesOfLiveLeasesAreSkippedWithTheReason) {
-  char prefix[9];
-  std::snprintf(prefix, sizeof prefix, "%08x", static_cast<unsigned>(getpid()));
   struct planted {
     std::string owner, why;
     std::vector<unsigned char> table;
@@ -92,12 +110,14 @@ TEST(CliPs, MalformedUsageTablesOfLiveLeasesAreSkippedWithTheReason) {
   auto add = [&](const char* tag, const char* why, auto edit) {
     auto t = valid_table();
     edit(t);
-    cases.push_back({std::string("0bad") + prefix + tag, why, t});
+    cases.push_back({planted_owner(tag), why, t});
   };
   add("0001", "usage table of another version", [](auto& t) { put<std::uint32_t>(t, 8, 7); });
   add("0002", "usage table with too many rows", [](auto& t) { put<std::uint32_t>(t, 36, 1000); });
   add("0003", "usage table row of no device", [](auto& t) { put<std::int32_t>(t, kHeader, 999); });
   add("0004", "usage table of another size", [](auto& t) { put<std::uint32_t>(t, 12, 1 << 30); });
+  add("0006", "usage table names another user than its lease's",
+      [](auto& t) { put<std::uint32_t>(t, 32, static_cast<std::uint32_t>(geteuid()) + 1); });
   add("0005", "", [](auto&) {});  // valid: listed as a process
   std::vector<int> fds;
   for (const auto& c : cases) {
@@ -128,4 +148,101 @@ TEST(CliPs, MalformedUsageTablesOfLiveLeasesAreSkippedWithTheReason) {
     EXPECT_EQ(skipped, !c.why.empty()) << c.owner;
     EXPECT_EQ(listed, c.why.empty()) << c.owner;
   }
+}
+
+TEST(CliPs, FileNamesOfOtherBytesThanMemareasNeverReachTheOutput) {
+  // A live owner, and files beside its lease named like its IPC segments: one as memarea names
+  // them (a segment too short: skipped with the reason), and one whose tail is invalid UTF-8
+  // and a terminal control sequence (not memarea's: neither read nor printed).
+  const std::string owner = planted_owner("0010");
+  const std::string named = "memarea-ipc-" + owner + "-00000000000000a1";
+  const std::string foreign = "memarea-ipc-" + owner + "-\xff\x1b]0;owned\x07\x1b[2J";
+  const int fd = live_lease(owner, valid_table());
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const bool planted = plant_file(named, 16) && plant_file(foreign, 16);
+  const auto j = run_cli({"ps", "--json"}, {"MEMAREA_BACKEND=sim"});
+  const auto t = run_cli({"ps"}, {"MEMAREA_BACKEND=sim"});
+  ::close(fd);
+  for (const std::string& n : {"memarea-lease-" + owner, named, foreign})
+    ::unlink(("/dev/shm/" + n).c_str());
+  ASSERT_TRUE(planted) << std::strerror(errno);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  bool listed = false, named_skipped = false;
+  for (const auto& p : doc.at("processes")) listed |= p.at("owner") == owner;
+  for (const auto& s : doc.at("skipped")) {
+    if (!s.contains("segment")) continue;
+    const std::string seg = s.at("segment");
+    EXPECT_EQ(seg.find('\x1b'), std::string::npos) << s.dump();
+    if (seg == named) {
+      named_skipped = true;
+      EXPECT_EQ(s.at("why"), "segment shorter than its layout");
+    }
+  }
+  EXPECT_TRUE(listed) << j.out;
+  EXPECT_TRUE(named_skipped) << j.out;
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out.find('\x1b'), std::string::npos) << "a control character printed";
+  EXPECT_EQ(t.out.find('\xff'), std::string::npos) << "a byte of no character printed";
+}
+
+TEST(CliPs, APidIsShownAsTheLeasesProcessOnlyIfThatProcessHoldsTheLease) {
+  // Two live leases in this PID namespace: one naming this process, which holds it open, and
+  // one naming pid 1, which does not (a lie, or a pid reused after its owner died).
+  struct stat ns {};
+  ASSERT_EQ(stat("/proc/self/ns/pid", &ns), 0);
+  const std::string honest = planted_owner("0020"), liar = planted_owner("0021");
+  auto table = [&](std::int32_t pid) {
+    auto t = valid_table();
+    put<std::int32_t>(t, 20, pid);
+    put<std::uint64_t>(t, 24, static_cast<std::uint64_t>(ns.st_ino));
+    return t;
+  };
+  const int a = live_lease(honest, table(static_cast<std::int32_t>(getpid())));
+  const int b = live_lease(liar, table(1));
+  const auto r = run_cli({"ps", "--json"}, {"MEMAREA_BACKEND=sim"});
+  for (int fd : {a, b})
+    if (fd >= 0) ::close(fd);
+  for (const std::string& o : {honest, liar}) ::unlink(("/dev/shm/memarea-lease-" + o).c_str());
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int seen = 0;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (const auto& p : doc.at("processes")) {
+    if (p.at("owner") == honest) {
+      ++seen;
+      EXPECT_EQ(p.at("pid"), getpid());
+      EXPECT_EQ(p.at("pid_here"), getpid());
+    } else if (p.at("owner") == liar) {
+      ++seen;
+      EXPECT_EQ(p.at("pid"), 1);  // what the lease says, shown as such
+      EXPECT_TRUE(p.at("pid_here").is_null()) << p.dump();
+    }
+  }
+  EXPECT_EQ(seen, 2) << r.out;
+}
+
+TEST(CliPs, ASegmentOfAnotherUserThanItsLeasesIsNotItsOwners) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (to give a file to another user)";
+  // root reads every user's leases: a segment named for an owner but of another user is that
+  // other user's making, never counted as the owner's exports.
+  const std::string owner = planted_owner("0030");
+  const std::string seg = "memarea-ipc-" + owner + "-00000000000000b1";
+  const int fd = live_lease(owner, valid_table());
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const bool planted = plant_file(seg, 16) && chown(("/dev/shm/" + seg).c_str(), 4321, 4321) == 0;
+  const auto r = run_cli({"ps", "--json"}, {"MEMAREA_BACKEND=sim"});
+  ::close(fd);
+  for (const std::string& n : {"memarea-lease-" + owner, seg}) ::unlink(("/dev/shm/" + n).c_str());
+  ASSERT_TRUE(planted) << std::strerror(errno);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  bool skipped = false;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (const auto& s : doc.at("skipped"))
+    if (s.value("segment", "") == seg) {
+      skipped = true;
+      EXPECT_EQ(s.at("why"), "not a file of its lease's user");
+    }
+  EXPECT_TRUE(skipped) << r.out;
 }
