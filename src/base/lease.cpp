@@ -27,8 +27,7 @@ namespace {
 constexpr const char* kShmDir = "/dev/shm";
 constexpr std::string_view kPrefix = "memarea-";
 constexpr std::string_view kLeaseKind = "lease";
-/// How often, and how long each time, a sweep waits for another sweep working on one lease.
-constexpr int kSweepWaits = 50;
+/// How long each of a sweep's waits for another sweep working on one lease lasts.
 constexpr long kSweepWaitNs = 2'000'000;
 
 /// This process's lease; 0 / -1 until made. Guarded by g_lock.
@@ -348,7 +347,7 @@ int open(std::uint64_t owner) noexcept {
   return fd;
 }
 
-holder test(int fd) noexcept {
+holder test(int fd, int* waits_left) noexcept {
   // A sweep holds the owner's byte too, while it removes a dead owner's objects, and it takes
   // the sweep byte first: holding the sweep byte, we read the owner's byte as the owner's alone
   // (not a sweep's, which would make a dead owner look alive). Waited for as one sweep waits for
@@ -370,7 +369,8 @@ holder test(int fd) noexcept {
       }
       if (errno != EAGAIN && errno != EACCES) return holder::unknown;
     }
-    if (attempt == kSweepWaits) return holder::unknown;
+    if (attempt == kSweepWaits || (waits_left && *waits_left <= 0)) return holder::unknown;
+    if (waits_left) --*waits_left;
     timespec pause{0, kSweepWaitNs};
     nanosleep(&pause, nullptr);
   }

@@ -84,8 +84,10 @@ enum class holder { alive, gone, unknown };
 /// Whether the process that owns the lease behind fd (opened for writing) still lives
 /// (F_OFD_GETLK), read while holding the lease's sweep byte so that a sweep removing a dead
 /// owner's objects is not taken for the owner; unknown if the kernel cannot say, or a sweep
-/// holds the lease for longer than a sweep waits for another.
-holder test(int fd) noexcept;
+/// holds the lease for longer than a sweep waits for another. With waits_left, it waits at most
+/// that many times (as many as a sweep does at most) and takes them off: a reader of many leases
+/// bounds its waiting over all of them, however many hold their sweep byte.
+holder test(int fd, int* waits_left = nullptr) noexcept;
 
 /// test(open(owner)): gone when the lease does not exist.
 holder test_owner(std::uint64_t owner) noexcept;
@@ -93,6 +95,8 @@ holder test_owner(std::uint64_t owner) noexcept;
 /// The lease's byte that a sweep locks (F_OFD_SETLK, write) while it decides about the lease and
 /// removes its owner's objects; the owner's lock is on byte 0.
 inline constexpr long kSweepLockByte = 1;
+/// How many times a sweep waits, 2 ms each, for another sweep working on one lease.
+inline constexpr int kSweepWaits = 50;
 
 /// What one sweep found.
 struct sweep_report {

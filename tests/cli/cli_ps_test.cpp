@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -245,4 +246,42 @@ TEST(CliPs, ASegmentOfAnotherUserThanItsLeasesIsNotItsOwners) {
       EXPECT_EQ(s.at("why"), "not a file of its lease's user");
     }
   EXPECT_TRUE(skipped) << r.out;
+}
+
+TEST(CliPs, LeasesWhoseSweepByteStaysHeldAreWaitedForBoundedlyInAll) {
+  // 40 live leases whose sweep byte is held too (as a sweep holds it, or anyone of the user
+  // could): each is skipped with its liveness unknown, and ps waits for them as long as one
+  // sweep waits for one lease (50 waits of 2 ms), not that long for each (4 s at least).
+  std::vector<std::string> owners;
+  std::vector<int> fds;
+  for (int i = 0; i < 40; ++i) {
+    char tag[5];
+    std::snprintf(tag, sizeof tag, "%04x", 0x40 + i);
+    owners.push_back(planted_owner(tag));
+    const int fd = live_lease(owners.back(), valid_table());
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 1;
+    fl.l_len = 1;
+    fds.push_back(fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) == 0 ? fd : -1);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_cli({"ps", "--json"}, {"MEMAREA_BACKEND=sim"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (int fd : fds)
+    if (fd >= 0) ::close(fd);
+  for (const auto& o : owners) ::unlink(("/dev/shm/memarea-lease-" + o).c_str());
+  for (int fd : fds) ASSERT_GE(fd, 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(took, std::chrono::seconds(2));
+  std::size_t unknown = 0;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (const auto& s : doc.at("skipped"))
+    for (const auto& o : owners)
+      if (s.value("owner", "") == o) {
+        ++unknown;
+        EXPECT_EQ(s.at("why"), "liveness unknown");
+      }
+  EXPECT_EQ(unknown, owners.size()) << r.out;
 }

@@ -221,6 +221,9 @@ nlohmann::json ps_json(const int* device) {
     std::vector<export_entry> exports;
   };
   pid_finder pids;
+  // Leases whose sweep byte stays held (a sweep at work, or anyone of the user holding it) are
+  // waited for as long as one sweep waits, in all: not that long for each.
+  int waits_left = detail::lease::kSweepWaits;
   std::vector<proc> procs;
   nlohmann::json skipped = nlohmann::json::array();
   const auto segments = segments_by_owner();
@@ -230,7 +233,7 @@ nlohmann::json ps_json(const int* device) {
   for (std::uint64_t owner : owners) {
     const int fd = detail::lease::open_for_reading(owner, any_user);
     if (fd < 0) continue;  // gone meanwhile, or another user's: not ours to show
-    const detail::lease::holder h = detail::lease::test(fd);
+    const detail::lease::holder h = detail::lease::test(fd, &waits_left);
     std::string why;
     std::optional<lt::decoded> t;
     struct stat st {};
