@@ -285,12 +285,14 @@ std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcep
       const ssize_t m = pread(fd, b.data(), b.size(), 0);
       if (m != n || std::memcmp(a.data(), b.data(), static_cast<std::size_t>(n)) != 0) continue;
       auto d = lease_table::decode(a.data(), static_cast<std::size_t>(n), why);
-      // The table's uid is what its writer says; the file's owner is what the kernel says.
+      // The table's uid is what its writer says (and in its own user namespace); the file's
+      // owner, as this process sees it, is what the kernel says.
       struct stat st {};
-      if (d && (fstat(fd, &st) != 0 || st.st_uid != d->uid)) {
-        if (why) *why = "usage table names another user than its lease's";
+      if (d && fstat(fd, &st) != 0) {
+        if (why) *why = std::strerror(errno);
         return std::nullopt;
       }
+      if (d) d->uid = static_cast<std::uint32_t>(st.st_uid);
       return d;
     }
     if (why) *why = "usage table changing on every read";

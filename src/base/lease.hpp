@@ -61,8 +61,8 @@ std::vector<std::uint64_t> owners();
 int open_for_reading(std::uint64_t owner, bool any_user) noexcept;
 
 /// Reads the usage table of the lease behind fd (lease_table::decode of two equal reads);
-/// nullopt, with *why, when it has none this process can read, or it names another uid than
-/// the file's owner.
+/// nullopt, with *why, when it has none this process can read. Its uid is the file's owner as
+/// this process sees it, whatever the table says.
 std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcept;
 
 /// "/memarea-<kind>-<owner>-<random>": owner as 16 hex digits, random as `digits` (1 to 16).

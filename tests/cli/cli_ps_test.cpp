@@ -117,9 +117,11 @@ TEST(CliPs, MalformedUsageTablesOfLiveLeasesAreSkippedWithTheReason) {
   add("0002", "usage table with too many rows", [](auto& t) { put<std::uint32_t>(t, 36, 1000); });
   add("0003", "usage table row of no device", [](auto& t) { put<std::int32_t>(t, kHeader, 999); });
   add("0004", "usage table of another size", [](auto& t) { put<std::uint32_t>(t, 12, 1 << 30); });
-  add("0006", "usage table names another user than its lease's",
-      [](auto& t) { put<std::uint32_t>(t, 32, static_cast<std::uint32_t>(geteuid()) + 1); });
   add("0005", "", [](auto&) {});  // valid: listed as a process
+  // Naming another user: listed as the file's user's.
+  add("0006", "", [](auto& t) {
+    put<std::uint32_t>(t, 32, static_cast<std::uint32_t>(geteuid()) + 1);
+  });
   std::vector<int> fds;
   for (const auto& c : cases) {
     const int fd = live_lease(c.owner, c.table);
@@ -142,6 +144,7 @@ TEST(CliPs, MalformedUsageTablesOfLiveLeasesAreSkippedWithTheReason) {
       if (p.at("owner") == c.owner) {
         listed = true;
         EXPECT_EQ(p.at("pid"), 4242);
+        EXPECT_EQ(p.at("uid"), geteuid());
         EXPECT_EQ(p.at("command"), "planted");
         ASSERT_EQ(p.at("devices").size(), 1u);
         EXPECT_EQ(p.at("devices")[0].at("live"), 12345);
