@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -287,4 +289,52 @@ TEST(CliPs, LeasesWhoseSweepByteStaysHeldAreWaitedForBoundedlyInAll) {
         EXPECT_EQ(s.at("why"), "liveness unknown");
       }
   EXPECT_EQ(unknown, owners.size()) << r.out;
+}
+
+TEST(CliPs, ManyLeasesOfAProcessWithManyDescriptorsAreReadInBoundedTime) {
+  // 200 live leases naming this process, which holds each of them open after 15,000 other
+  // descriptors: ps reads this process's descriptors once, not once per lease (3,000,000
+  // looks at least).
+  rlimit lim {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < 16000) GTEST_SKIP() << "too few descriptors";
+  const rlimit was = lim;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? 16000 : lim.rlim_max;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  std::vector<int> padding, fds;
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (int i = 0; null >= 0 && i < 15000; ++i) padding.push_back(fcntl(null, F_DUPFD_CLOEXEC, 0));
+  struct stat ns {};
+  ASSERT_EQ(stat("/proc/self/ns/pid", &ns), 0);
+  auto table = valid_table();
+  put<std::int32_t>(table, 20, static_cast<std::int32_t>(getpid()));
+  put<std::uint64_t>(table, 24, static_cast<std::uint64_t>(ns.st_ino));
+  std::vector<std::string> owners;
+  for (int i = 0; i < 200; ++i) {
+    char tag[5];
+    std::snprintf(tag, sizeof tag, "%04x", 0x100 + i);
+    owners.push_back(planted_owner(tag));
+    fds.push_back(live_lease(owners.back(), table));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_cli({"ps", "--json"}, {"MEMAREA_BACKEND=sim"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (const auto* list : {&fds, &padding})
+    for (int fd : *list)
+      if (fd >= 0) ::close(fd);
+  if (null >= 0) ::close(null);
+  for (const auto& o : owners) ::unlink(("/dev/shm/memarea-lease-" + o).c_str());
+  setrlimit(RLIMIT_NOFILE, &was);
+  for (const auto* list : {&fds, &padding})
+    for (int fd : *list) ASSERT_GE(fd, 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(took, std::chrono::seconds(2));
+  std::size_t shown = 0;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (const auto& p : doc.at("processes"))
+    if (std::find(owners.begin(), owners.end(), p.at("owner")) != owners.end()) {
+      ++shown;
+      EXPECT_EQ(p.at("pid_here"), getpid());
+    }
+  EXPECT_EQ(shown, owners.size());
 }

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -38,28 +39,12 @@ namespace ii = detail::ipc_internal;
 
 std::string hex16(std::uint64_t v) { return fmt::format("{:016x}", v); }
 
-/// Whether process pid (as this process sees it) has the file (dev, ino) open.
-bool holds_file(long pid, dev_t dev, ino_t ino) {
-  DIR* d = opendir(fmt::format("/proc/{}/fd", pid).c_str());
-  if (!d) return false;
-  bool found = false;
-  while (dirent* e = readdir(d)) {
-    struct stat st {};
-    if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_dev == dev &&
-        st.st_ino == ino) {
-      found = true;
-      break;
-    }
-  }
-  closedir(d);
-  return found;
-}
-
 /// Finds, as this process sees them, the pids that leases give in their own PID namespaces.
 /// A lease says its pid and namespace itself, and any process of its user can write that: a
 /// pid is shown as the lease's process only if that process has the lease open (as its owner
 /// does for its lifetime), so neither a lie nor a reused pid names another process. /proc is
-/// read once for every namespace not ours, however many leases there are.
+/// read once for every namespace not ours, and each process's descriptors once, however many
+/// leases there are.
 class pid_finder {
  public:
   /// The pid of (pid in namespace ns) here, if it has the lease (dev, ino) open; -1 if not, or
@@ -74,10 +59,25 @@ class pid_finder {
       const auto it = m.find({ns, pid});
       if (it != m.end()) here = it->second;
     }
-    return here > 0 && holds_file(here, dev, ino) ? here : -1;
+    return here > 0 && files_of(here).count({dev, ino}) ? here : -1;
   }
 
  private:
+  using file = std::pair<dev_t, ino_t>;
+  /// The files process pid (as this process sees it) has open.
+  const std::set<file>& files_of(long pid) {
+    auto [it, made] = files_.try_emplace(pid);
+    if (!made) return it->second;
+    DIR* d = opendir(fmt::format("/proc/{}/fd", pid).c_str());
+    if (!d) return it->second;
+    while (dirent* e = readdir(d)) {
+      struct stat st {};
+      if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+        it->second.emplace(st.st_dev, st.st_ino);
+    }
+    closedir(d);
+    return it->second;
+  }
   std::uint64_t mine() {
     if (!mine_) {
       struct stat st {};
@@ -115,6 +115,7 @@ class pid_finder {
   }
   std::optional<std::uint64_t> mine_;
   std::optional<std::map<std::pair<std::uint64_t, long>, long>> others_;
+  std::map<long, std::set<file>> files_;
 };
 
 /// What one exported buffer is, as its exporter's segment says.
