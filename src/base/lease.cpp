@@ -180,13 +180,11 @@ int create_object(const std::string& name, std::size_t bytes) noexcept {
   return fd;
 }
 
-bool stamped(int fd, std::string_view name) noexcept {
+namespace {
+/// Whether the regular file fd (st: its fstat) ends in the stamp of name, whoever's it is.
+bool ends_in_stamp(int fd, const struct stat& st, std::string_view name) noexcept {
   const std::string_view b = bare(name);
-  struct stat st {};
-  if (b.size() >= kStampName || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
-      st.st_size < static_cast<off_t>(kStampBytes))
-    return false;
+  if (b.size() >= kStampName || st.st_size < static_cast<off_t>(kStampBytes)) return false;
   stamp s{};
   if (pread(fd, &s, sizeof s, st.st_size - static_cast<off_t>(kStampBytes)) !=
       static_cast<ssize_t>(sizeof s))
@@ -195,6 +193,13 @@ bool stamped(int fd, std::string_view name) noexcept {
   std::memcpy(want, b.data(), b.size());
   return std::memcmp(s.magic, kStampMagic, sizeof s.magic) == 0 &&
          std::memcmp(s.name, want, sizeof want) == 0;
+}
+}  // namespace
+
+bool stamped(int fd, std::string_view name) noexcept {
+  struct stat st {};
+  return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+         (st.st_mode & 077) == 0 && ends_in_stamp(fd, st, name);
 }
 
 std::uint64_t own(int* err) noexcept {
@@ -257,14 +262,16 @@ std::vector<std::uint64_t> owners() {
 }
 
 int open_for_reading(std::uint64_t owner, bool any_user) noexcept {
-  if (!any_user) return open(owner);
   if (owner == 0) return -ENOENT;
+  const std::string name = lease_name(owner);
   char path[128];
-  std::snprintf(path, sizeof path, "%s%s", kShmDir, lease_name(owner).c_str());
+  std::snprintf(path, sizeof path, "%s%s", kShmDir, name.c_str());
   const int fd = ::open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -errno;
+  // The stamp too: another name (a hard link) of some process's lease is not a second lease.
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 ||
+      (!any_user && st.st_uid != geteuid()) || !ends_in_stamp(fd, st, name)) {
     ::close(fd);
     return -EPERM;
   }

@@ -57,7 +57,8 @@ bool publish_usage(const lease_table::row* rows, std::uint32_t n) noexcept;
 std::vector<std::uint64_t> owners();
 
 /// As open(owner), but also a lease of another user when `any_user` (root reading every
-/// process): still a regular file of no other's access, never a link.
+/// process): still a regular file of no other's access, never a link; and one that ends in the
+/// stamp of its name (another name of a lease is refused, -EPERM).
 int open_for_reading(std::uint64_t owner, bool any_user) noexcept;
 
 /// Reads the usage table of the lease behind fd (lease_table::decode of two equal reads);

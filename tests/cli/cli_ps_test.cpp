@@ -37,10 +37,15 @@ void put(std::vector<unsigned char>& b, std::size_t at, T v) {
   std::memcpy(b.data() + at, &v, sizeof v);
 }
 
-/// A lease file named for owner, holding `table`, locked as its owner locks it (byte 0) for as
-/// long as the returned descriptor is open.
-int live_lease(const std::string& owner, const std::vector<unsigned char>& table) {
-  const std::string path = "/dev/shm/memarea-lease-" + owner;
+/// A lease file named for owner, holding `table` with the stamp of its name in its last 4 KiB
+/// (src/base/lease.cpp), locked as its owner locks it (byte 0) for as long as the returned
+/// descriptor is open.
+int live_lease(const std::string& owner, std::vector<unsigned char> table) {
+  const std::string name = "memarea-lease-" + owner;
+  const std::string path = "/dev/shm/" + name;
+  constexpr char kStampMagic[16] = "memarea object\n";
+  std::memcpy(table.data() + table.size() - 4096, kStampMagic, sizeof kStampMagic);
+  std::memcpy(table.data() + table.size() - 4096 + 16, name.data(), name.size());
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
   if (pwrite(fd, table.data(), table.size(), 0) != static_cast<ssize_t>(table.size())) return -1;
@@ -337,4 +342,28 @@ TEST(CliPs, ManyLeasesOfAProcessWithManyDescriptorsAreReadInBoundedTime) {
       EXPECT_EQ(p.at("pid_here"), getpid());
     }
   EXPECT_EQ(shown, owners.size());
+}
+
+TEST(CliPs, AnotherNameOfALeaseIsNotAnotherProcess) {
+  // A hard link to a live lease under another owner's name: the stamp names the first, so ps
+  // lists the process once, under its own lease.
+  const std::string owner = planted_owner("0050"), alias = planted_owner("0051");
+  const std::string path = "/dev/shm/memarea-lease-" + owner;
+  const std::string alias_path = "/dev/shm/memarea-lease-" + alias;
+  const int fd = live_lease(owner, valid_table());
+  const bool linked = fd >= 0 && ::link(path.c_str(), alias_path.c_str()) == 0;
+  const auto r = run_cli({"ps", "--json"}, {"MEMAREA_BACKEND=sim"});
+  if (fd >= 0) ::close(fd);
+  ::unlink(path.c_str());
+  ::unlink(alias_path.c_str());
+  ASSERT_TRUE(linked) << std::strerror(errno);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int as_owner = 0, as_alias = 0;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (const auto& p : doc.at("processes")) {
+    as_owner += p.at("owner") == owner;
+    as_alias += p.at("owner") == alias;
+  }
+  EXPECT_EQ(as_owner, 1) << r.out;
+  EXPECT_EQ(as_alias, 0) << r.out;
 }
