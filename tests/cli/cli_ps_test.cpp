@@ -124,6 +124,10 @@ TEST(CliPs, MalformedUsageTablesOfLiveLeasesAreSkippedWithTheReason) {
   add("0002", "usage table with too many rows", [](auto& t) { put<std::uint32_t>(t, 36, 1000); });
   add("0003", "usage table row of no device", [](auto& t) { put<std::int32_t>(t, kHeader, 999); });
   add("0004", "usage table of another size", [](auto& t) { put<std::uint32_t>(t, 12, 1 << 30); });
+  add("0007", "usage table with two rows of one device", [](auto& t) {
+    put<std::uint32_t>(t, 36, 2);
+    put<std::int32_t>(t, kHeader + kRow, 0);  // row 1: device 0 again
+  });
   add("0005", "", [](auto&) {});  // valid: listed as a process
   // Naming another user: listed as the file's user's.
   add("0006", "", [](auto& t) {
