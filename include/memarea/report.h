@@ -45,9 +45,9 @@ MEMAREA_API memarea_status memarea_topo_json_ex(char **json, size_t size, int re
 
 /** `memarea ps --json`: every live process on this machine that uses memarea and published its
  *  usage (those of the caller's user; every user's for root), each with its pid (as it sees
- *  itself, and as the caller sees it where visible), command, figures per device
- *  (docs/usage.md), the buffers it exported and who has them open, and what it imported from
- *  whom. device NULL: every device; else that device's figures and sharing only
+ *  itself, and as the caller sees it where visible and that process holds the lease), command,
+ *  figures per device (docs/usage.md), the buffers it exported and who has them open, and what
+ *  it imported from whom. device NULL: every device; else that device's figures and sharing only
  *  (MEMAREA_CPU_DEVICE_ID: the host's). *json gets a string to free with memarea_string_free. */
 MEMAREA_API memarea_status memarea_ps_json(char **json, const int *device);
 

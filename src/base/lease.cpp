@@ -27,8 +27,7 @@ namespace {
 constexpr const char* kShmDir = "/dev/shm";
 constexpr std::string_view kPrefix = "memarea-";
 constexpr std::string_view kLeaseKind = "lease";
-/// How often, and how long each time, a sweep waits for another sweep working on one lease.
-constexpr int kSweepWaits = 50;
+/// How long each of a sweep's waits for another sweep working on one lease lasts.
 constexpr long kSweepWaitNs = 2'000'000;
 
 /// This process's lease; 0 / -1 until made. Guarded by g_lock.
@@ -181,13 +180,11 @@ int create_object(const std::string& name, std::size_t bytes) noexcept {
   return fd;
 }
 
-bool stamped(int fd, std::string_view name) noexcept {
+namespace {
+/// Whether the regular file fd (st: its fstat) ends in the stamp of name, whoever's it is.
+bool ends_in_stamp(int fd, const struct stat& st, std::string_view name) noexcept {
   const std::string_view b = bare(name);
-  struct stat st {};
-  if (b.size() >= kStampName || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
-      st.st_size < static_cast<off_t>(kStampBytes))
-    return false;
+  if (b.size() >= kStampName || st.st_size < static_cast<off_t>(kStampBytes)) return false;
   stamp s{};
   if (pread(fd, &s, sizeof s, st.st_size - static_cast<off_t>(kStampBytes)) !=
       static_cast<ssize_t>(sizeof s))
@@ -196,6 +193,13 @@ bool stamped(int fd, std::string_view name) noexcept {
   std::memcpy(want, b.data(), b.size());
   return std::memcmp(s.magic, kStampMagic, sizeof s.magic) == 0 &&
          std::memcmp(s.name, want, sizeof want) == 0;
+}
+}  // namespace
+
+bool stamped(int fd, std::string_view name) noexcept {
+  struct stat st {};
+  return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+         (st.st_mode & 077) == 0 && ends_in_stamp(fd, st, name);
 }
 
 std::uint64_t own(int* err) noexcept {
@@ -258,14 +262,16 @@ std::vector<std::uint64_t> owners() {
 }
 
 int open_for_reading(std::uint64_t owner, bool any_user) noexcept {
-  if (!any_user) return open(owner);
   if (owner == 0) return -ENOENT;
+  const std::string name = lease_name(owner);
   char path[128];
-  std::snprintf(path, sizeof path, "%s%s", kShmDir, lease_name(owner).c_str());
+  std::snprintf(path, sizeof path, "%s%s", kShmDir, name.c_str());
   const int fd = ::open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -errno;
+  // The stamp too: another name (a hard link) of some process's lease is not a second lease.
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) != 0 ||
+      (!any_user && st.st_uid != geteuid()) || !ends_in_stamp(fd, st, name)) {
     ::close(fd);
     return -EPERM;
   }
@@ -285,7 +291,16 @@ std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcep
       }
       const ssize_t m = pread(fd, b.data(), b.size(), 0);
       if (m != n || std::memcmp(a.data(), b.data(), static_cast<std::size_t>(n)) != 0) continue;
-      return lease_table::decode(a.data(), static_cast<std::size_t>(n), why);
+      auto d = lease_table::decode(a.data(), static_cast<std::size_t>(n), why);
+      // The table's uid is what its writer says (and in its own user namespace); the file's
+      // owner, as this process sees it, is what the kernel says.
+      struct stat st {};
+      if (d && fstat(fd, &st) != 0) {
+        if (why) *why = std::strerror(errno);
+        return std::nullopt;
+      }
+      if (d) d->uid = static_cast<std::uint32_t>(st.st_uid);
+      return d;
     }
     if (why) *why = "usage table changing on every read";
   } catch (...) {
@@ -341,7 +356,7 @@ int open(std::uint64_t owner) noexcept {
   return fd;
 }
 
-holder test(int fd) noexcept {
+holder test(int fd, int* waits_left) noexcept {
   // A sweep holds the owner's byte too, while it removes a dead owner's objects, and it takes
   // the sweep byte first: holding the sweep byte, we read the owner's byte as the owner's alone
   // (not a sweep's, which would make a dead owner look alive). Waited for as one sweep waits for
@@ -363,7 +378,8 @@ holder test(int fd) noexcept {
       }
       if (errno != EAGAIN && errno != EACCES) return holder::unknown;
     }
-    if (attempt == kSweepWaits) return holder::unknown;
+    if (attempt == kSweepWaits || (waits_left && *waits_left <= 0)) return holder::unknown;
+    if (waits_left) --*waits_left;
     timespec pause{0, kSweepWaitNs};
     nanosleep(&pause, nullptr);
   }

@@ -57,11 +57,13 @@ bool publish_usage(const lease_table::row* rows, std::uint32_t n) noexcept;
 std::vector<std::uint64_t> owners();
 
 /// As open(owner), but also a lease of another user when `any_user` (root reading every
-/// process): still a regular file of no other's access, never a link.
+/// process): still a regular file of no other's access, never a link; and one that ends in the
+/// stamp of its name (another name of a lease is refused, -EPERM).
 int open_for_reading(std::uint64_t owner, bool any_user) noexcept;
 
 /// Reads the usage table of the lease behind fd (lease_table::decode of two equal reads);
-/// nullopt, with *why, when it has none this process can read.
+/// nullopt, with *why, when it has none this process can read. Its uid is the file's owner as
+/// this process sees it, whatever the table says.
 std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcept;
 
 /// "/memarea-<kind>-<owner>-<random>": owner as 16 hex digits, random as `digits` (1 to 16).
@@ -83,8 +85,10 @@ enum class holder { alive, gone, unknown };
 /// Whether the process that owns the lease behind fd (opened for writing) still lives
 /// (F_OFD_GETLK), read while holding the lease's sweep byte so that a sweep removing a dead
 /// owner's objects is not taken for the owner; unknown if the kernel cannot say, or a sweep
-/// holds the lease for longer than a sweep waits for another.
-holder test(int fd) noexcept;
+/// holds the lease for longer than a sweep waits for another. With waits_left, it waits at most
+/// that many times (as many as a sweep does at most) and takes them off: a reader of many leases
+/// bounds its waiting over all of them, however many hold their sweep byte.
+holder test(int fd, int* waits_left = nullptr) noexcept;
 
 /// test(open(owner)): gone when the lease does not exist.
 holder test_owner(std::uint64_t owner) noexcept;
@@ -92,6 +96,8 @@ holder test_owner(std::uint64_t owner) noexcept;
 /// The lease's byte that a sweep locks (F_OFD_SETLK, write) while it decides about the lease and
 /// removes its owner's objects; the owner's lock is on byte 0.
 inline constexpr long kSweepLockByte = 1;
+/// How many times a sweep waits, 2 ms each, for another sweep working on one lease.
+inline constexpr int kSweepWaits = 50;
 
 /// What one sweep found.
 struct sweep_report {

@@ -85,12 +85,17 @@ std::optional<decoded> decode(const void* bytes, std::size_t size, std::string* 
     const std::uint32_t n = load(t.rows);
     if (n > kMaxRows) return fail("usage table with too many rows");
     d.rows.resize(n);
+    bool seen[kMaxRows] = {};  // by device + 1
     for (std::uint32_t i = 0; i < n; ++i) {
       const row& x = t.r[i];
       row& o = d.rows[i];
       o.device = load(x.device);
       if (o.device < kHost || o.device >= static_cast<std::int32_t>(kMaxRows) - 1)
         return fail("usage table row of no device");
+      // A writer gives each device one row: a second would list the device twice.
+      bool& twice = seen[static_cast<std::size_t>(o.device - kHost)];
+      if (twice) return fail("usage table with two rows of one device");
+      twice = true;
       o.reserved_ = 0;
       o.live = load(x.live);
       o.cached = load(x.cached);

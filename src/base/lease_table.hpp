@@ -68,7 +68,7 @@ void init(layout& t, std::int32_t pid, std::uint64_t pid_ns, std::uint32_t uid,
 void publish(layout& t, const row* rows, std::uint32_t n) noexcept;
 /// Decodes the first `size` bytes of a lease as read (a copy, or the mapping itself: every read
 /// is bounded and atomic); nullopt, with *why set, when they are not a table this reader knows
-/// or a write was under way for every try.
+/// (rows of no device, or two of one, among them) or a write was under way for every try.
 std::optional<decoded> decode(const void* bytes, std::size_t size, std::string* why = nullptr);
 
 }  // namespace memarea::detail::lease_table

@@ -4,8 +4,8 @@
 // input (identity, rows), published, then edited (a few byte writes at offsets the input picks,
 // and a length), so that near-valid tables reach every check. Whatever the bytes, decode must
 // not crash nor read past the length; a table it accepts has at most kMaxRows rows, each of a
-// device from the host to 63, and a printable command name of at most 16 characters; a valid
-// table decodes to what was published.
+// device from the host to 63 and no two of one device, and a printable command name of at most
+// 16 characters; a valid table decodes to what was published.
 // No libmemarea: the decoder is all this links.
 #include "base/lease_table.hpp"
 
@@ -40,9 +40,13 @@ struct reader {
 
 void check_accepted(const lt::decoded& d) {
   if (d.rows.size() > lt::kMaxRows) fail("too many rows accepted");
-  for (const lt::row& r : d.rows)
+  bool seen[lt::kMaxRows] = {};
+  for (const lt::row& r : d.rows) {
     if (r.device < lt::kHost || r.device >= static_cast<std::int32_t>(lt::kMaxRows) - 1)
       fail("a row of no device accepted");
+    if (seen[r.device - lt::kHost]) fail("two rows of one device accepted");
+    seen[r.device - lt::kHost] = true;
+  }
   if (d.comm.size() > 16) fail("command name longer than its field");
   for (char c : d.comm)
     if (c < 0x20 || c > 0x7e) fail("unprintable command name");

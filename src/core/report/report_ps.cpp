@@ -16,13 +16,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <sstream>
-#include <tuple>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace memarea::report {
@@ -34,38 +39,84 @@ namespace ii = detail::ipc_internal;
 
 std::string hex16(std::uint64_t v) { return fmt::format("{:016x}", v); }
 
-/// The pid of (pid in namespace ns) as this process sees it: itself when ns is ours, else found
-/// through /proc's NSpid lines; -1 when not visible from here.
-long pid_here(std::int32_t pid, std::uint64_t ns) {
-  struct stat mine {};
-  if (ns == 0 || stat("/proc/self/ns/pid", &mine) != 0) return -1;
-  if (static_cast<std::uint64_t>(mine.st_ino) == ns) return pid;
-  DIR* d = opendir("/proc");
-  if (!d) return -1;
-  long found = -1;
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    const long p = std::strtol(e->d_name, &end, 10);
-    if (!end || *end != '\0' || p <= 0) continue;
-    struct stat st {};
-    if (stat(fmt::format("/proc/{}/ns/pid", p).c_str(), &st) != 0 ||
-        static_cast<std::uint64_t>(st.st_ino) != ns)
-      continue;
-    std::ifstream status(fmt::format("/proc/{}/status", p));
-    std::string line;
-    while (std::getline(status, line)) {
-      if (line.rfind("NSpid:", 0) != 0) continue;
-      std::istringstream words(line.substr(6));
-      long last = -1, w = 0;
-      while (words >> w) last = w;
-      if (last == pid) found = p;
-      break;
+/// Finds, as this process sees them, the pids that leases give in their own PID namespaces.
+/// A lease says its pid and namespace itself, and any process of its user can write that: a
+/// pid is shown as the lease's process only if that process has the lease open (as its owner
+/// does for its lifetime), so neither a lie nor a reused pid names another process. /proc is
+/// read once for every namespace not ours, and each process's descriptors once, however many
+/// leases there are.
+class pid_finder {
+ public:
+  /// The pid of (pid in namespace ns) here, if it has the lease (dev, ino) open; -1 if not, or
+  /// when the namespace is not visible from here.
+  long find(std::int32_t pid, std::uint64_t ns, dev_t dev, ino_t ino) {
+    if (ns == 0 || pid <= 0 || mine() == 0) return -1;
+    long here = -1;
+    if (ns == mine()) {
+      here = pid;
+    } else {
+      const auto& m = others();
+      const auto it = m.find({ns, pid});
+      if (it != m.end()) here = it->second;
     }
-    if (found >= 0) break;
+    return here > 0 && files_of(here).count({dev, ino}) ? here : -1;
   }
-  closedir(d);
-  return found;
-}
+
+ private:
+  using file = std::pair<dev_t, ino_t>;
+  /// The files process pid (as this process sees it) has open.
+  const std::set<file>& files_of(long pid) {
+    auto [it, made] = files_.try_emplace(pid);
+    if (!made) return it->second;
+    DIR* d = opendir(fmt::format("/proc/{}/fd", pid).c_str());
+    if (!d) return it->second;
+    while (dirent* e = readdir(d)) {
+      struct stat st {};
+      if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+        it->second.emplace(st.st_dev, st.st_ino);
+    }
+    closedir(d);
+    return it->second;
+  }
+  std::uint64_t mine() {
+    if (!mine_) {
+      struct stat st {};
+      mine_ = stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+    }
+    return *mine_;
+  }
+  /// (namespace, innermost pid) -> pid here, for every process visible in /proc.
+  const std::map<std::pair<std::uint64_t, long>, long>& others() {
+    if (others_) return *others_;
+    others_.emplace();
+    DIR* d = opendir("/proc");
+    if (!d) return *others_;
+    while (dirent* e = readdir(d)) {
+      char* end = nullptr;
+      const long p = std::strtol(e->d_name, &end, 10);
+      if (!end || *end != '\0' || p <= 0) continue;
+      struct stat st {};
+      if (stat(fmt::format("/proc/{}/ns/pid", p).c_str(), &st) != 0 ||
+          static_cast<std::uint64_t>(st.st_ino) == mine())
+        continue;
+      std::ifstream status(fmt::format("/proc/{}/status", p));
+      std::string line;
+      while (std::getline(status, line)) {
+        if (line.rfind("NSpid:", 0) != 0) continue;
+        std::istringstream words(line.substr(6));
+        long last = -1, w = 0;
+        while (words >> w) last = w;
+        if (last > 0) others_->emplace(std::pair{static_cast<std::uint64_t>(st.st_ino), last}, p);
+        break;
+      }
+    }
+    closedir(d);
+    return *others_;
+  }
+  std::optional<std::uint64_t> mine_;
+  std::optional<std::map<std::pair<std::uint64_t, long>, long>> others_;
+  std::map<long, std::set<file>> files_;
+};
 
 /// What one exported buffer is, as its exporter's segment says.
 struct export_entry {
@@ -75,8 +126,10 @@ struct export_entry {
   std::vector<std::uint64_t> open_in;  ///< importers' owners
 };
 
-/// The exports in segment file `name` (of owner), or a reason it cannot be read.
-bool read_segment(const std::string& name, std::uint64_t owner, bool any_user,
+/// The exports in segment file `name` (of owner, whose lease is a file of uid), or a reason it
+/// cannot be read. A file of another user than the lease's is not its owner's (root reads every
+/// user's: one user must not pass exports off as another's).
+bool read_segment(const std::string& name, std::uint64_t owner, uid_t uid,
                   std::vector<export_entry>& out, std::string& why) {
   const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -84,11 +137,11 @@ bool read_segment(const std::string& name, std::uint64_t owner, bool any_user,
     return false;
   }
   struct stat st {};
-  const bool ok_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                       (any_user || st.st_uid == geteuid()) && (st.st_mode & 077) == 0;
+  const bool ok_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == uid &&
+                       (st.st_mode & 077) == 0;
   if (!ok_file || st.st_size < static_cast<off_t>(sizeof(ii::segment))) {
     ::close(fd);
-    why = ok_file ? "segment shorter than its layout" : "not a file of this user";
+    why = ok_file ? "segment shorter than its layout" : "not a file of its lease's user";
     return false;
   }
   auto seg = std::make_unique<ii::segment>();
@@ -119,16 +172,33 @@ bool read_segment(const std::string& name, std::uint64_t owner, bool any_user,
   return true;
 }
 
-/// The names of owner's IPC segments in /dev/shm ("memarea-ipc-<owner>-...").
-std::vector<std::string> segments_of(std::uint64_t owner) {
-  std::vector<std::string> names;
+/// Whether name is what memarea names an IPC segment, "memarea-ipc-<owner>-<segment>" (16 hex
+/// digits each, ipc_wire.cpp), and its owner then. Anyone of the user can make a file of any
+/// name in /dev/shm: a name of other bytes (invalid UTF-8, terminal controls) is not ours and
+/// never reaches the document.
+bool segment_name(std::string_view name, std::uint64_t& owner) {
+  constexpr std::string_view prefix = "memarea-ipc-";
+  if (name.size() != prefix.size() + 33 || name.substr(0, prefix.size()) != prefix ||
+      name[prefix.size() + 16] != '-')
+    return false;
+  for (char c : name.substr(prefix.size() + 17))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  owner = detail::lease::owner_of(name);
+  return owner != 0;
+}
+
+/// The names of every IPC segment in /dev/shm by owner, sorted: one pass over the directory,
+/// however many leases there are.
+std::map<std::uint64_t, std::vector<std::string>> segments_by_owner() {
+  std::map<std::uint64_t, std::vector<std::string>> names;
   DIR* d = opendir("/dev/shm");
   if (!d) return names;
-  const std::string prefix = "memarea-ipc-" + hex16(owner) + "-";
-  while (dirent* e = readdir(d))
-    if (std::string_view(e->d_name).substr(0, prefix.size()) == prefix) names.emplace_back(e->d_name);
+  while (dirent* e = readdir(d)) {
+    std::uint64_t owner = 0;
+    if (segment_name(e->d_name, owner)) names[owner].emplace_back(e->d_name);
+  }
   closedir(d);
-  std::sort(names.begin(), names.end());
+  for (auto& [owner, list] : names) std::sort(list.begin(), list.end());
   return names;
 }
 
@@ -148,21 +218,30 @@ nlohmann::json ps_json(const int* device) {
   struct proc {
     std::uint64_t owner;
     lt::decoded t;
+    long pid_here;
     std::vector<export_entry> exports;
   };
+  pid_finder pids;
+  // Leases whose sweep byte stays held (a sweep at work, or anyone of the user holding it) are
+  // waited for as long as one sweep waits, in all: not that long for each.
+  int waits_left = detail::lease::kSweepWaits;
   std::vector<proc> procs;
   nlohmann::json skipped = nlohmann::json::array();
+  const auto segments = segments_by_owner();
   std::vector<std::uint64_t> owners = detail::lease::owners();
   std::sort(owners.begin(), owners.end());
   owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
   for (std::uint64_t owner : owners) {
     const int fd = detail::lease::open_for_reading(owner, any_user);
     if (fd < 0) continue;  // gone meanwhile, or another user's: not ours to show
-    const detail::lease::holder h = detail::lease::test(fd);
+    const detail::lease::holder h = detail::lease::test(fd, &waits_left);
     std::string why;
     std::optional<lt::decoded> t;
+    struct stat st {};
     if (h == detail::lease::holder::alive) t = detail::lease::read_table(fd, &why);
-    ::close(fd);
+    const bool known = t && fstat(fd, &st) == 0;
+    ::close(fd);  // first: this process is not the lease's
+    const long here = known ? pids.find(t->pid, t->pid_ns, st.st_dev, st.st_ino) : -1;
     if (h == detail::lease::holder::gone) continue;
     if (h == detail::lease::holder::unknown) why = "liveness unknown";
     if (!t) {
@@ -170,11 +249,13 @@ nlohmann::json ps_json(const int* device) {
         skipped.push_back({{"owner", hex16(owner)}, {"why", why}});
       continue;
     }
-    proc p{owner, std::move(*t), {}};
-    for (const std::string& name : segments_of(owner)) {
-      std::string seg_why;
-      if (!read_segment(name, owner, any_user, p.exports, seg_why))
-        skipped.push_back({{"segment", name}, {"why", seg_why}});
+    proc p{owner, std::move(*t), here, {}};
+    if (const auto mine = segments.find(owner); mine != segments.end()) {
+      for (const std::string& name : mine->second) {
+        std::string seg_why;
+        if (!read_segment(name, owner, p.t.uid, p.exports, seg_why))
+          skipped.push_back({{"segment", name}, {"why", seg_why}});
+      }
     }
     procs.push_back(std::move(p));
   }
@@ -216,7 +297,7 @@ nlohmann::json ps_json(const int* device) {
       exports.push_back(
           {{"device", e.device}, {"bytes", e.bytes}, {"freed", e.freed}, {"open_in", open_in}});
     }
-    const long here = pid_here(p.t.pid, p.t.pid_ns);
+    const long here = p.pid_here;
     list.push_back({{"owner", hex16(p.owner)},
                     {"pid", p.t.pid},
                     {"pid_here", here >= 0 ? nlohmann::json(here) : nlohmann::json(nullptr)},
