@@ -165,8 +165,12 @@ picture snapshot_picture(const nlohmann::json& snap, snapshot_colour by) {
     }
     y += kBar + kFont + 4;
     std::string users = "largest users:";
-    for (const auto& l : d.at("largest_users"))
-      users += fmt::format(" {} ({});", l.value("user", std::string("?")), human(l.value("bytes", 0.0)));
+    const char* sep = " ";
+    for (const auto& l : d.at("largest_users")) {
+      users += fmt::format("{}{} ({})", sep, l.value("user", std::string("?")),
+                           human(l.value("bytes", 0.0)));
+      sep = "; ";
+    }
     if (d.at("largest_users").empty()) users += " none tracked";
     c.text(users, kMargin, y);
     ++band;

@@ -118,6 +118,13 @@ TEST(SnapshotRender, OneFourAndEightDevices) {
   void* h = nullptr;
   ASSERT_EQ(memarea_host_malloc(&h, std::size_t{8} << 20, -1), MEMAREA_SUCCESS);
   const nlohmann::json all = take_snapshot();
+  // This program exports no symbols: its allocations are named by the object they came from.
+  for (const auto& d : all["devices"]) {
+    ASSERT_FALSE(d["largest_users"].empty()) << d["device"];
+    for (const auto& u : d["largest_users"])
+      EXPECT_EQ(u["user"].get<std::string>().rfind("? in memarea_snapshot_svg_tests", 0), 0u)
+          << u["user"];
+  }
   for (int want : {1, 4, 8}) {
     if (want > n) continue;
     nlohmann::json cut = all;

@@ -41,14 +41,30 @@ const char* origin_name(detail::origin o) {
   return "unknown";
 }
 
-/// The first frame of a stack outside memarea and the C and C++ runtimes (the user it names),
-/// or "?" (a program that does not export its symbols, -rdynamic, has none named).
+/// Whether frame f is memarea's or the C and C++ runtimes'.
+bool inside_memarea_or_runtime(const std::string& f) {
+  return f.find("libmemarea") != std::string::npos ||
+         f.find("memarea::detail") != std::string::npos || f.rfind("memarea_", 0) == 0 ||
+         f.find("libc.so") != std::string::npos || f.find("libstdc++") != std::string::npos;
+}
+
+/// The first frame of a stack outside memarea and the C and C++ runtimes (the user it names).
+/// Where no such frame has a name (a program that does not export its symbols, -rdynamic), the
+/// object of the first one: "? in app"; "?" when the stack has nothing outside them.
 std::string user_of(const std::vector<std::string>& stack) {
   for (const auto& f : stack)
-    if (f.find("libmemarea") == std::string::npos && f.find("memarea::detail") == std::string::npos &&
-        f.rfind("memarea_", 0) != 0 && f[0] != '?' && f.find("libc.so") == std::string::npos &&
-        f.find("libstdc++") == std::string::npos)
+    if (!f.empty() && f[0] != '?' && !inside_memarea_or_runtime(f))
       return f.substr(0, f.find('+'));
+  for (const auto& f : stack) {
+    // An unnamed frame reads "? (/path/to/object)".
+    const auto open = f.find(" (");
+    if (f.empty() || f[0] != '?' || open == std::string::npos || inside_memarea_or_runtime(f))
+      continue;
+    std::string object = f.substr(open + 2, f.size() - open - 3);
+    if (const auto slash = object.rfind('/'); slash != std::string::npos)
+      object = object.substr(slash + 1);
+    return "? in " + object;
+  }
   return "?";
 }
 
