@@ -32,6 +32,7 @@ from ._core import (ADVICE, ATTACH_FLAGS, COHERENCY_MODES, CPU_DEVICE_ID, KINDS,
 from ._stream import Event, ExternalStream, record_stream
 from ._device import device_reset
 from ._usage import memory_usage, ps, reset_usage_peaks, set_tracking, snapshot, tracking
+from ._context import Context
 # Limits and out-of-memory handlers (docs/usage.md).
 from ._limits import add_oom_handler, memory_limit, remove_oom_handler, set_memory_limit
 from . import ipc
@@ -52,4 +53,6 @@ __all__ = [
     "add_oom_handler", "memory_limit", "remove_oom_handler", "set_memory_limit",
     # Tracking and snapshots.
     "set_tracking", "snapshot", "tracking",
+    # Contexts the user makes.
+    "Context",
 ]
