@@ -1,6 +1,6 @@
-// The six CUDA driver calls that HIP's NVIDIA platform makes for the shim's exports (hipDeviceGet,
-// hipDeviceGetName, hipDeviceTotalMem, hipMemGetAddressRange, hipMemsetD16Async and
-// hipMemsetD32Async call cu* functions, not the runtime). Linking libcuda would make the shim unloadable wherever the driver is absent, and
+// The CUDA driver calls that HIP's NVIDIA platform makes for the shim's exports (hipDeviceGet,
+// hipDeviceGetName, hipDeviceTotalMem, hipMemGetAddressRange, hipMemsetD16Async,
+// hipMemsetD32Async and the hipCtx* calls call cu* functions, not the runtime). Linking libcuda would make the shim unloadable wherever the driver is absent, and
 // "no driver" must be a reason for zero devices, not a failure to load; so they are defined here,
 // hidden, each looking its driver entry up through the statically linked runtime
 // (cudaGetDriverEntryPointByVersion), at the ABI version cuda.h's name stands for.
@@ -75,4 +75,65 @@ extern "C" CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int value
                                              CUstream stream) {
   static const auto e = lookup<decltype(&cuMemsetD32Async)>("cuMemsetD32Async", 3020);
   return e.fn ? e.fn(dst, value, count, stream) : e.missing;
+}
+
+// Contexts (hipCtx*). cuCtxCreate is CUDA 11's (flags, device) form that hip_nvidia.hpp declares,
+// an overload of cuda.h's name (CUDA 13's _v4); the driver still serves it as cuCtxCreate at 3020.
+// The others keep one form, or cuda.h's name is the _v2 the lookup version names.
+
+CUresult cuCtxCreate(CUcontext* ctx, unsigned int flags, CUdevice device) {
+  using fn = CUresult(CUDAAPI*)(CUcontext*, unsigned int, CUdevice);
+  static const auto e = lookup<fn>("cuCtxCreate", 3020);
+  return e.fn ? e.fn(ctx, flags, device) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
+  static const auto e = lookup<decltype(&cuCtxDestroy)>("cuCtxDestroy", 4000);
+  return e.fn ? e.fn(ctx) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) {
+  static const auto e = lookup<decltype(&cuCtxPushCurrent)>("cuCtxPushCurrent", 4000);
+  return e.fn ? e.fn(ctx) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxPopCurrent(CUcontext* ctx) {
+  static const auto e = lookup<decltype(&cuCtxPopCurrent)>("cuCtxPopCurrent", 4000);
+  return e.fn ? e.fn(ctx) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  static const auto e = lookup<decltype(&cuCtxSetCurrent)>("cuCtxSetCurrent", 4000);
+  return e.fn ? e.fn(ctx) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
+  static const auto e = lookup<decltype(&cuCtxGetCurrent)>("cuCtxGetCurrent", 4000);
+  return e.fn ? e.fn(ctx) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxSynchronize(void) {
+  static const auto e = lookup<decltype(&cuCtxSynchronize)>("cuCtxSynchronize", 2000);
+  return e.fn ? e.fn() : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  static const auto e = lookup<decltype(&cuCtxGetDevice)>("cuCtxGetDevice", 2000);
+  return e.fn ? e.fn(device) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
+  static const auto e = lookup<decltype(&cuCtxGetFlags)>("cuCtxGetFlags", 7000);
+  return e.fn ? e.fn(flags) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  static const auto e = lookup<decltype(&cuCtxEnablePeerAccess)>("cuCtxEnablePeerAccess", 4000);
+  return e.fn ? e.fn(peer, flags) : e.missing;
+}
+
+extern "C" CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer) {
+  static const auto e =
+      lookup<decltype(&cuCtxDisablePeerAccess)>("cuCtxDisablePeerAccess", 4000);
+  return e.fn ? e.fn(peer) : e.missing;
 }

@@ -12,7 +12,7 @@
 //   - the two CUDA 11 forms the shim needs, written over their CUDA 13 replacements
 //     (cudaMemAdvise and cudaMemPrefetchAsync took a device ordinal; they take a location now);
 //   - declarations only (no definitions) for the rest, which only HIP calls outside memarea's use
-//     reach (textures, cooperative multi-device launch, hipCtxCreate, hipGetDeviceProperties).
+//     reach (textures, cooperative multi-device launch, hipGetDeviceProperties).
 //     Those inline functions are never emitted, so nothing calls these; if a future export did,
 //     the shim would fail to link (-Wl,--no-undefined) rather than run something made up.
 #pragma once
@@ -60,7 +60,9 @@ cudaError_t cudaGetDeviceProperties(hip_nvidia_cuda11_device_prop* prop, int dev
 /// CUDA 12 removed cudaDevAttrCooperativeMultiDeviceLaunch; its number is reserved since.
 #define cudaDevAttrCooperativeMultiDeviceLaunch cudaDevAttrReserved96
 
-/// CUDA 11's cuCtxCreate; declared, never defined.
+/// CUDA 11's cuCtxCreate, (flags, device), as HIP 5.2's hipCtxCreate calls it: cuda.h's name is
+/// CUDA 13's _v4 (a CUctxCreateParams first), so this is an overload of that name; driver_entry.cpp
+/// defines it over the driver's _v2.
 CUresult cuCtxCreate(CUcontext* ctx, unsigned int flags, CUdevice device);
 
 /// Texture references and multi-device cooperative launch, removed in CUDA 12 with their types
@@ -135,6 +137,17 @@ cudaError_t cudaLaunchCooperativeKernelMultiDevice(cudaLaunchParams* launches, u
 #define hipMalloc hip_nvidia_hipMalloc
 #define hipHostMalloc hip_nvidia_hipHostMalloc
 #define hipMallocManaged hip_nvidia_hipMallocManaged
+#define hipCtxCreate hip_nvidia_hipCtxCreate
+#define hipCtxDestroy hip_nvidia_hipCtxDestroy
+#define hipCtxSetCurrent hip_nvidia_hipCtxSetCurrent
+#define hipCtxGetCurrent hip_nvidia_hipCtxGetCurrent
+#define hipCtxPushCurrent hip_nvidia_hipCtxPushCurrent
+#define hipCtxPopCurrent hip_nvidia_hipCtxPopCurrent
+#define hipCtxSynchronize hip_nvidia_hipCtxSynchronize
+#define hipCtxGetDevice hip_nvidia_hipCtxGetDevice
+#define hipCtxGetFlags hip_nvidia_hipCtxGetFlags
+#define hipCtxEnablePeerAccess hip_nvidia_hipCtxEnablePeerAccess
+#define hipCtxDisablePeerAccess hip_nvidia_hipCtxDisablePeerAccess
 
 #ifndef __HIP_PLATFORM_NVIDIA__
 #define __HIP_PLATFORM_NVIDIA__ 1
@@ -194,3 +207,14 @@ cudaError_t cudaLaunchCooperativeKernelMultiDevice(cudaLaunchParams* launches, u
 #undef hipMalloc
 #undef hipHostMalloc
 #undef hipMallocManaged
+#undef hipCtxCreate
+#undef hipCtxDestroy
+#undef hipCtxSetCurrent
+#undef hipCtxGetCurrent
+#undef hipCtxPushCurrent
+#undef hipCtxPopCurrent
+#undef hipCtxSynchronize
+#undef hipCtxGetDevice
+#undef hipCtxGetFlags
+#undef hipCtxEnablePeerAccess
+#undef hipCtxDisablePeerAccess

@@ -349,3 +349,56 @@ HIP_NVIDIA_EXPORT hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int
 HIP_NVIDIA_EXPORT hipError_t hipMallocManaged(void** ptr, size_t size, unsigned int flags) {
   return hip_nvidia_hipMallocManaged(ptr, size, flags);
 }
+
+// --- contexts the user makes (hipCtx*: hipCtx_t is a CUcontext on the NVIDIA platform) ---------
+
+/// A context on `device`, pushed current.
+HIP_NVIDIA_EXPORT hipError_t hipCtxCreate(hipCtx_t* ctx, unsigned int flags, hipDevice_t device) {
+  return hip_nvidia_hipCtxCreate(ctx, flags, device);
+}
+
+/// Destroys a context (popped where the calling thread has it current).
+HIP_NVIDIA_EXPORT hipError_t hipCtxDestroy(hipCtx_t ctx) { return hip_nvidia_hipCtxDestroy(ctx); }
+
+/// Replaces the top of the calling thread's stack (NULL pops it).
+HIP_NVIDIA_EXPORT hipError_t hipCtxSetCurrent(hipCtx_t ctx) {
+  return hip_nvidia_hipCtxSetCurrent(ctx);
+}
+
+/// The calling thread's current context (NULL: none).
+HIP_NVIDIA_EXPORT hipError_t hipCtxGetCurrent(hipCtx_t* ctx) {
+  return hip_nvidia_hipCtxGetCurrent(ctx);
+}
+
+/// Pushes a context on the calling thread's stack.
+HIP_NVIDIA_EXPORT hipError_t hipCtxPushCurrent(hipCtx_t ctx) {
+  return hip_nvidia_hipCtxPushCurrent(ctx);
+}
+
+/// Pops the calling thread's current context.
+HIP_NVIDIA_EXPORT hipError_t hipCtxPopCurrent(hipCtx_t* ctx) {
+  return hip_nvidia_hipCtxPopCurrent(ctx);
+}
+
+/// Waits for the current context's work.
+HIP_NVIDIA_EXPORT hipError_t hipCtxSynchronize() { return hip_nvidia_hipCtxSynchronize(); }
+
+/// The current context's device.
+HIP_NVIDIA_EXPORT hipError_t hipCtxGetDevice(hipDevice_t* device) {
+  return hip_nvidia_hipCtxGetDevice(device);
+}
+
+/// The current context's flags.
+HIP_NVIDIA_EXPORT hipError_t hipCtxGetFlags(unsigned int* flags) {
+  return hip_nvidia_hipCtxGetFlags(flags);
+}
+
+/// Access from the current context to `peer`'s memory.
+HIP_NVIDIA_EXPORT hipError_t hipCtxEnablePeerAccess(hipCtx_t peer, unsigned int flags) {
+  return hip_nvidia_hipCtxEnablePeerAccess(peer, flags);
+}
+
+/// Undoes hipCtxEnablePeerAccess.
+HIP_NVIDIA_EXPORT hipError_t hipCtxDisablePeerAccess(hipCtx_t peer) {
+  return hip_nvidia_hipCtxDisablePeerAccess(peer);
+}
