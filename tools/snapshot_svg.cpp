@@ -91,6 +91,13 @@ double max_age(const nlohmann::json& snap) {
   return m;
 }
 
+/// An age in seconds with a unit that shows its digits: 2.5 s, 340 ms, 12 us.
+std::string age_text(double seconds) {
+  if (seconds >= 1) return fmt::format("{:.1f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.0f} ms", seconds * 1e3);
+  return fmt::format("{:.0f} us", seconds * 1e6);
+}
+
 }  // namespace
 
 picture snapshot_picture(const nlohmann::json& snap, snapshot_colour by) {
@@ -113,8 +120,8 @@ picture snapshot_picture(const nlohmann::json& snap, snapshot_colour by) {
                                                             {"free in pool block", "#eeeeee"}}
           : std::vector<std::pair<std::string, std::string>>{
                 {"new", age_colour(0)},
-                {fmt::format("{:.1f} s", age_ref / 2), age_colour(0.5)},
-                {fmt::format("{:.1f} s (oldest)", age_ref), age_colour(1)},
+                {age_text(age_ref / 2), age_colour(0.5)},
+                {age_text(age_ref) + " (oldest)", age_colour(1)},
                 {"untracked", "#cccccc"}};
   for (const auto& [name, colour] : legend) {
     c.rect(x, y - kFont + 2, 12, 12, colour, -1, "legend", name);
