@@ -41,11 +41,14 @@ const char* origin_name(detail::origin o) {
   return "unknown";
 }
 
-/// Whether frame f is memarea's or the C and C++ runtimes'.
+/// Whether frame f is memarea's, the C and C++ runtimes' or a sanitizer's (whose interceptor
+/// of backtrace() is a frame of every stack in such a build).
 bool inside_memarea_or_runtime(const std::string& f) {
   return f.find("libmemarea") != std::string::npos ||
          f.find("memarea::detail") != std::string::npos || f.rfind("memarea_", 0) == 0 ||
-         f.find("libc.so") != std::string::npos || f.find("libstdc++") != std::string::npos;
+         f.find("libc.so") != std::string::npos || f.find("libstdc++") != std::string::npos ||
+         f.find("libasan") != std::string::npos || f.find("libtsan") != std::string::npos ||
+         f.find("libubsan") != std::string::npos || f.find("libclang_rt") != std::string::npos;
 }
 
 /// The first frame of a stack outside memarea and the C and C++ runtimes (the user it names).
