@@ -108,7 +108,7 @@ def test_track_depth_from_the_environment(need_device, depth, asked, warned):
     assert r.returncode == 0, r.stderr
     frames, kept, walker = r.stdout.split()
     # The default is the walker's: 16 with libunwind, 8 with glibc's backtrace() (24 in a
-    # build with AddressSanitizer, which always takes glibc's).
+    # build with a sanitizer, which always takes glibc's).
     expected = asked if asked else int(kept)
     assert int(kept) == expected
     assert asked or (walker, expected) in {("libunwind", 16), ("backtrace", 8), ("backtrace", 24)}

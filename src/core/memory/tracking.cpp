@@ -91,13 +91,13 @@ struct walker {
   int depth = 0;
 };
 
-// AddressSanitizer's leak check at exit crashes in its tracer thread once libunwind is loaded
-// into a process that also holds the CUDA runtime (the HIP shim's tests): builds with it keep to
-// glibc's walker.
-#if defined(__SANITIZE_ADDRESS__)
+// Builds with a sanitizer keep to glibc's walker: with libunwind loaded, AddressSanitizer's leak
+// check crashed at exit in its tracer thread (beside the HIP shim's CUDA runtime), and threads
+// walking their stacks at once crashed under ThreadSanitizer.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MEMAREA_TRACK_WITH_LIBUNWIND 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define MEMAREA_TRACK_WITH_LIBUNWIND 0
 #endif
 #endif

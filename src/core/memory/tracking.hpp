@@ -21,9 +21,9 @@ inline constexpr int kFrames = 32;
 /// How many it keeps by default: glibc's backtrace() takes 50-300 ns a frame and the first
 /// four or five are memarea's own, so 8 name the caller and its nearest callers; libunwind,
 /// where it loads, takes a tenth of that and keeps 16 (docs/bench.md, `tracking`).
-#if defined(__SANITIZE_ADDRESS__)
-// Builds with AddressSanitizer use glibc's walker (tracking.cpp) and inline less, and ASan's
-// interceptor of backtrace() is a frame more: 24 reach as far as 16 do elsewhere.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Builds with a sanitizer use glibc's walker (tracking.cpp) and inline less, and the
+// sanitizer's interceptor of backtrace() is a frame more: 24 reach as far as 16 do elsewhere.
 inline constexpr int kDefaultDepth = 24;
 #else
 inline constexpr int kDefaultDepth = 8;
