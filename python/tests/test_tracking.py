@@ -115,3 +115,31 @@ def test_track_depth_from_the_environment(need_device, depth, asked, warned):
     # Python's interpreter is deep: a stack fills whatever depth it is given.
     assert int(frames) == expected, (frames, r.stderr)
     assert ("MEMAREA_TRACK_DEPTH" in r.stderr) == warned, r.stderr
+
+
+def test_a_snapshot_of_frames_whose_object_path_is_not_utf8(need_device, tmp_path):
+    """A program whose path is not UTF-8 (its frames name it) still gets its snapshot, the bad
+    bytes replaced."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    real = os.path.realpath(sys.executable)
+    where = os.path.join(os.fsencode(str(tmp_path)), b"bin\xff")
+    os.mkdir(where)
+    exe = os.path.join(where, b"python3")
+    shutil.copy2(os.fsencode(real), exe)
+    env = dict(os.environ, MEMAREA_TRACK="1", MEMAREA_TRACK_DEPTH="32",
+               PYTHONHOME=sys.base_prefix)
+    # Where the interpreter came from a virtual environment, its packages stay reachable.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [env.get("PYTHONPATH", "")] + sys.path if p)
+    probe = ("import memarea\n"
+             "buf = memarea.Area(0).alloc(1 << 20)\n"
+             "snap = memarea.snapshot(0)\n"
+             "frames = [f for d in snap['devices'] for b in d['blocks'] if 'track' in b\n"
+             "          for f in b['track']['stack']]\n"
+             "print(any('bin\\ufffd' in f for f in frames))\n"
+             "buf.free()\n")
+    r = subprocess.run([exe, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "True", (r.stdout, r.stderr)

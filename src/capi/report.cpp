@@ -88,7 +88,9 @@ memarea_status memarea_snapshot_json(char** json, int device) {
   return c_call(__func__, [&] {
     require(json, "json");
     *json = nullptr;
-    *json = c_string(memarea::report::snapshot_json(device).dump(2));
+    // Frames name objects and symbols by whatever bytes they have: not always UTF-8.
+    *json = c_string(memarea::report::snapshot_json(device).dump(
+        2, ' ', false, nlohmann::json::error_handler_t::replace));
   });
 }
 
