@@ -82,8 +82,8 @@ const int g_depth_asked = depth_from_environment();
 using walk_fn = int (*)(void**, int);
 
 /// How stacks are taken, chosen when tracking is first turned on: libunwind's unw_backtrace
-/// where libunwind.so.8 loads (it caches what it learns of each function: about a tenth of
-/// glibc's cost per frame), else glibc's backtrace(). Loaded RTLD_LOCAL, so that its _Unwind_*
+/// where libunwind.so.8 loads (it caches what it learns of each function, which glibc's
+/// walker looks up anew on every walk), else glibc's backtrace(). Loaded RTLD_LOCAL, so that its _Unwind_*
 /// never stand in for libgcc's under the program's exceptions.
 struct walker {
   walk_fn walk = nullptr;

@@ -18,9 +18,10 @@ inline constinit std::atomic<bool> g_on{false};
 
 /// The most return addresses a record can keep (MEMAREA_TRACK_DEPTH's ceiling).
 inline constexpr int kFrames = 32;
-/// How many it keeps by default: glibc's backtrace() takes 50-300 ns a frame and the first
-/// four or five are memarea's own, so 8 name the caller and its nearest callers; libunwind,
-/// where it loads, takes a tenth of that and keeps 16 (docs/bench.md, `tracking`).
+/// How many it keeps by default: glibc's backtrace() looks each frame's unwind table up anew and
+/// the first four or five frames are memarea's own, so 8 name the caller and its nearest callers
+/// within the cost a tracked allocation may add; libunwind, where it loads, caches what it
+/// learns and keeps 16 in that cost (docs/bench.md, `tracking`).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 // Builds with a sanitizer use glibc's walker (tracking.cpp) and inline less, and the
 // sanitizer's interceptor of backtrace() is a frame more: 24 reach as far as 16 do elsewhere.
