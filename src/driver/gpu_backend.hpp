@@ -531,7 +531,7 @@ class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
   // --- status translation through the vendor's error table -----------------------------------
 
   /// The call's status: success, or fail(r, fn). Success (every copy's case) builds no string.
-  dstatus call(result r, const char* fn) const {
+  [[gnu::always_inline]] dstatus call(result r, const char* fn) const {
     if (r == Vendor::success) [[likely]]
       return {};
     return fail(r, fn);

@@ -114,7 +114,7 @@ inline thread_state& this_thread_state() noexcept {
 }  // namespace
 
 endpoint locate(const void* p, std::size_t n, const char* role, const char* what) {
-  auto& ts = t_state;
+  auto& ts = this_thread_state();
   unsigned hint = ts.lookups.next - 1;  // the newest entry: not a copy's, which keep their own
   return locate_in(allocations(), ts.lookups, hint, p, n, role, what);
 }
