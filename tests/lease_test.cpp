@@ -199,6 +199,43 @@ TEST(Lease, ALivenessTestDoesNotTakeASweepAtWorkForTheOwner) {
   done.join();
 }
 
+// Another user's lease (root's `memarea ps`) is opened read-only: its liveness is read from the
+// locks without taking one, and a sweep at work on it is answered unknown at once, its lock
+// left as it was. The user's own lease opens read-write, as a sweep's does.
+TEST(Lease, AReadOnlyDescriptorOnlyLooksAtTheLocks) {
+  lease_child child(true);
+  ASSERT_NE(child.owner, 0u);
+  const int own = lease::open_for_reading(child.owner, false);
+  ASSERT_GE(own, 0);
+  EXPECT_EQ(fcntl(own, F_GETFL) & O_ACCMODE, O_RDWR) << "the user's own lease";
+  ::close(own);
+  const std::string path = "/dev/shm/memarea-lease-" + hex16(child.owner);
+  const int ro = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  EXPECT_EQ(lease::test(ro), lease::holder::alive);
+  const int sweep = lease::open(child.owner);
+  ASSERT_GE(sweep, 0);
+  flock fl{};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_len = 1;
+  fl.l_start = lease::kSweepLockByte;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (fcntl(sweep, F_OFD_SETLK, &fl) != 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(lease::test(ro), lease::holder::unknown) << "the sweep byte is held";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50))
+      << "a read-only look waits for nobody";
+  flock probe = fl;
+  ASSERT_EQ(fcntl(ro, F_OFD_GETLK, &probe), 0);
+  EXPECT_EQ(probe.l_type, F_WRLCK) << "the sweep's lock is still held";
+  ::close(sweep);
+  EXPECT_EQ(child.finish(), 0);
+  EXPECT_EQ(lease::test(ro), lease::holder::gone);
+  ::close(ro);
+}
+
 TEST(Lease, ObjectsWithoutALeaseAreRemovedAndOddFilesAreNot) {
   const std::uint64_t orphan = 0x0badc0de00000000ull | static_cast<std::uint64_t>(getpid());
   const std::string object = lease::object_name("test", orphan, 3, 16);

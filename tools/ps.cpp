@@ -29,9 +29,13 @@ std::string human(std::uint64_t bytes) {
 
 std::string device_name(int d) { return d == -1 ? "host" : d < -1 ? "?" : std::to_string(d); }
 
+/// A process as the text names it: by the pid that holds its lease here, or, where none was
+/// found, by the pid its table claims, said to be a claim (a table is the writer's word).
 std::string process_name(const nlohmann::json& who) {
-  return fmt::format("pid {} ({})", who.at("pid").get<long>(),
-                     who.at("owner").get<std::string>().substr(0, 8));
+  const std::string owner = who.at("owner").get<std::string>().substr(0, 8);
+  if (who.contains("pid_here") && !who.at("pid_here").is_null())
+    return fmt::format("pid {} ({})", who.at("pid_here").get<long>(), owner);
+  return fmt::format("{} (claims pid {})", owner, who.at("pid").get<long>());
 }
 
 }  // namespace

@@ -266,7 +266,8 @@ int open_for_reading(std::uint64_t owner, bool any_user) noexcept {
   const std::string name = lease_name(owner);
   char path[128];
   std::snprintf(path, sizeof path, "%s%s", kShmDir, name.c_str());
-  const int fd = ::open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  // Read-only first: another user's lease is only looked at, never locked or written.
+  int fd = ::open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -errno;
   // The stamp too: another name (a hard link) of some process's lease is not a second lease.
   struct stat st {};
@@ -275,7 +276,19 @@ int open_for_reading(std::uint64_t owner, bool any_user) noexcept {
     ::close(fd);
     return -EPERM;
   }
-  return fd;
+  if (st.st_uid != geteuid()) return fd;
+  // The user's own: read-write, so that test() takes the sweep byte as a sweep does. Still the
+  // file checked above, or nothing.
+  const int rw = ::open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  const int why = errno;
+  ::close(fd);
+  if (rw < 0) return -why;
+  struct stat again {};
+  if (fstat(rw, &again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
+    ::close(rw);
+    return -EPERM;
+  }
+  return rw;
 }
 
 std::optional<lease_table::decoded> read_table(int fd, std::string* why) noexcept {
@@ -356,7 +369,25 @@ int open(std::uint64_t owner) noexcept {
   return fd;
 }
 
+namespace {
+
+/// test() for a descriptor that may not lock: the sweep byte held is unknown (a sweep at work
+/// would make a dead owner look alive), else the owner's byte says.
+holder look(int fd) noexcept {
+  flock sweep_fl = byte_lock(F_WRLCK, kSweepByte);
+  if (fcntl(fd, F_OFD_GETLK, &sweep_fl) != 0 || sweep_fl.l_type != F_UNLCK)
+    return holder::unknown;
+  flock fl = byte_lock(F_WRLCK, kOwnerByte);
+  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return holder::unknown;
+  return fl.l_type == F_UNLCK ? holder::gone : holder::alive;
+}
+
+}  // namespace
+
 holder test(int fd, int* waits_left) noexcept {
+  const int mode = fcntl(fd, F_GETFL);
+  if (mode < 0) return holder::unknown;
+  if ((mode & O_ACCMODE) == O_RDONLY) return look(fd);
   // A sweep holds the owner's byte too, while it removes a dead owner's objects, and it takes
   // the sweep byte first: holding the sweep byte, we read the owner's byte as the owner's alone
   // (not a sweep's, which would make a dead owner look alive). Waited for as one sweep waits for

@@ -58,7 +58,8 @@ std::vector<std::uint64_t> owners();
 
 /// As open(owner), but also a lease of another user when `any_user` (root reading every
 /// process): still a regular file of no other's access, never a link; and one that ends in the
-/// stamp of its name (another name of a lease is refused, -EPERM).
+/// stamp of its name (another name of a lease is refused, -EPERM). Another user's lease is
+/// opened read-only: a report takes no lock on it (test() only looks at its locks).
 int open_for_reading(std::uint64_t owner, bool any_user) noexcept;
 
 /// Reads the usage table of the lease behind fd (lease_table::decode of two equal reads);
@@ -87,7 +88,9 @@ enum class holder { alive, gone, unknown };
 /// owner's objects is not taken for the owner; unknown if the kernel cannot say, or a sweep
 /// holds the lease for longer than a sweep waits for another. With waits_left, it waits at most
 /// that many times (as many as a sweep does at most) and takes them off: a reader of many leases
-/// bounds its waiting over all of them, however many hold their sweep byte.
+/// bounds its waiting over all of them, however many hold their sweep byte. A descriptor open
+/// read-only (another user's lease, open_for_reading) takes no lock: it only looks, and a held
+/// sweep byte is unknown at once.
 holder test(int fd, int* waits_left = nullptr) noexcept;
 
 /// test(open(owner)): gone when the lease does not exist.

@@ -38,15 +38,17 @@ std::string cli_path() {
   return e && *e ? e : MEMAREA_TEST_CLI;
 }
 
-json ps_of_the_cli() {
-  FILE* f = popen((cli_path() + " ps --json").c_str(), "r");
+std::string output_of_the_cli(const std::string& args) {
+  FILE* f = popen((cli_path() + " " + args).c_str(), "r");
   if (!f) throw std::runtime_error("popen");
   std::string out;
   char buf[4096];
   for (std::size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-  if (pclose(f) != 0) throw std::runtime_error("memarea ps --json failed: " + out);
-  return json::parse(out);
+  if (pclose(f) != 0) throw std::runtime_error("memarea " + args + " failed: " + out);
+  return out;
 }
+
+json ps_of_the_cli() { return json::parse(output_of_the_cli("ps --json")); }
 #endif
 
 /// The processes of `owners` in a ps document, by owner, with what a test can know of them:
@@ -117,7 +119,7 @@ TEST(UsageProcess, PsReportsThreeProcessesAndTheirSharingExactlyAndForgetsAKille
   EXPECT_EQ(b.ask("usage"), fmt_usage_line(nb, nb, nb, nc));
   EXPECT_EQ(c.ask("usage"), fmt_usage_line(nc, nc, nc, na + nb));
   auto who = [](child& p, const std::string& owner) {
-    return json{{"owner", owner}, {"pid", p.pid()}};
+    return json{{"owner", owner}, {"pid", p.pid()}, {"pid_here", p.pid()}};
   };
   auto process = [&](child& p, std::size_t n, std::size_t imported, json open_in, json imports) {
     return json{{"pid", p.pid()},
@@ -155,6 +157,13 @@ TEST(UsageProcess, PsReportsThreeProcessesAndTheirSharingExactlyAndForgetsAKille
   ASSERT_EQ(show(got), show(want));
 #ifdef MEMAREA_TEST_CLI
   EXPECT_EQ(show(of_owners(ps_of_the_cli(), owners)), show(want)) << "memarea ps --json";
+  // The text names the others by the pid that holds their lease here.
+  const std::string text = output_of_the_cli("ps");
+  auto named = [](child& p, const std::string& owner) {
+    return "pid " + std::to_string(p.pid()) + " (" + owner.substr(0, 8) + ")";
+  };
+  EXPECT_NE(text.find("open in " + named(c, oc)), std::string::npos) << text;
+  EXPECT_NE(text.find("from " + named(b, ob)), std::string::npos) << text;
 #endif
 
   // C killed: gone, and with it its place among the importers of A's and B's buffers; B's

@@ -266,7 +266,10 @@ nlohmann::json ps_json(const int* device) {
   for (const proc& p : procs) by_owner[p.owner] = &p;
   auto who = [&](std::uint64_t owner) {
     auto it = by_owner.find(owner);
-    return nlohmann::json{{"owner", hex16(owner)}, {"pid", it->second->t.pid}};
+    const long here = it->second->pid_here;
+    return nlohmann::json{{"owner", hex16(owner)},
+                          {"pid", it->second->t.pid},
+                          {"pid_here", here >= 0 ? nlohmann::json(here) : nlohmann::json(nullptr)}};
   };
   auto wanted = [&](int d) { return !device || *device == d; };
   std::map<std::uint64_t, nlohmann::json> imports;
