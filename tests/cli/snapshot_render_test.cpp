@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -143,5 +144,41 @@ TEST(SnapshotRender, OneFourAndEightDevices) {
     EXPECT_EQ(memarea_area_destroy(areas[d]), MEMAREA_SUCCESS);
   }
   EXPECT_EQ(memarea_free(h), MEMAREA_SUCCESS);
+  memarea_set_tracking(0);
+}
+
+// The age legend reads the oldest allocation's age and half of it in a unit that shows their
+// digits: seconds from 1 s, milliseconds from 1 ms, microseconds below.
+TEST(SnapshotRender, TheAgeLegendTakesAUnitThatShowsItsDigits) {
+  memarea_set_tracking(1);
+  memarea_area_t area = nullptr;
+  ASSERT_EQ(memarea_area_create(&area, 0, 0), MEMAREA_SUCCESS);
+  void* p = nullptr;
+  ASSERT_EQ(memarea_area_mmap(area, &p, std::size_t{1} << 20, nullptr), MEMAREA_SUCCESS);
+  const nlohmann::json taken = take_snapshot();
+  auto legend_of = [&](double age) {
+    nlohmann::json snap = taken;
+    for (auto& d : snap["devices"])
+      for (auto& b : d["blocks"]) {
+        if (b.contains("track")) b["track"]["age_s"] = age;
+        if (b.contains("pieces"))
+          for (auto& piece : b["pieces"]) piece["track"]["age_s"] = age;
+      }
+    std::vector<std::string> out;
+    for (const auto& t : snapshot_picture(snap, snapshot_colour::age).texts)
+      if (t.text.find("(oldest)") != std::string::npos || t.text.find(" s") != std::string::npos ||
+          t.text.find(" ms") != std::string::npos || t.text.find(" us") != std::string::npos)
+        out.push_back(t.text);
+    return out;
+  };
+  auto has = [](const std::vector<std::string>& texts, const std::string& want) {
+    return std::find(texts.begin(), texts.end(), want) != texts.end();
+  };
+  const auto seconds = legend_of(5.0), millis = legend_of(0.5), micros = legend_of(0.0004);
+  EXPECT_TRUE(has(seconds, "5.0 s (oldest)") && has(seconds, "2.5 s")) << seconds.size();
+  EXPECT_TRUE(has(millis, "500 ms (oldest)") && has(millis, "250 ms")) << millis.size();
+  EXPECT_TRUE(has(micros, "400 us (oldest)") && has(micros, "200 us")) << micros.size();
+  EXPECT_EQ(memarea_area_munmap(area, p, std::size_t{1} << 20), MEMAREA_SUCCESS);
+  EXPECT_EQ(memarea_area_destroy(area), MEMAREA_SUCCESS);
   memarea_set_tracking(0);
 }
