@@ -64,11 +64,7 @@ dstatus sim_driver::context_set_current(native_context c) {
     if (!stack.empty()) stack.pop_back();
     return dstatus::success();
   }
-  {
-    std::lock_guard lk(ctx_m_);
-    if (!contexts_.count(key(c)))
-      return fail(errc::invalid_context, "context {} is not a live context", c);
-  }
+  if (auto st = live_context(c, nullptr, nullptr); !st.ok()) return st;
   if (stack.empty())
     stack.push_back(key(c));
   else
@@ -89,11 +85,7 @@ dstatus sim_driver::context_get_current(native_context* c) {
 }
 
 dstatus sim_driver::context_push(native_context c) {
-  {
-    std::lock_guard lk(ctx_m_);
-    if (!contexts_.count(key(c)))
-      return fail(errc::invalid_context, "context {} is not a live context", c);
-  }
+  if (auto st = live_context(c, nullptr, nullptr); !st.ok()) return st;
   t_stacks[instance_].push_back(key(c));
   return dstatus::success();
 }
@@ -113,24 +105,24 @@ dstatus sim_driver::context_synchronize(native_context c) {
   return device_synchronize(device);
 }
 
-dstatus sim_driver::context_get_device(native_context c, int* device) {
-  if (!device) return fail(errc::invalid_value, "device is null");
+dstatus sim_driver::live_context(native_context c, int* device, unsigned* flags) {
   std::lock_guard lk(ctx_m_);
   auto it = contexts_.find(key(c));
   if (it == contexts_.end())
     return fail(errc::invalid_context, "context {} is not a live context", c);
-  *device = it->second.device;
+  if (device) *device = it->second.device;
+  if (flags) *flags = it->second.flags;
   return dstatus::success();
+}
+
+dstatus sim_driver::context_get_device(native_context c, int* device) {
+  if (!device) return fail(errc::invalid_value, "device is null");
+  return live_context(c, device, nullptr);
 }
 
 dstatus sim_driver::context_get_flags(native_context c, unsigned* flags) {
   if (!flags) return fail(errc::invalid_value, "flags is null");
-  std::lock_guard lk(ctx_m_);
-  auto it = contexts_.find(key(c));
-  if (it == contexts_.end())
-    return fail(errc::invalid_context, "context {} is not a live context", c);
-  *flags = it->second.flags;
-  return dstatus::success();
+  return live_context(c, nullptr, flags);
 }
 
 dstatus sim_driver::context_enable_peer_access(native_context peer, unsigned flags) {

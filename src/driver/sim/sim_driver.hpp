@@ -241,6 +241,9 @@ class sim_driver final : public driver {
     unsigned flags = 0;
     std::vector<std::uintptr_t> peers;  ///< contexts whose memory it may access
   };
+  /// Whether c is a live context (invalid_context if not), with its device and flags where
+  /// asked (sim_context.cpp; takes ctx_m_).
+  dstatus live_context(native_context c, int* device, unsigned* flags);
   std::mutex ctx_m_;  ///< guards the two below; taken without m_
   std::map<std::uintptr_t, user_context> contexts_;
   std::uintptr_t next_context_ = 0;  ///< the last handle given out (never reused)
