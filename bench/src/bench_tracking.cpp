@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <functional>
 #include <iostream>
 
@@ -22,6 +23,8 @@ namespace {
 /// driver call, in smaller batches.
 constexpr int kPoolBatch = 1000;
 constexpr int kAreaBatch = 20;
+
+using clock_type = std::chrono::steady_clock;
 
 void set_tracking(bool on) {
   if (memarea_set_tracking(on ? 1 : 0) != MEMAREA_SUCCESS)
@@ -38,6 +41,26 @@ void tracking_cost(context& ctx) {
   area a(0);
   pool p(a);
   p.deallocate(p.allocate(4096));  // the pool's block exists: the round trips stay in it
+  // First use, once per process: turning tracking on for the first time (the stack walker
+  // found and loaded) and the first tracked round trip (its first walk), against one round
+  // trip with tracking off. One sample a side: a process has one first time.
+  if (was == 0) {
+    auto time_ns = [](const std::function<void()>& f) {
+      const auto t0 = clock_type::now();
+      f();
+      return std::chrono::duration<double, std::nano>(clock_type::now() - t0).count();
+    };
+    const double off = time_ns([&] { p.deallocate(p.allocate(4096)); });
+    const double first = time_ns([&] {
+      set_tracking(true);
+      p.deallocate(p.allocate(4096));
+    });
+    set_tracking(false);
+    row r = measured_row("tracking", "first use: turned on, then one pool round trip (4 KiB)",
+                         "ns", {first}, {off}, "one round trip, tracking off");
+    r.note = "once per process: the walker loaded and the first stack walked";
+    ctx.add(r);
+  }
   auto run = [&](const char* variant, int batch, double target_ns,
                  std::function<void()> once) {
     const std::function<void()> on = [&] {
@@ -71,7 +94,8 @@ void tracking_cost(context& ctx) {
 }
 
 const registrar reg("tracking", tracking_cost,
-                    {"tracking: pool round trip with tracking on against off",
+                    {"tracking: first use (turned on, one round trip) against one round trip off",
+                     "tracking: pool round trip with tracking on against off",
                      "tracking: area round trip with tracking on against off"});
 
 }  // namespace
