@@ -372,7 +372,9 @@ int open(std::uint64_t owner) noexcept {
 namespace {
 
 /// test() for a descriptor that may not lock: the sweep byte held is unknown (a sweep at work
-/// would make a dead owner look alive), else the owner's byte says.
+/// would make a dead owner look alive), else the owner's byte says. A sweep that starts between
+/// the two looks can make a dead owner read alive this once: such descriptors serve reports
+/// (open_for_reading), never a decision to remove or keep anything.
 holder look(int fd) noexcept {
   flock sweep_fl = byte_lock(F_WRLCK, kSweepByte);
   if (fcntl(fd, F_OFD_GETLK, &sweep_fl) != 0 || sweep_fl.l_type != F_UNLCK)
