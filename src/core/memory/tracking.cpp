@@ -91,17 +91,10 @@ struct walker {
   int depth = 0;
 };
 
-// Builds with a sanitizer keep to glibc's walker: with libunwind loaded, AddressSanitizer's leak
-// check crashed at exit in its tracer thread (beside the HIP shim's CUDA runtime), and threads
-// walking their stacks at once crashed under ThreadSanitizer.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Builds with a sanitizer keep to glibc's walker (tracking.hpp says why).
+#ifdef MEMAREA_TRACK_UNDER_SANITIZER
 #define MEMAREA_TRACK_WITH_LIBUNWIND 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define MEMAREA_TRACK_WITH_LIBUNWIND 0
-#endif
-#endif
-#ifndef MEMAREA_TRACK_WITH_LIBUNWIND
+#else
 #define MEMAREA_TRACK_WITH_LIBUNWIND 1
 #endif
 

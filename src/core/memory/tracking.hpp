@@ -22,9 +22,20 @@ inline constexpr int kFrames = 32;
 /// the first four or five frames are memarea's own, so 8 name the caller and its nearest callers
 /// within the cost a tracked allocation may add; libunwind, where it loads, caches what it
 /// learns and keeps 16 in that cost (docs/bench.md, `tracking`).
+///
+/// Builds with AddressSanitizer or ThreadSanitizer (GCC's and clang's spellings) keep to glibc's
+/// walker (tracking.cpp): with libunwind loaded, AddressSanitizer's leak check crashed at exit in
+/// its tracer thread (beside the HIP shim's CUDA runtime), and threads walking their stacks at
+/// once crashed under ThreadSanitizer. They also inline less, and the sanitizer's interceptor of
+/// backtrace() is a frame more: 24 frames reach there as far as 16 do elsewhere.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-// Builds with a sanitizer use glibc's walker (tracking.cpp) and inline less, and the
-// sanitizer's interceptor of backtrace() is a frame more: 24 reach as far as 16 do elsewhere.
+#define MEMAREA_TRACK_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MEMAREA_TRACK_UNDER_SANITIZER 1
+#endif
+#endif
+#ifdef MEMAREA_TRACK_UNDER_SANITIZER
 inline constexpr int kDefaultDepth = 24;
 #else
 inline constexpr int kDefaultDepth = 8;
