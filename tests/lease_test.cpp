@@ -44,6 +44,29 @@ bool make(const std::string& name) {
   return true;
 }
 
+/// A lock of one byte of a lease, at byte `at`.
+flock one_byte(short type, off_t at) {
+  flock fl{};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = at;
+  fl.l_len = 1;
+  return fl;
+}
+
+/// Takes the sweep byte of the lease behind fd as a sweep does (another process's sweep may
+/// hold it for a moment while it finds the owner alive): whether it got it within 5 s.
+bool take_sweep_byte(int fd) {
+  flock fl = one_byte(F_WRLCK, lease::kSweepLockByte);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    fl = one_byte(F_WRLCK, lease::kSweepLockByte);
+  }
+  return true;
+}
+
 /// A child of fork() that makes its lease and one object, tells its owner through a pipe, and
 /// then exits with _exit (no cleanup) or waits for its stdin to close (alive).
 struct lease_child {
@@ -173,22 +196,12 @@ TEST(Lease, ALivenessTestDoesNotTakeASweepAtWorkForTheOwner) {
   ASSERT_NE(child.owner, 0u);
   const int sweep = lease::open(child.owner);
   ASSERT_GE(sweep, 0);
-  flock fl{};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_len = 1;
-  fl.l_start = lease::kSweepLockByte;
-  // (Another process's sweep holds it for a moment while it finds the child alive.)
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (fcntl(sweep, F_OFD_SETLK, &fl) != 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(fcntl(sweep, F_OFD_GETLK, &fl), 0);
-  ASSERT_EQ(fl.l_type, F_UNLCK) << "another sweep held the sweep byte for 5 s";
-  fl.l_type = F_WRLCK;
+  ASSERT_TRUE(take_sweep_byte(sweep)) << "another sweep held the sweep byte for 5 s";
   EXPECT_NE(lease::test_owner(child.owner), lease::holder::gone) << "a live owner taken for gone";
   EXPECT_EQ(child.finish(), 0);
-  fl.l_start = 0;  // the owner's byte, free now that the owner is dead: the sweep at work
-  ASSERT_EQ(fcntl(sweep, F_OFD_SETLK, &fl), 0);
+  // The owner's byte, free now that the owner is dead: the sweep at work.
+  flock owner_byte = one_byte(F_WRLCK, 0);
+  ASSERT_EQ(fcntl(sweep, F_OFD_SETLK, &owner_byte), 0);
   EXPECT_NE(lease::test_owner(child.owner), lease::holder::alive)
       << "a sweep at work taken for the owner";
   std::thread done([&] {
@@ -215,14 +228,8 @@ TEST(Lease, AReadOnlyDescriptorOnlyLooksAtTheLocks) {
   EXPECT_EQ(lease::test(ro), lease::holder::alive);
   const int sweep = lease::open(child.owner);
   ASSERT_GE(sweep, 0);
-  flock fl{};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_len = 1;
-  fl.l_start = lease::kSweepLockByte;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (fcntl(sweep, F_OFD_SETLK, &fl) != 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(take_sweep_byte(sweep)) << "another sweep held the sweep byte for 5 s";
+  const flock fl = one_byte(F_WRLCK, lease::kSweepLockByte);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(lease::test(ro), lease::holder::unknown) << "the sweep byte is held";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50))
