@@ -37,21 +37,10 @@ def child(kind, shim, steps, reps):
     elif kind in ("probe", "floor"):
         alloc = torch.cuda.memory.CUDAPluggableAllocator(shim, kind + "_malloc", kind + "_free")
         torch.cuda.memory.change_current_allocator(alloc)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
-        torch.nn.ReLU(), torch.nn.Linear(4096, 1024)).cuda()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    x = torch.randn(256, 1024, device="cuda")
-    y = torch.randn(256, 1024, device="cuda")
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "python", "bench"))
+    from bench_frameworks import mlp_step
+    step = mlp_step(torch)
     for _ in range(10):
         step()
     torch.cuda.synchronize()

@@ -199,10 +199,9 @@ def child_empty(args) -> dict:
             "peak_live": peak_live}
 
 
-def child_mlp(args) -> dict:
-    torch, memarea, pool, _ = _setup(args.allocator, args.stand_in)
-    if not hasattr(torch, "nn"):
-        return {"skipped": "the torch stand-in has no nn"}
+def mlp_step(torch):
+    """One training step of the MLP case (1024-4096-4096-1024, batch 256, Adam) as a callable
+    returning the loss; the model, optimiser and data made here on the current CUDA device."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
@@ -218,6 +217,14 @@ def child_mlp(args) -> dict:
         opt.step()
         return loss
 
+    return step
+
+
+def child_mlp(args) -> dict:
+    torch, memarea, pool, _ = _setup(args.allocator, args.stand_in)
+    if not hasattr(torch, "nn"):
+        return {"skipped": "the torch stand-in has no nn"}
+    step = mlp_step(torch)
     for _ in range(10):
         step()
     torch.cuda.synchronize()
