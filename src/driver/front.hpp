@@ -123,7 +123,7 @@ class driver_front {
   dstatus memset_elements_async(void* dst, std::uint32_t value, size_t count, unsigned width,
                                 int device, native_stream s) {
     const bool bad_width = (width != 1 && width != 2 && width != 4) ||
-                           reinterpret_cast<std::uintptr_t>(dst) % width != 0;
+                           (reinterpret_cast<std::uintptr_t>(dst) & (width - 1)) != 0;
     if ((count > 0 && !dst) || bad_width || bad_device(device)) [[unlikely]]
       return refuse_memset(dst, count, width, device);
     if (count == 0) return {};

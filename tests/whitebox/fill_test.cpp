@@ -303,6 +303,22 @@ TEST(Memset, RefusalsWriteNothing) {
                   MEMAREA_ERROR_INVALID_VALUE);
     EXPECT_STATUS(memarea_memset(k.p, 0xDEAD, std::numeric_limits<std::size_t>::max() / 2, 2),
                   MEMAREA_ERROR_INVALID_VALUE);
+    EXPECT_STATUS(memarea_memset(k.p, 0xDEADBEEF, std::numeric_limits<std::size_t>::max() / 4, 4),
+                  MEMAREA_ERROR_INVALID_VALUE);
+    // The same refusals on a named stream (its own path to the driver).
+    if (memarea::device_count() > 0) {
+      memarea::stream s(0);
+      EXPECT_MEMAREA_ERROR(memset_async(k.p, 1, 4, 3, s), errc::invalid_value);
+      EXPECT_MEMAREA_ERROR(memset_async(k.p, 0x1A5C3, 4, 2, s), errc::invalid_value);
+      EXPECT_MEMAREA_ERROR(memset_async(k.p + 2, 0xDEADBEEF, 4, 4, s), errc::invalid_value);
+      EXPECT_MEMAREA_ERROR(
+          memset_async(k.p, 0xDEADBEEF, std::numeric_limits<std::size_t>::max() / 4, 4, s),
+          errc::invalid_value);
+      if (k.room)
+        EXPECT_MEMAREA_ERROR(memset_async(k.p + 4, 0xDEADBEEF, k.room / 4, 4, s),
+                             errc::invalid_value);
+      s.synchronize();
+    }
     // Count 0 sets nothing and succeeds, whatever the pointer.
     EXPECT_STATUS(memarea_memset(k.p + 1, 0xDEADBEEF, 0, 4), MEMAREA_SUCCESS);
     ASSERT_EQ(read(k.p, n), before);

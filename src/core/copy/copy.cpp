@@ -5,6 +5,7 @@
 //                                             buffers (faster than the driver's own staging,
 //                                             which does not overlap its two halves as well)
 #include "core/copy/copy_impl.hpp"
+#include "core/copy/locate.hpp"
 #include "core/peer/peer_impl.hpp"
 #include "core/memory/registry.hpp"
 #include "core/stream_impl.hpp"
@@ -30,10 +31,8 @@
 namespace memarea {
 namespace detail {
 
-namespace {
-
-// The refusals of locate(), out of line and cold: the messages are built only when a copy is
-// refused, and their code stays off the path of the copies that are not.
+// The refusals of locate() (locate.hpp), out of line and cold: the messages are built only when a
+// copy is refused, and their code stays off the path of the copies that are not.
 
 [[noreturn, gnu::cold, gnu::noinline]] void refuse_null(const char* role, const char* what) {
   throw error(errc::invalid_value, fmt::format("{}: {} pointer is NULL", what, role));
@@ -47,7 +46,6 @@ namespace {
                           what, role, p, n, base, size));
 }
 
-/// locate() for a pointer memarea did not allocate: the driver's word, or pageable memory.
 [[gnu::noinline]] endpoint locate_unregistered(const void* p, std::size_t n, const char* role,
                                                const char* what) {
   endpoint e;
@@ -70,54 +68,7 @@ namespace {
   return e;
 }
 
-/// The calling thread's state of copies, in one thread-local block so that a copy pays for one
-/// thread-local lookup (a call to __tls_get_addr in a shared library). Trivially constructed
-/// and destroyed: no guard or wrapper on access.
-struct thread_state {
-  copy_path last = copy_path::none;  ///< last_copy_path()
-  registry_cache::cache lookups;     ///< locate()'s recent answers
-  /// Where in `lookups` the last copy found its destination and its source (registry::lookup's
-  /// hints): a loop of copies finds each at the first entry it asks.
-  unsigned dst_hint = 0, src_hint = 0;
-};
 thread_local constinit thread_state t_state{};
-
-/// The calling thread's t_state, fetched once per copy. The empty asm hides where the pointer
-/// came from: otherwise GCC recomputes a thread-local address (a call to __tls_get_addr in a
-/// shared library) at every use rather than keep it in a register or on the stack.
-inline thread_state& this_thread_state() noexcept {
-  thread_state* ts = &t_state;
-  asm("" : "+r"(ts));
-  return *ts;
-}
-
-/// locate() on the registry `reg` with the calling thread's cache `lookups` (both fetched once
-/// per copy by the caller), starting at the entry `hint` names. Inlined: the common case is a
-/// handful of compares.
-[[gnu::always_inline]] inline endpoint locate_in(const registry& reg,
-                                                 registry_cache::cache& lookups, unsigned& hint,
-                                                 const void* p, std::size_t n, const char* role,
-                                                 const char* what) {
-  if (!p) [[unlikely]]
-    refuse_null(role, what);
-  // Read from the cache entry at once (the next lookup may overwrite it), not copied first.
-  if (const span_info* r = reg.lookup(p, lookups, hint)) [[likely]] {
-    const auto offset = static_cast<std::size_t>(static_cast<const char*>(p) -
-                                                 static_cast<const char*>(r->base));
-    if (n > r->size - offset) [[unlikely]]
-      refuse_past_end(p, n, r->base, r->size, role, what);
-    return {r->kind, r->device, r->context_device};
-  }
-  return locate_unregistered(p, n, role, what);
-}
-
-}  // namespace
-
-endpoint locate(const void* p, std::size_t n, const char* role, const char* what) {
-  auto& ts = this_thread_state();
-  unsigned hint = ts.lookups.next - 1;  // the newest entry: not a copy's, which keep their own
-  return locate_in(allocations(), ts.lookups, hint, p, n, role, what);
-}
 
 namespace {
 

@@ -6,6 +6,7 @@
 // allocation, before anything is queued. (Between two devices the driver's own 2D copy runs,
 // with peer access or without: memarea's pipelined staging is for contiguous copies.)
 #include "core/copy/copy_impl.hpp"
+#include "core/copy/locate.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "driver/host/host.hpp"

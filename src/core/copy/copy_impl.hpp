@@ -19,12 +19,6 @@ struct endpoint {
     return (kind == MEMAREA_MEMORY_DEVICE || kind == MEMAREA_MEMORY_IPC_IMPORTED) && device >= 0;
   }
 };
-/// Locates p and checks that [p, p+n) stays inside its allocation (invalid_value otherwise,
-/// naming `role` and `what`); NULL is invalid_value. Memory memarea allocated is found in its
-/// registry (from the calling thread's cache, without a lock, while no allocation came or
-/// went: registry::locate); other pointers are asked of the driver on every call, since
-/// memory the driver made for someone else may come and go without memarea seeing it.
-endpoint locate(const void* p, std::size_t n, const char* role, const char* what);
 
 /// The device whose default stream runs a copy when the caller names no stream: the device
 /// side of the copy, else whoever allocated either end, else the current device. (A memset

@@ -5,6 +5,7 @@
 // reach it. Checked as copies are: the whole range inside its allocation, before anything is
 // queued.
 #include "core/copy/copy_impl.hpp"
+#include "core/copy/locate.hpp"
 #include "core/stream_impl.hpp"
 #include "core/system.hpp"
 #include "driver/host/host.hpp"
@@ -41,20 +42,22 @@ namespace {
 }
 
 /// The bytes a memset covers after its checks (the refusals above, in that order); 0 when
-/// count is 0, which sets nothing whatever dst is (as a copy of 0 bytes).
+/// count is 0, which sets nothing whatever dst is (as a copy of 0 bytes). No division: the
+/// element sizes are powers of two, and this is on every memset's fixed cost.
 [[gnu::always_inline]] inline std::size_t memset_bytes(const void* dst, std::uint32_t value,
                                                        std::size_t count, std::size_t width,
                                                        const char* what) {
   const bool bad_width = width != 1 && width != 2 && width != 4;
-  const bool wide_value = !bad_width && width < 4 && (value >> (8 * width)) != 0;
+  const bool wide_value = width < 4 && (value >> (8 * width)) != 0;
   if (bad_width || wide_value) [[unlikely]]
     refuse_memset(dst, value, count, width, what);
   if (count == 0) return 0;
   const auto at = reinterpret_cast<std::uintptr_t>(dst);
-  if (!dst || at % width != 0 ||
-      count > (std::numeric_limits<std::uintptr_t>::max() - at) / width) [[unlikely]]
+  const unsigned shift = static_cast<unsigned>(width >> 1);  // log2 of 1, 2 and 4
+  if (!dst || (at & (width - 1)) != 0 ||
+      count > ((std::numeric_limits<std::uintptr_t>::max() - at) >> shift)) [[unlikely]]
     refuse_memset(dst, value, count, width, what);
-  return count * width;
+  return count << shift;
 }
 
 /// memset_async's driver refusal, with the likely cause named where the stream is another
@@ -114,12 +117,20 @@ void memset_async(void* dst, std::uint32_t value, std::size_t count, std::size_t
     detail::host::fill(dst, value, count, width);
     return;
   }
-  const detail::stream_ref on = s ? detail::stream_ref{s->device, s->native}
-                                  : detail::stream_ref{detail::default_device(e, e), nullptr};
-  const detail::dstatus queued =
-      gpu.memset_elements_async(dst, value, count, width, on.device, on.native);
+  if (s) [[likely]] {
+    // The front's checks are memset_bytes' (width, value, alignment, NULL) and a named
+    // stream's device is one of them: straight to the backend, on the memset's fixed cost.
+    const detail::dstatus queued =
+        gpu.backend().memset_elements_async(dst, value, count, width, s->device, s->native);
+    if (!queued.ok()) [[unlikely]]
+      detail::refuse_queued(queued, e, dst, s->device);
+    return;
+  }
+  const int device = detail::default_device(e, e);
+  const detail::dstatus queued = gpu.memset_elements_async(dst, value, count, width, device,
+                                                           nullptr);
   if (!queued.ok()) [[unlikely]]
-    detail::refuse_queued(queued, e, dst, on.device);
+    detail::refuse_queued(queued, e, dst, device);
 }
 
 }  // namespace memarea

@@ -1,0 +1,75 @@
+// locate(): where a pointer of a copy, memset or 2D copy lives, and the calling thread's state
+// of copies that makes it cheap. Inline, since it is on every copy's fixed cost: the common case
+// is one thread-local fetch and a handful of compares against the thread's cache of the
+// registry's answers (registry::lookup).
+#pragma once
+
+#include "core/copy/copy_impl.hpp"
+#include "core/memory/registry.hpp"
+
+#include <cstddef>
+
+namespace memarea::detail {
+
+/// The calling thread's state of copies, in one thread-local block so that a copy pays for one
+/// thread-local lookup (a call to __tls_get_addr in a shared library). Trivially constructed
+/// and destroyed: no guard or wrapper on access.
+struct thread_state {
+  copy_path last = copy_path::none;  ///< last_copy_path()
+  registry_cache::cache lookups;     ///< locate()'s recent answers
+  /// Where in `lookups` the last copy found its destination and its source (registry::lookup's
+  /// hints): a loop of copies finds each at the first entry it asks.
+  unsigned dst_hint = 0, src_hint = 0;
+};
+/// Every thread's (copy.cpp defines it).
+extern thread_local constinit thread_state t_state;
+
+/// The calling thread's t_state, fetched once per call. The empty asm hides where the pointer
+/// came from: otherwise GCC recomputes a thread-local address (a call to __tls_get_addr in a
+/// shared library) at every use rather than keep it in a register or on the stack.
+inline thread_state& this_thread_state() noexcept {
+  thread_state* ts = &t_state;
+  asm("" : "+r"(ts));
+  return *ts;
+}
+
+/// locate()'s refusals: invalid_value naming `role` and `what`.
+[[noreturn, gnu::cold]] void refuse_null(const char* role, const char* what);
+[[noreturn, gnu::cold]] void refuse_past_end(const void* p, std::size_t n, const void* base,
+                                             std::size_t size, const char* role,
+                                             const char* what);
+/// locate() for a pointer memarea did not allocate: the driver's word, or pageable memory.
+endpoint locate_unregistered(const void* p, std::size_t n, const char* role, const char* what);
+
+/// locate() on the registry `reg` with the calling thread's cache `lookups` (both fetched once
+/// per call by the caller), starting at the entry `hint` names.
+[[gnu::always_inline]] inline endpoint locate_in(const registry& reg,
+                                                 registry_cache::cache& lookups, unsigned& hint,
+                                                 const void* p, std::size_t n, const char* role,
+                                                 const char* what) {
+  if (!p) [[unlikely]]
+    refuse_null(role, what);
+  // Read from the cache entry at once (the next lookup may overwrite it), not copied first.
+  if (const span_info* r = reg.lookup(p, lookups, hint)) [[likely]] {
+    const auto offset = static_cast<std::size_t>(static_cast<const char*>(p) -
+                                                 static_cast<const char*>(r->base));
+    if (n > r->size - offset) [[unlikely]]
+      refuse_past_end(p, n, r->base, r->size, role, what);
+    return {r->kind, r->device, r->context_device};
+  }
+  return locate_unregistered(p, n, role, what);
+}
+
+/// Locates p and checks that [p, p+n) stays inside its allocation (invalid_value otherwise,
+/// naming `role` and `what`); NULL is invalid_value. Memory memarea allocated is found in its
+/// registry (from the calling thread's cache, without a lock, while no allocation came or
+/// went: registry::locate); other pointers are asked of the driver on every call, since
+/// memory the driver made for someone else may come and go without memarea seeing it.
+[[gnu::always_inline]] inline endpoint locate(const void* p, std::size_t n, const char* role,
+                                              const char* what) {
+  auto& ts = this_thread_state();
+  unsigned hint = ts.lookups.next - 1;  // the newest entry: not a copy's, which keep their own
+  return locate_in(allocations(), ts.lookups, hint, p, n, role, what);
+}
+
+}  // namespace memarea::detail
