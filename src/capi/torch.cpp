@@ -6,6 +6,7 @@
 // changes (memarea.torch.use_pool), and a piece must go back to the pool it came from, from
 // any thread and after the change. PyTorch keeps the same table on its side of the call.
 #include "base/fork_safety.hpp"
+#include "base/pointer_table.hpp"
 #include "capi/c_call.hpp"
 #include "core/pool/pool_impl.hpp"
 #include "core/stream_impl.hpp"
@@ -19,7 +20,6 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,11 +39,13 @@ struct torch_piece {
 };
 
 /// The live pieces by address, in shards so that threads freeing different pieces seldom meet.
+/// An array per shard (pointer_table), not a node-based map: an allocation and a free of a
+/// node for every piece cost more than the rest of the table's work.
 struct torch_table {
   static constexpr std::size_t kShards = 16;
   struct shard {
     ranked_mutex m{lock_rank::torch_pieces};
-    std::unordered_map<std::uintptr_t, torch_piece> live;
+    pointer_table<torch_piece> live;
   };
   std::array<shard, kShards> shards;
   std::atomic<std::size_t> refused{0};
@@ -150,14 +152,14 @@ void torch_free(void* ptr, std::ptrdiff_t size, void* stream) {
   torch_piece piece{};
   {
     std::lock_guard lock(sh.m);
-    auto it = sh.live.find(key);
-    if (it == sh.live.end())
+    const torch_piece* found = sh.live.find(key);
+    if (!found)
       refuse(fmt::format("{} was not handed out by memarea_torch_malloc, or is freed already",
                          ptr));
-    if (size != 0 && static_cast<std::size_t>(size) != it->second.size)
-      refuse(fmt::format("{} holds {} bytes, not {}", ptr, it->second.size, size));
-    piece = it->second;
-    sh.live.erase(it);
+    if (size != 0 && static_cast<std::size_t>(size) != found->size)
+      refuse(fmt::format("{} holds {} bytes, not {}", ptr, found->size, size));
+    piece = *found;
+    sh.live.erase(key);
   }
   memarea_stream_t s = stream_for(stream, piece.device);
   try {
@@ -165,7 +167,7 @@ void torch_free(void* ptr, std::ptrdiff_t size, void* stream) {
   } catch (...) {
     // Still the pool's (a free that throws changes nothing): kept, so that a retry may work.
     std::lock_guard lock(sh.m);
-    sh.live.emplace(key, piece);
+    sh.live.insert_or_assign(key, piece);
     throw;
   }
 }
@@ -220,11 +222,11 @@ memarea_status memarea_torch_get_stats(memarea_torch_stats* stats, memarea_pool_
     memarea_torch_stats out{0, 0, t.refused.load(std::memory_order_relaxed)};
     for (auto& sh : t.shards) {
       std::lock_guard lock(sh.m);
-      for (const auto& [p, piece] : sh.live) {
-        if (pool && piece.pool != pool) continue;
+      sh.live.for_each([&](std::uintptr_t, const memarea::detail::torch_piece& piece) {
+        if (pool && piece.pool != pool) return;
         ++out.live_pieces;
         out.live_bytes += piece.size;
-      }
+      });
     }
     *stats = out;
   });

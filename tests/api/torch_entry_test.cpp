@@ -187,6 +187,42 @@ TEST(TorchAllocator, RefusesUnknownFrees) {
   EXPECT_EQ(torch_stats().live_pieces, before.live_pieces);
 }
 
+// Thousands of pieces live at once (the table of pieces grows many times over), then freed in
+// a scrambled order with their sizes checked: every one is still found, a wrong size is still
+// refused, and the counts come back to where they were.
+TEST(TorchAllocator, ThousandsLiveAtOnceFreedInAnyOrder) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  pluggable t;
+  ASSERT_NE(t.alloc, nullptr);
+  const auto before = torch_stats();
+  constexpr std::size_t kPieces = 5000;
+  std::vector<std::pair<void*, ssize_t>> live;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < kPieces; ++i) {
+    const ssize_t n = 256 + static_cast<ssize_t>((i * 7919) % 4096);
+    void* p = t.alloc(n, 0, nullptr);
+    ASSERT_NE(p, nullptr) << memarea_last_error_message();
+    live.emplace_back(p, n);
+    bytes += static_cast<std::size_t>(n);
+  }
+  auto now = torch_stats();
+  EXPECT_EQ(now.live_pieces, before.live_pieces + kPieces);
+  EXPECT_EQ(now.live_bytes, before.live_bytes + bytes);
+  for (std::size_t i = 0; i < kPieces; ++i)
+    std::swap(live[i], live[(i * 2654435761u) % kPieces]);
+  for (std::size_t i = 0; i < kPieces; ++i) {
+    if (i % 1000 == 0) {  // a wrong size is refused and the piece stays
+      t.free(live[i].first, live[i].second + 1, 0, nullptr);
+      EXPECT_EQ(torch_stats().live_pieces, before.live_pieces + kPieces - i);
+    }
+    t.free(live[i].first, live[i].second, 0, nullptr);
+  }
+  now = torch_stats();
+  EXPECT_EQ(now.live_pieces, before.live_pieces);
+  EXPECT_EQ(now.live_bytes, before.live_bytes);
+  EXPECT_EQ(now.refused_frees, before.refused_frees + kPieces / 1000);
+}
+
 // The pool per device: a set pool serves the device until unset, its pieces go back to it
 // whichever pool is set when they are freed, and only a pool of that device's memory is taken.
 TEST(TorchAllocator, DrawsFromThePoolSetForTheDevice) {
