@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -59,6 +60,29 @@ TEST(PointerTable, InsertAssignEraseOneKey) {
   EXPECT_FALSE(t.erase(0x7f0000001000));
   EXPECT_EQ(t.find(0x7f0000001000), nullptr);
   EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(PointerTable, KeyZeroIsRefusedAndChangesNothing) {
+  pointer_table<piece> t;
+  t.insert_or_assign(0x1000, {0, 1});
+  EXPECT_THROW(t.insert_or_assign(0, {0, 2}), std::invalid_argument);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.find(0), nullptr);
+  EXPECT_FALSE(t.erase(0));
+  EXPECT_EQ(*t.find(0x1000), (piece{0, 1}));
+}
+
+TEST(PointerTable, AValueReadFromTheTableSurvivesItsGrowth) {
+  // The value passed is one of the table's own, at the insert that makes it grow.
+  pointer_table<piece> t;
+  std::uintptr_t k = 0x10000;
+  while (2 * (t.size() + 1) <= 64) t.insert_or_assign(k += 64, {1, t.size()});
+  const std::size_t capacity = t.capacity();
+  const piece want = *t.find(0x10000 + 64 * 16);
+  t.insert_or_assign(0x90000, *t.find(0x10000 + 64 * 16));
+  EXPECT_GT(t.capacity(), capacity);
+  ASSERT_NE(t.find(0x90000), nullptr);
+  EXPECT_EQ(*t.find(0x90000), want);
 }
 
 TEST(PointerTable, GrowsAtHalfFullAndKeepsEveryKey) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <utility>
 
 namespace memarea::detail {
@@ -33,9 +34,11 @@ class pointer_table {
     }
   }
 
-  /// Sets `key`'s value (key != 0). Throws std::bad_alloc when the table must grow and cannot;
-  /// it is unchanged then.
-  void insert_or_assign(std::uintptr_t key, const Value& value) {
+  /// Sets `key`'s value. Throws std::invalid_argument for key 0 (the empty slot's mark) and
+  /// std::bad_alloc when the table must grow and cannot; it is unchanged then. `value` is taken
+  /// by value: a reference into the table would not survive its growth.
+  void insert_or_assign(std::uintptr_t key, Value value) {
+    if (key == 0) throw std::invalid_argument("pointer_table: key 0 is the empty slot's mark");
     if (slots_) {
       std::size_t i = home(key);
       for (; slots_[i].key != 0; i = (i + 1) & mask_) {

@@ -129,6 +129,14 @@ class driver_front {
     if (count == 0) return {};
     return backend_->memset_elements_async(dst, value, count, width, device, s);
   }
+  /// memset_elements_async for a caller that made its checks already (width 1, 2 or 4, dst
+  /// not NULL and aligned to it, count > 0, device a live stream's): memset_async on a named
+  /// stream, whose fixed cost the repeated checks would add to.
+  [[gnu::always_inline]] dstatus memset_elements_async_checked(void* dst, std::uint32_t value,
+                                                              size_t count, unsigned width,
+                                                              int device, native_stream s) {
+    return backend_->memset_elements_async(dst, value, count, width, device, s);
+  }
   /// Refuses a pitch below the width; an empty copy (width or height 0) is success without a
   /// call.
   dstatus memcpy_2d_async(const copy_2d_params& c, int device, native_stream s) {

@@ -46,15 +46,25 @@ int live_lease(const std::string& owner, std::vector<unsigned char> table) {
   constexpr char kStampMagic[16] = "memarea object\n";
   std::memcpy(table.data() + table.size() - 4096, kStampMagic, sizeof kStampMagic);
   std::memcpy(table.data() + table.size() - 4096 + 16, name.data(), name.size());
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // Made whole and locked under a name no sweep looks at, then renamed into place: a sweep of
+  // another memarea process (ctest runs suites side by side) that found the lease stamped but
+  // not yet locked would take its owner byte for a moment, and the lock below would fail.
+  const std::string making = "/dev/shm/making-" + owner;
+  const int fd = ::open(making.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
-  if (pwrite(fd, table.data(), table.size(), 0) != static_cast<ssize_t>(table.size())) return -1;
   struct flock fl {};
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
   fl.l_start = 0;
   fl.l_len = 1;
-  if (fcntl(fd, F_OFD_SETLK, &fl) != 0) return -1;
+  const bool made =
+      pwrite(fd, table.data(), table.size(), 0) == static_cast<ssize_t>(table.size()) &&
+      fcntl(fd, F_OFD_SETLK, &fl) == 0 && ::link(making.c_str(), path.c_str()) == 0;
+  ::unlink(making.c_str());
+  if (!made) {
+    ::close(fd);
+    return -1;
+  }
   return fd;
 }
 

@@ -21,8 +21,9 @@ struct thread_state {
   /// hints): a loop of copies finds each at the first entry it asks.
   unsigned dst_hint = 0, src_hint = 0;
 };
-/// Every thread's (copy.cpp defines it).
-extern thread_local constinit thread_state t_state;
+/// Every thread's (copy.cpp defines it). Hidden here as there: the library's own, reached
+/// without the dynamic linker's lookup.
+[[gnu::visibility("hidden")]] extern thread_local constinit thread_state t_state;
 
 /// The calling thread's t_state, fetched once per call. The empty asm hides where the pointer
 /// came from: otherwise GCC recomputes a thread-local address (a call to __tls_get_addr in a

@@ -119,9 +119,9 @@ void memset_async(void* dst, std::uint32_t value, std::size_t count, std::size_t
   }
   if (s) [[likely]] {
     // The front's checks are memset_bytes' (width, value, alignment, NULL) and a named
-    // stream's device is one of them: straight to the backend, on the memset's fixed cost.
+    // stream's device is valid: its unchecked door, on the memset's fixed cost.
     const detail::dstatus queued =
-        gpu.backend().memset_elements_async(dst, value, count, width, s->device, s->native);
+        gpu.memset_elements_async_checked(dst, value, count, width, s->device, s->native);
     if (!queued.ok()) [[unlikely]]
       detail::refuse_queued(queued, e, dst, s->device);
     return;
