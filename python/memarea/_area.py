@@ -99,7 +99,7 @@ class Area:
 class _PurePoolCore:
     """Pool's state and hot path in Python (ctypes), where the compiled extension's PoolCore is
     absent (memarea/_ext.py): the same attributes and behaviour."""
-    __slots__ = ("_handle", "area", "device", "kind", "__weakref__")
+    __slots__ = ("_handle", "_orphaned", "area", "device", "kind", "__weakref__")
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> Buffer:
         """Allocates nbytes, ordered on stream (None: the device's default stream): memory
@@ -120,6 +120,13 @@ class _PurePoolCore:
             raise_status(st)
         return Buffer._make(p.value, nbytes, self.device, self.kind, self, Buffer._POOL, stream)
 
+    def _close_orphaned(self):
+        """Destroys the pool once idle after its finalizer ran (Pool.__del__); BUSY while
+        pieces of it live: it stays, and the next free tries again."""
+        if self._handle is not None and fn.pool_destroy(self._handle) == 0:
+            self._handle = None
+            self._orphaned = False
+
 
 class Pool(native.PoolCore if native is not None else _PurePoolCore):
     """A stream-ordered pool of memory drawn from an Area (memarea_pool_t; docs/pools.md):
@@ -138,6 +145,7 @@ class Pool(native.PoolCore if native is not None else _PurePoolCore):
                  release_threshold: int | None = None, alignment: int = 256,
                  host_node: int = -1):
         self._handle = None
+        self._orphaned = False
         o = PoolOptions(_size(initial_size, "initial_size", True),
                         _size(maximum_size, "maximum_size", True),
                         (1 << 64) - 1 if release_threshold is None
@@ -196,17 +204,21 @@ class Pool(native.PoolCore if native is not None else _PurePoolCore):
         self.close()
 
     def __del__(self):
-        # Buffers hold their pool, so none of this pool's is live here (IPC-held pieces are
-        # not live allocations: the pool keeps them until the importers close them). Pieces
-        # that framework tensors hold (memarea.torch, memarea.cupy) can be: then the pool stays
-        # with them, unreachable, until the process exits, rather than raise from a finalizer.
+        # Buffers hold their pool: one of them is live here only when the collector finalizes
+        # both together (a reference cycle), in an order of its own; then the last of them to
+        # be freed closes the pool (Buffer.free). Pieces that framework tensors hold
+        # (memarea.torch, memarea.cupy) keep it, unreachable, until the process exits, rather
+        # than raise from a finalizer. (IPC-held pieces are not live allocations: the pool
+        # keeps them until the importers close them.)
         if getattr(self, "_handle", None) is not None and fn is not None:
             try:
                 self.close()
             except Error as e:
                 if e.status != Status.BUSY:
                     raise
-                self._handle = None
+                # Collected with Buffers of it (a reference cycle: the collector finalizes
+                # them in an order of its own): the last of them to be freed closes it.
+                self._orphaned = True
 
     def __repr__(self):
         return f"<memarea.Pool {self.kind} device={self.device}>"

@@ -8,7 +8,7 @@ import sys
 from typing import NamedTuple
 
 from . import _interop as dl
-from ._device import _backend, _int, _size, _stream_object
+from ._device import _address, _backend, _int, _size, _stream_object
 from ._ext import native
 from ._lib import AllocationInfoC, IpcHandle, check, fn, raise_status
 
@@ -42,10 +42,13 @@ def lookup(obj) -> AllocationInfo:
         ptr = obj.ptr
     elif isinstance(obj, int) or not (hasattr(obj, "data_ptr") or
                                       hasattr(obj, "__cuda_array_interface__")):
-        ptr = _int(obj, "pointer")
+        ptr = _address(obj, "pointer")
     else:
         from .ipc import _foreign_pointer
-        ptr = _foreign_pointer(obj)
+        ptr = _address(_foreign_pointer(obj), "pointer")
+    if native is not None:
+        base, size, kind, device, capacity = native.pointer_info(ptr)
+        return AllocationInfo(base, size, _KIND_NAMES.get(kind, "unknown"), device, capacity)
     i = AllocationInfoC()
     check(fn.pointer_get_info(ctypes.byref(i), ptr))
     return AllocationInfo(i.base or 0, i.size, _KIND_NAMES.get(i.kind, "unknown"), i.device,
@@ -309,6 +312,8 @@ class _PureBufferCore:
         if st:
             self._ptr = ptr  # nothing changed: the buffer is still live
             raise_status(st)
+        if mode == Buffer._POOL and getattr(self._owner, "_orphaned", False):
+            self._owner._close_orphaned()
 
     def __enter__(self):
         return self
@@ -422,6 +427,8 @@ class Buffer(_BufferCore, _Array):
         other process opened it; freeing it while opened elsewhere is deferred until they all
         closed it (docs/ipc.md). NOT_SUPPORTED for memory legacy IPC cannot share (host,
         managed, imported)."""
+        if native is not None:
+            return native.ipc_handle(self.ptr)
         h = IpcHandle()
         check(fn.ipc_get_mem_handle(ctypes.byref(h), self.ptr))
         return bytes(h.bytes)

@@ -162,6 +162,13 @@ def _int(v, what: str) -> int:
     return v.__index__()
 
 
+def _address(v, what: str) -> int:
+    v = _int(v, what)
+    if not 0 <= v < 1 << 64:
+        raise ValueError(f"{what} {v} is not an address (0 to 2**64 - 1)")
+    return v
+
+
 def _size(v, what: str, allow_zero: bool = False) -> int:
     v = _int(v, what)
     if v < 0 or (v == 0 and not allow_zero):

@@ -1,7 +1,8 @@
 /* memarea._native: the compiled part of the memarea Python package.
  *
  * What runs on every allocation -- Pool.alloc, a Buffer's construction, free(), the with-block,
- * the garbage collector's finalizer -- and the buffer protocol (memoryview(buf),
+ * the garbage collector's finalizer --, the calls a program makes per tensor (lookup, a
+ * Buffer's IPC handle), and the buffer protocol (memoryview(buf),
  * numpy.frombuffer(buf)) on Python 3.11, where a class written in Python cannot export a buffer.
  * Everything else stays in Python over ctypes (memarea/_*.py): the types here are bases that
  * memarea.Buffer, memarea.Pool and memarea.View subclass, with the same attribute names as the
@@ -70,6 +71,8 @@ static int handle_of(PyObject *obj, void **out) {
 typedef struct {
   PyObject_HEAD
   memarea_pool_t handle; /* NULL: not created, or closed */
+  char orphaned;         /* finalized while Buffers of it lived: the last one's free closes it
+                            (a char: the _orphaned member is T_BOOL) */
   PyObject *device, *kind, *area, *weakrefs;
 } PoolCore;
 
@@ -86,6 +89,20 @@ typedef struct {
 
 static int is_set(PyObject *o) { return o != NULL && o != Py_None; }
 
+/* A pool whose finalizer ran while Buffers of it lived (memarea.Pool.__del__ marks it
+ * orphaned): destroyed once the last of them is freed. BUSY while others live (or pieces that
+ * framework tensors hold): it stays, and the next free tries again. */
+static void close_orphaned_pool(PoolCore *pool) {
+  if (pool->handle == NULL) return;
+  memarea_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = memarea_pool_destroy(pool->handle);
+  Py_END_ALLOW_THREADS
+  if (st == MEMAREA_SUCCESS) {
+    pool->handle = NULL;
+    pool->orphaned = 0;
+  }
+}
 /* Frees the memory (memarea.Buffer.free); 0, or -1 with an exception set and nothing changed. */
 static int buffer_do_free(BufferCore *self) {
   if (!self->open) return 0;
@@ -129,6 +146,9 @@ static int buffer_do_free(BufferCore *self) {
       Py_BEGIN_ALLOW_THREADS
       st = memarea_pool_free(owner_handle, ptr, stream);
       Py_END_ALLOW_THREADS
+      if (st == MEMAREA_SUCCESS && self->owner != NULL &&
+          PyObject_TypeCheck(self->owner, PoolCore_Type) && ((PoolCore *)self->owner)->orphaned)
+        close_orphaned_pool((PoolCore *)self->owner);
       break;
     case MODE_AREA:
       if (handle_of(self->owner, &owner_handle) < 0) goto failed;
@@ -589,6 +609,7 @@ static PyMemberDef pool_members[] = {
      "The pool's device (-1 for pageable host memory)."},
     {"kind", T_OBJECT, offsetof(PoolCore, kind), 0, "The kind of memory it pools."},
     {"area", T_OBJECT, offsetof(PoolCore, area), 0, "The Area it draws from, or None."},
+    {"_orphaned", T_BOOL, offsetof(PoolCore, orphaned), 0, NULL},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(PoolCore, weakrefs), READONLY, NULL},
     {NULL, 0, 0, 0, NULL}};
 
@@ -650,6 +671,51 @@ static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
+/* An address argument: an int in [0, 2^64) (the Python side checked what it was given). */
+static int address_of(PyObject *arg, void **out) {
+  const unsigned long long a = PyLong_AsUnsignedLongLong(arg);
+  if (a == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *out = (void *)(uintptr_t)a;
+  return 0;
+}
+
+/* memarea.lookup's call: (base, size, kind, device, capacity) of the allocation that holds
+ * address, as memarea_pointer_get_info gives them (kind as its number). */
+static PyObject *pointer_info(PyObject *module, PyObject *arg) {
+  (void)module;
+  void *ptr = NULL;
+  if (address_of(arg, &ptr) < 0) return NULL;
+  memarea_allocation_info info;
+  memarea_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = memarea_pointer_get_info(&info, ptr);
+  Py_END_ALLOW_THREADS
+  if (st != MEMAREA_SUCCESS) {
+    raise_status(st);
+    return NULL;
+  }
+  return Py_BuildValue("(KKiiK)", (unsigned long long)(uintptr_t)info.base,
+                       (unsigned long long)info.size, (int)info.kind, info.device,
+                       (unsigned long long)info.capacity);
+}
+
+/* Buffer.ipc_handle's call: the 128 bytes of memarea_ipc_get_mem_handle for address. */
+static PyObject *ipc_handle(PyObject *module, PyObject *arg) {
+  (void)module;
+  void *ptr = NULL;
+  if (address_of(arg, &ptr) < 0) return NULL;
+  memarea_ipc_handle_t h;
+  memarea_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = memarea_ipc_get_mem_handle(&h, ptr);
+  Py_END_ALLOW_THREADS
+  if (st != MEMAREA_SUCCESS) {
+    raise_status(st);
+    return NULL;
+  }
+  return PyBytes_FromStringAndSize((const char *)h.bytes, (Py_ssize_t)sizeof h.bytes);
+}
+
 /* The address this module calls memarea_pool_alloc at: the package compares it with the one it
  * loaded through ctypes, so that both paths use one copy of the library. */
 static PyObject *library_function(PyObject *module, PyObject *unused) {
@@ -663,6 +729,10 @@ static PyMethodDef module_methods[] = {
      "setup(buffer_class, raise_status, size, stream_object): the Python side, once."},
     {"library_function", library_function, METH_NOARGS,
      "The address of memarea_pool_alloc as this module binds it."},
+    {"pointer_info", pointer_info, METH_O,
+     "pointer_info(address): (base, size, kind, device, capacity) of memarea_pointer_get_info."},
+    {"ipc_handle", ipc_handle, METH_O,
+     "ipc_handle(address): the 128 bytes of memarea_ipc_get_mem_handle."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {

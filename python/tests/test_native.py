@@ -120,6 +120,38 @@ def test_pool_alloc_buffer_fields(no_leak):
         assert weakref.ref(pool)() is pool
 
 
+@pytest.mark.parametrize("kind", HOST_KINDS)
+def test_lookup_answers_alike(kind, no_leak):
+    # memarea.lookup: every field, from the first byte and from inside, on either path.
+    buf = host_buffer(kind, 5000, pooled=True)
+    for at in (buf.ptr, buf.ptr + 4999):
+        info = memarea.lookup(at)
+        assert isinstance(info, memarea.AllocationInfo)
+        assert (info.base, info.size, info.kind) == (buf.ptr, 5000, kind)
+        assert info.capacity >= 5000
+        assert all(type(v) is int for v in (info.base, info.size, info.device, info.capacity))
+    buf.free()
+
+
+@pytest.mark.parametrize("pointer, error, message", [
+    (-1, ValueError, "pointer -1 is not an address"),
+    (1 << 64, ValueError, "is not an address"),
+    ("0x1000", TypeError, "pointer must be an int, not str"),
+    (1.5, TypeError, "pointer must be an int, not float"),
+])
+def test_lookup_argument_errors(pointer, error, message):
+    with pytest.raises(error, match=message):
+        memarea.lookup(pointer)
+
+
+def test_lookup_of_an_address_nobody_allocated_is_not_found():
+    for address in (0, 4096):
+        with pytest.raises(memarea.Error) as e:
+            memarea.lookup(address)
+        assert e.value.status == memarea.Status.NOT_FOUND
+        assert "is in no memarea allocation" in e.value.message
+
+
 @pytest.mark.parametrize("nbytes, error, message", [
     (0, ValueError, "nbytes must be > 0, not 0"),
     (-1, ValueError, "nbytes must be > 0, not -1"),
@@ -331,3 +363,38 @@ def test_numpy_asarray_of_host_memory(no_leak):
     assert buf.tobytes() == b"\x05" * 64
     del arr
     buf.free()
+
+
+# --- a pool and its buffers collected together ---------------------------------------------------
+
+
+class _Holder:
+    """Keeps a pool and a buffer of it in a reference cycle (through itself), as a program's
+    objects often do: the garbage collector finalizes them together, in an order of its own."""
+
+
+@pytest.mark.parametrize("buffer_first", [False, True])
+def test_a_pool_and_its_buffers_in_a_cycle_are_collected_quietly(buffer_first, need_device,
+                                                                  no_leak):
+    # Whichever finalizer runs first, nothing is raised from a finalizer and the pool goes
+    # (no_leak: on sim every byte of device 0 comes back).
+    unraised = []
+    old_hook = sys.unraisablehook
+    sys.unraisablehook = unraised.append
+    try:
+        for _ in range(4):
+            h = _Holder()
+            pool = memarea.Pool(memarea.Area(0))
+            if buffer_first:
+                h.buf = pool.alloc(4096)
+                h.pool = pool
+            else:
+                h.pool = pool
+                h.buf = pool.alloc(4096)
+            h.more = [pool.alloc(64) for _ in range(3)]
+            h.cycle = h
+            del h, pool
+            gc.collect()
+    finally:
+        sys.unraisablehook = old_hook
+    assert [str(u.exc_value) for u in unraised] == []
