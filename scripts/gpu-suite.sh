@@ -258,6 +258,11 @@ if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
       --ignore "$BIN/python/tests/test_device_reset.py"
   run "${py[@]}" timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
       "$BIN/python/tests/test_device_reset.py"
+  # ctypes alone on the image's Python (3.12+): the only place the pure path's buffer protocol
+  # (PEP 688) runs, since CI's Python 3.11 has none on that path.
+  section "Python package on CUDA, ctypes alone (MEMAREA_PYTHON_PURE=1)"
+  run "${py[@]}" MEMAREA_PYTHON_PURE=1 timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
+      "$BIN/python/tests/test_native.py" "$BIN/python/tests/test_buffers.py"
   section "Python example: a torch tensor's memory shared with another process"
   run "${py[@]}" timeout 300 python3 "$BIN/python/examples/share_tensor.py"
   section "Python bench (per call; torch.empty and cupy.empty in the same run)"

@@ -284,6 +284,12 @@ class _PureBufferCore:
             """The buffer protocol (PEP 688): memoryview(x), numpy.frombuffer(x)."""
             return self._exported_view()
 
+        def __release_buffer__(self, view):
+            # Its presence matters as much as its work: NumPy holds a buffer-protocol export
+            # (and so the count free() checks) only of types that release buffers; of others
+            # it keeps the object and drops the export at once.
+            view.release()
+
     def free(self) -> None:
         """Frees the memory now (after memarea stream work queued on it completes). Raises
         BufferError while a DLPack consumer or a buffer-protocol export (a memoryview, a NumPy
@@ -351,6 +357,9 @@ else:
             def __buffer__(self, flags):
                 """The buffer protocol (PEP 688): memoryview(x), numpy.frombuffer(x)."""
                 return self._exported_view()
+
+            def __release_buffer__(self, view):
+                view.release()  # as _PureBufferCore's
 
     _BufferCore, _ViewCore = _PureBufferCore, _PureViewCore
 
