@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -121,7 +122,6 @@ class child {
                  bool merge_stderr = false) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-    // Built before fork: the child only calls async-signal-safe functions until execve.
     std::vector<std::string> env_storage = environment_with(env);
     std::vector<char*> envp;
     for (auto& e : env_storage) envp.push_back(e.data());
@@ -130,17 +130,27 @@ class child {
     argv.push_back(const_cast<char*>(kHelper));
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      if (merge_stderr) dup2(out[1], 2);
-      if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
-      execve(kHelper, argv.data(), envp.data());
-      _exit(127);
-    }
+    // posix_spawn, not fork: glibc's runs no fork handlers in the child. memarea's (the sim's
+    // among them) allocate, and under GCC's ASan, whose allocator is not fork-safe, a child
+    // forked while another thread (memarea's background one) held its lock hung there.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+    // A descriptor onto itself: clears its close-on-exec flag (glibc 2.29 and later).
+    if (keep_fd >= 0) posix_spawn_file_actions_adddup2(&actions, keep_fd, keep_fd);
+    const int spawned = posix_spawn(&pid_, kHelper, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
     ::close(in[0]);
     ::close(out[1]);
+    if (spawned != 0) {
+      pid_ = -1;
+      ::close(in[1]);
+      ::close(out[0]);
+      throw std::runtime_error(std::string("posix_spawn of the test helper: ") +
+                               std::strerror(spawned));
+    }
     to_ = in[1];
     from_ = fdopen(out[0], "r");
   }
