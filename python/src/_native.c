@@ -14,14 +14,11 @@
  * ctypes, memarea/_lib.py), so the loader binds this module to that same copy, and
  * memarea/_ext.py checks so before using it. Every library call releases the GIL, as ctypes does.
  */
-#define Py_LIMITED_API 0x030B0000
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_native.h"
+
 #include <structmember.h>
 
 #include <stdint.h>
-
-#include <memarea/memarea.h>
 
 /* How a Buffer's memory goes back: memarea.Buffer._AREA, _POOL, _FREE, _IPC. */
 enum { MODE_AREA = 0, MODE_POOL = 1, MODE_FREE = 2, MODE_IPC = 3 };
@@ -35,8 +32,7 @@ static PyObject *raise_status_fn, *size_fn, *stream_object_fn;
 static PyObject *str_handle, *str_sync_pending, *str_exported_view, *str_nbytes;
 static PyTypeObject *BufferCore_Type, *PoolCore_Type;
 
-/* Raises the memarea.Error of a failed call (memarea._lib.raise_status). */
-static void raise_status(memarea_status st) {
+void raise_status(memarea_status st) {
   PyObject *r = PyObject_CallFunction(raise_status_fn, "i", (int)st);
   if (r != NULL) {
     Py_DECREF(r);
@@ -70,15 +66,6 @@ static int handle_of(PyObject *obj, void **out) {
 
 typedef struct {
   PyObject_HEAD
-  memarea_pool_t handle; /* NULL: not created, or closed */
-  char orphaned;         /* finalized while Buffers of it lived: the last one's free closes it
-                            (a char: the _orphaned member is T_BOOL) */
-  PyObject *device, *kind, *area, *weakrefs;
-} PoolCore;
-
-
-typedef struct {
-  PyObject_HEAD
   void *ptr;
   unsigned long long nbytes;
   int open;                /* 0 once freed */
@@ -89,20 +76,6 @@ typedef struct {
 
 static int is_set(PyObject *o) { return o != NULL && o != Py_None; }
 
-/* A pool whose finalizer ran while Buffers of it lived (memarea.Pool.__del__ marks it
- * orphaned): destroyed once the last of them is freed. BUSY while others live (or pieces that
- * framework tensors hold): it stays, and the next free tries again. */
-static void close_orphaned_pool(PoolCore *pool) {
-  if (pool->handle == NULL) return;
-  memarea_status st;
-  Py_BEGIN_ALLOW_THREADS
-  st = memarea_pool_destroy(pool->handle);
-  Py_END_ALLOW_THREADS
-  if (st == MEMAREA_SUCCESS) {
-    pool->handle = NULL;
-    pool->orphaned = 0;
-  }
-}
 /* Frees the memory (memarea.Buffer.free); 0, or -1 with an exception set and nothing changed. */
 static int buffer_do_free(BufferCore *self) {
   if (!self->open) return 0;
@@ -671,51 +644,6 @@ static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
-/* An address argument: an int in [0, 2^64) (the Python side checked what it was given). */
-static int address_of(PyObject *arg, void **out) {
-  const unsigned long long a = PyLong_AsUnsignedLongLong(arg);
-  if (a == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-  *out = (void *)(uintptr_t)a;
-  return 0;
-}
-
-/* memarea.lookup's call: (base, size, kind, device, capacity) of the allocation that holds
- * address, as memarea_pointer_get_info gives them (kind as its number). */
-static PyObject *pointer_info(PyObject *module, PyObject *arg) {
-  (void)module;
-  void *ptr = NULL;
-  if (address_of(arg, &ptr) < 0) return NULL;
-  memarea_allocation_info info;
-  memarea_status st;
-  Py_BEGIN_ALLOW_THREADS
-  st = memarea_pointer_get_info(&info, ptr);
-  Py_END_ALLOW_THREADS
-  if (st != MEMAREA_SUCCESS) {
-    raise_status(st);
-    return NULL;
-  }
-  return Py_BuildValue("(KKiiK)", (unsigned long long)(uintptr_t)info.base,
-                       (unsigned long long)info.size, (int)info.kind, info.device,
-                       (unsigned long long)info.capacity);
-}
-
-/* Buffer.ipc_handle's call: the 128 bytes of memarea_ipc_get_mem_handle for address. */
-static PyObject *ipc_handle(PyObject *module, PyObject *arg) {
-  (void)module;
-  void *ptr = NULL;
-  if (address_of(arg, &ptr) < 0) return NULL;
-  memarea_ipc_handle_t h;
-  memarea_status st;
-  Py_BEGIN_ALLOW_THREADS
-  st = memarea_ipc_get_mem_handle(&h, ptr);
-  Py_END_ALLOW_THREADS
-  if (st != MEMAREA_SUCCESS) {
-    raise_status(st);
-    return NULL;
-  }
-  return PyBytes_FromStringAndSize((const char *)h.bytes, (Py_ssize_t)sizeof h.bytes);
-}
-
 /* The address this module calls memarea_pool_alloc at: the package compares it with the one it
  * loaded through ctypes, so that both paths use one copy of the library. */
 static PyObject *library_function(PyObject *module, PyObject *unused) {
@@ -729,9 +657,9 @@ static PyMethodDef module_methods[] = {
      "setup(buffer_class, raise_status, size, stream_object): the Python side, once."},
     {"library_function", library_function, METH_NOARGS,
      "The address of memarea_pool_alloc as this module binds it."},
-    {"pointer_info", pointer_info, METH_O,
+    {"pointer_info", native_pointer_info, METH_O,
      "pointer_info(address): (base, size, kind, device, capacity) of memarea_pointer_get_info."},
-    {"ipc_handle", ipc_handle, METH_O,
+    {"ipc_handle", native_ipc_handle, METH_O,
      "ipc_handle(address): the 128 bytes of memarea_ipc_get_mem_handle."},
     {NULL, NULL, 0, NULL}};
 
