@@ -216,9 +216,7 @@ class Pool(native.PoolCore if native is not None else _PurePoolCore):
             except Error as e:
                 if e.status != Status.BUSY:
                     raise
-                # Collected with Buffers of it (a reference cycle: the collector finalizes
-                # them in an order of its own): the last of them to be freed closes it.
-                self._orphaned = True
+                self._orphaned = True  # the last Buffer's free closes it (above)
 
     def __repr__(self):
         return f"<memarea.Pool {self.kind} device={self.device}>"
