@@ -5,6 +5,7 @@
 // with nothing written. White-box: the room a copy is checked against comes from the registry
 // (a pool piece is checked against its whole block, which the public lookup does not give).
 #include "api/common.hpp"
+#include "core/copy/locate.hpp"
 #include "core/memory/registry.hpp"
 
 #include <memarea/copy.hpp>
@@ -468,4 +469,39 @@ TEST(Copy2D, MemsetAndCopiesAreOrderedOnTheirStream) {
   EXPECT_EQ(std::vector<unsigned char>(static_cast<unsigned char*>(out.data()),
                                        static_cast<unsigned char*>(out.data()) + n),
             expected);
+}
+
+// A loop of memsets or 2D copies of one buffer finds it at the first entry of the thread's cache
+// of lookups that it asks: each lookup leaves the hint of its end (destination, source) at the
+// entry that answered, whatever the thread looked up before the loop (locate.hpp).
+TEST(Memset, ItsLookupLeavesTheHintOfItsEndAtTheEntryThatAnswered) {
+  MEMAREA_REQUIRE_DEVICES(1);
+  stream s(0);
+  buffer a = area(0).allocate(kPage), b = area(0).allocate(kPage), c = area(0).allocate(kPage),
+         d = area(0).allocate(kPage);
+  auto& ts = detail::this_thread_state();
+  const auto answers = [&ts](unsigned hint, const void* p) {
+    const auto& e = ts.lookups.e[hint % detail::registry_cache::cache::size];
+    const auto key = reinterpret_cast<std::uintptr_t>(p);
+    return e.found && key - e.lo < e.hi - e.lo;
+  };
+  const auto in = random_bytes(kPage), other = random_bytes(kPage);
+  fill(a.data(), other);
+  fill(c.data(), in);
+  fill(d.data(), other);
+  copy(b.data(), d.data(), kPage);  // the newest entries, and both hints, elsewhere than a
+  ASSERT_FALSE(answers(ts.dst_hint, a.data()));
+  for (int round = 0; round < 3; ++round) {
+    memset_async(a.data(), 0x5Au + round, kPage, 1, s);
+    EXPECT_TRUE(answers(ts.dst_hint, a.data())) << "round " << round;
+  }
+  memset(a.data(), 0xC0DE, kPage / 4, 2);
+  EXPECT_TRUE(answers(ts.dst_hint, a.data()));
+  copy_2d_async(b.data(), 256, c.data(), 512, 200, 8, s);
+  EXPECT_TRUE(answers(ts.dst_hint, b.data()));
+  EXPECT_TRUE(answers(ts.src_hint, c.data()));
+  s.synchronize();
+  EXPECT_EQ(read(a.data(), kPage),
+            with_pattern(std::vector<unsigned char>(kPage, 0x5C), 0, 0xC0DE, kPage / 4, 2));
+  EXPECT_EQ(read(b.data(), kPage), with_rows(other, 0, 256, in, 0, 512, 200, 8));
 }

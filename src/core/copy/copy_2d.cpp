@@ -26,6 +26,7 @@ namespace {
 struct end_2d {
   const void* p;
   std::size_t pitch;
+  copy_end end;
   const char* role;
 };
 
@@ -57,7 +58,7 @@ struct end_2d {
 endpoint locate_end(const end_2d& e, std::size_t extent, std::size_t width, std::size_t height,
                     const char* what) {
   try {
-    return locate(e.p, extent, e.role, what);
+    return locate(e.p, extent, e.end, what);
   } catch (const error& x) {
     throw error(x.status(),
                 fmt::format("{} ({} rows of pitch {}: the last row is [{}, +{}))", x.message(),
@@ -82,7 +83,8 @@ copy_2d_params check_2d(void* dst, std::size_t dst_pitch, const void* src, std::
     c.height = 0;
     return c;
   }
-  const end_2d to{dst, dst_pitch, "destination"}, from{src, src_pitch, "source"};
+  const end_2d to{dst, dst_pitch, copy_end::destination, "destination"},
+      from{src, src_pitch, copy_end::source, "source"};
   const std::size_t to_extent = extent_of(to, width, height, what);
   const std::size_t from_extent = extent_of(from, width, height, what);
   *d = locate_end(to, to_extent, width, height, what);

@@ -17,8 +17,8 @@ namespace memarea::detail {
 struct thread_state {
   copy_path last = copy_path::none;  ///< last_copy_path()
   registry_cache::cache lookups;     ///< locate()'s recent answers
-  /// Where in `lookups` the last copy found its destination and its source (registry::lookup's
-  /// hints): a loop of copies finds each at the first entry it asks.
+  /// Where in `lookups` the last copy, memset or 2D copy found its destination and its source
+  /// (registry::lookup's hints): a loop of them finds each at the first entry it asks.
   unsigned dst_hint = 0, src_hint = 0;
 };
 /// Every thread's (copy.cpp defines it). Hidden here as there: the library's own, reached
@@ -61,16 +61,23 @@ endpoint locate_unregistered(const void* p, std::size_t n, const char* role, con
   return locate_unregistered(p, n, role, what);
 }
 
+/// Which end of a copy a pointer is: each keeps a hint of its own into the thread's cache.
+enum class copy_end : bool { destination, source };
+
 /// Locates p and checks that [p, p+n) stays inside its allocation (invalid_value otherwise,
-/// naming `role` and `what`); NULL is invalid_value. Memory memarea allocated is found in its
+/// naming the end and `what`); NULL is invalid_value. Memory memarea allocated is found in its
 /// registry (from the calling thread's cache, without a lock, while no allocation came or
 /// went: registry::locate); other pointers are asked of the driver on every call, since
-/// memory the driver made for someone else may come and go without memarea seeing it.
-[[gnu::always_inline]] inline endpoint locate(const void* p, std::size_t n, const char* role,
+/// memory the driver made for someone else may come and go without memarea seeing it. The
+/// lookup starts at the cache entry that last answered for this end (thread_state's dst_hint
+/// or src_hint), so that a loop of memsets or 2D copies of one buffer finds it at the first
+/// entry it asks, whatever else the thread looked up before the loop.
+[[gnu::always_inline]] inline endpoint locate(const void* p, std::size_t n, copy_end end,
                                               const char* what) {
   auto& ts = this_thread_state();
-  unsigned hint = ts.lookups.next - 1;  // the newest entry: not a copy's, which keep their own
-  return locate_in(allocations(), ts.lookups, hint, p, n, role, what);
+  const bool to = end == copy_end::destination;
+  return locate_in(allocations(), ts.lookups, to ? ts.dst_hint : ts.src_hint, p, n,
+                   to ? "destination" : "source", what);
 }
 
 }  // namespace memarea::detail

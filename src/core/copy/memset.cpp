@@ -85,7 +85,7 @@ void memset(void* dst, std::uint32_t value, std::size_t count, std::size_t eleme
   const std::size_t n = detail::memset_bytes(dst, value, count, element_size, "memset");
   if (n == 0) return;
   const auto width = static_cast<unsigned>(element_size);
-  const detail::endpoint e = detail::locate(dst, n, "destination", "memset");
+  const detail::endpoint e = detail::locate(dst, n, detail::copy_end::destination, "memset");
   auto& sys = detail::system::get();
   if (sys.device_count() == 0 || detail::plain_host(e)) {
     detail::host::fill(dst, value, count, width);
@@ -103,7 +103,7 @@ void memset_async(void* dst, std::uint32_t value, std::size_t count, std::size_t
   const std::size_t n = detail::memset_bytes(dst, value, count, element_size, "memset_async");
   if (n == 0) return;
   const auto width = static_cast<unsigned>(element_size);
-  const detail::endpoint e = detail::locate(dst, n, "destination", "memset_async");
+  const detail::endpoint e = detail::locate(dst, n, detail::copy_end::destination, "memset_async");
   auto& sys = detail::system::get();
   if (sys.device_count() == 0) {
     detail::host::fill(dst, value, count, width);  // no devices, no streams: host memory only
