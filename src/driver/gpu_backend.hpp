@@ -11,9 +11,10 @@
 //   - its error table: code(r), error_name(r), detail(r, fn), and which answers mean "not
 //     ready", "not the driver's pointer" or "cannot reach that peer";
 //   - its context policy: what is made current (`context`: CUDA's primary contexts, retained
-//     lazily; HIP's device ordinals), current() / make_current() / cached() / retain(), whether
-//     calls that name no device need a context (calls_need_context: CUDA) and whether work on a
-//     named stream runs in the stream's own context without one (streams_carry_context: CUDA);
+//     lazily; HIP's devices), current() / make_current() / cached() / retain(), before_switch()
+//     (completes what current() read before memarea switches away from it, for the switch
+//     back), whether calls that name no device need a context (calls_need_context: CUDA) and
+//     whether work on a named stream runs in the stream's own context (streams_carry_context);
 //   - whether it loaded: ready() on every call (one load), unavailable(what) when not; checks
 //     before the library's (check_location, check_fd), optional entry points (can_prefetch,
 //     can_advise, ...), own operations (get_properties, pointer_query, ...) in its file.
@@ -504,6 +505,7 @@ class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
         }
       }
       if (previous_ == target) return Vendor::success;
+      if (!switched_) v_.before_switch(&previous_);
       *fn = Vendor::fn.make_current;
       const result r = v_.make_current(target);
       if (r == Vendor::success) switched_ = true;
@@ -570,15 +572,13 @@ class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
   }
 
   /// Runs `call` (which returns the vendor's status) on `device` and puts the thread's previous
-  /// context back: what context_scope and enter() do, with one status made, on return, rather
-  /// than one per step. The current one is asked on every call and never remembered between
-  /// calls: the user may change it behind our back (cuCtxSetCurrent, cudaSetDevice, hipSetDevice,
-  /// another library), the thread may be new, and with the legacy default stream (s ==
-  /// nullptr) the current context is what names the device whose stream runs the work. It is a
-  /// read of the vendor's thread-local state; the switch (and the switch back) happens only when
-  /// it differs. On a copy's path (its fixed cost counts every step), so its steps test the
-  /// vendor's codes and make a status only on failure. `fn` names the call for a failure's
-  /// message: set here when a step of the switch failed, and by `call` when it has several.
+  /// context back, as context_scope and enter() do, with one status made on return. The current
+  /// one is asked on every call, never remembered: the user may change it behind our back, the
+  /// thread may be new, and with the legacy default stream (s == nullptr) it names the device
+  /// whose stream runs the work. A read of the vendor's thread-local state; the switch (and back)
+  /// only when it differs. On a copy's path, so its steps test the vendor's codes and make a
+  /// status only on failure. `fn` names the call for a failure's message: set here when a step
+  /// of the switch failed, and by `call` when it has several.
   template <class Call>
   result run_on_device(int device, const char*& fn, Call&& call) const {
     context target{};
@@ -597,6 +597,7 @@ class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
     }
     if (previous == target) [[likely]]
       return call();
+    v_.before_switch(&previous);
     r = v_.make_current(target);
     if (r != Vendor::success) {
       fn = Vendor::fn.make_current;
@@ -676,8 +677,7 @@ class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
     }
   }
 
-  /// Runs in the context the pointer was allocated, registered or opened in, when the driver
-  /// knows it (IPC close and frees belong there); else as enter_any.
+  /// In the context the driver says ptr was made, registered or opened in; else as enter_any.
   dstatus enter_for(context_scope& scope, const void* ptr) const {
     if constexpr (Vendor::calls_need_context) {
       context c{};

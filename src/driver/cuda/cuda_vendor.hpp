@@ -140,6 +140,8 @@ class cuda_vendor {
 
   CUresult current(CUcontext* c) const noexcept { return cu_.CtxGetCurrent(c); }
   CUresult make_current(CUcontext c) const noexcept { return cu_.CtxSetCurrent(c); }
+  /// current() read the context itself: nothing to add before a switch away from it.
+  void before_switch(CUcontext*) const noexcept {}
   /// The device's primary context if it was retained already (one atomic load).
   bool cached(int device, CUcontext* c) const noexcept {
     *c = primary_[static_cast<size_t>(device)].load(std::memory_order_acquire);

@@ -23,7 +23,16 @@ namespace memarea::detail {
 class hip_vendor {
  public:
   using result = hipError_t;
-  using context = int;  ///< HIP's current device
+  /// What memarea makes current: a device (HIP's policy), compared by device alone (memarea's
+  /// work on the current device runs in whatever is current for it). `restore`, set only on a
+  /// switch away from the thread's own (before_switch), is the context that was current then:
+  /// the switch back puts it back as it was, a context the user made (hipCtxCreate) included,
+  /// where hipSetDevice would make the device's primary context current instead.
+  struct context {
+    int device = 0;
+    void* restore = nullptr;
+    bool operator==(const context& other) const noexcept { return device == other.device; }
+  };
   static constexpr const char* name = "hip";
   static constexpr result success = hipSuccess;
   static constexpr result not_ready = hipErrorNotReady;
@@ -128,14 +137,27 @@ class hip_vendor {
 
   // --- the context policy: the current device ------------------------------------------------
 
-  hipError_t current(int* device) const noexcept { return api_.hipGetDevice(device); }
-  hipError_t make_current(int device) const noexcept { return api_.hipSetDevice(device); }
-  bool cached(int device, int* c) const noexcept {
-    *c = device;
+  hipError_t current(context* c) const noexcept {
+    c->restore = nullptr;
+    return api_.hipGetDevice(&c->device);
+  }
+  /// Called with the thread's own before memarea switches away from it: remembers the context
+  /// current then, where HIP has contexts (no failure: without one, hipSetDevice restores).
+  void before_switch(context* own) const noexcept {
+    hipCtx_t c = nullptr;
+    if (api_.hipCtxGetCurrent && api_.hipCtxSetCurrent && api_.hipCtxGetCurrent(&c) == hipSuccess)
+      own->restore = c;
+  }
+  hipError_t make_current(const context& c) const noexcept {
+    if (c.restore) return api_.hipCtxSetCurrent(static_cast<hipCtx_t>(c.restore));
+    return api_.hipSetDevice(c.device);
+  }
+  bool cached(int device, context* c) const noexcept {
+    *c = context{device, nullptr};
     return true;
   }
-  hipError_t retain(int device, int* c) const noexcept {
-    *c = device;
+  hipError_t retain(int device, context* c) const noexcept {
+    *c = context{device, nullptr};
     return hipSuccess;
   }
 
@@ -253,10 +275,12 @@ class hip_vendor {
   hipError_t can_access_peer(int device, int peer, int* can_access) const {
     return api_.hipDeviceCanAccessPeer(can_access, device, peer);
   }
-  hipError_t enable_peer_access(int peer, unsigned flags) const {
-    return api_.hipDeviceEnablePeerAccess(peer, flags);
+  hipError_t enable_peer_access(const context& peer, unsigned flags) const {
+    return api_.hipDeviceEnablePeerAccess(peer.device, flags);
   }
-  hipError_t disable_peer_access(int peer) const { return api_.hipDeviceDisablePeerAccess(peer); }
+  hipError_t disable_peer_access(const context& peer) const {
+    return api_.hipDeviceDisablePeerAccess(peer.device);
+  }
 
   // --- contexts the user makes (driver/gpu_contexts.hpp) -------------------------------------
   static constexpr context_entry_names ctx_fn{
@@ -317,9 +341,10 @@ class hip_vendor {
   hipError_t memcpy_async(void* dst, const void* src, size_t size, native_stream s) const {
     return api_.hipMemcpyAsync(dst, src, size, hipMemcpyDefault, as_stream(s));
   }
-  hipError_t memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
-                               size_t size, native_stream s) const {
-    return api_.hipMemcpyPeerAsync(dst, dst_device, src, src_device, size, as_stream(s));
+  hipError_t memcpy_peer_async(void* dst, const context& dst_device, const void* src,
+                               const context& src_device, size_t size, native_stream s) const {
+    return api_.hipMemcpyPeerAsync(dst, dst_device.device, src, src_device.device, size,
+                                   as_stream(s));
   }
   hipError_t memset_async(void* dst, int value, size_t size, native_stream s) const {
     return api_.hipMemsetAsync(dst, value, size, as_stream(s));
