@@ -483,7 +483,8 @@ TEST(Memset, ItsLookupLeavesTheHintOfItsEndAtTheEntryThatAnswered) {
   const auto answers = [&ts](unsigned hint, const void* p) {
     const auto& e = ts.lookups.e[hint % detail::registry_cache::cache::size];
     const auto key = reinterpret_cast<std::uintptr_t>(p);
-    return e.found && key - e.lo < e.hi - e.lo;
+    return e.generation == detail::registry_cache::generation.load() &&
+           e.owner == &detail::allocations() && e.found && key - e.lo < e.hi - e.lo;
   };
   const auto in = random_bytes(kPage), other = random_bytes(kPage);
   fill(a.data(), other);

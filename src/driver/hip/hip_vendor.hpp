@@ -25,9 +25,10 @@ class hip_vendor {
   using result = hipError_t;
   /// What memarea makes current: a device (HIP's policy), compared by device alone (memarea's
   /// work on the current device runs in whatever is current for it). `restore`, set only on a
-  /// switch away from the thread's own (before_switch), is the context that was current then:
-  /// the switch back puts it back as it was, a context the user made (hipCtxCreate) included,
-  /// where hipSetDevice would make the device's primary context current instead.
+  /// switch away from the thread's own (before_switch) on HIP's NVIDIA platform, is the context
+  /// current then, which the switch back makes current again: a context the user made
+  /// (hipCtxCreate) included, where hipSetDevice would make the device's primary one current.
+  /// Elsewhere (and with no context current) the switch back is hipSetDevice.
   struct context {
     int device = 0;
     void* restore = nullptr;
@@ -141,11 +142,15 @@ class hip_vendor {
     c->restore = nullptr;
     return api_.hipGetDevice(&c->device);
   }
-  /// Called with the thread's own before memarea switches away from it: remembers the context
-  /// current then, where HIP has contexts (no failure: without one, hipSetDevice restores).
+  /// Called with the thread's own before memarea switches away from it: on HIP's NVIDIA platform
+  /// (hipCtx* are CUDA's contexts) remembers the context current then. Not on ROCm, where a
+  /// context is its device and hipCtxSetCurrent would also replace the top of the thread's
+  /// context stack and skip hipSetDevice's choice of NUMA node. Never fails: hipSetDevice is the
+  /// fallback.
   void before_switch(context* own) const noexcept {
     hipCtx_t c = nullptr;
-    if (api_.hipCtxGetCurrent && api_.hipCtxSetCurrent && api_.hipCtxGetCurrent(&c) == hipSuccess)
+    if (nvidia_platform_ && api_.hipCtxGetCurrent && api_.hipCtxSetCurrent &&
+        api_.hipCtxGetCurrent(&c) == hipSuccess)
       own->restore = c;
   }
   hipError_t make_current(const context& c) const noexcept {
