@@ -18,10 +18,10 @@
 # Order: what only the lent GPUs can show comes first (CUDA tests, topo, the benches, MPI), then
 # the examples, AML, Python and HIP passes, the sim passes and the benches' repeat runs, so that
 # a call cut short by the device budget keeps the rows that need the machine.
-# MEMAREA_SUITE_PART=1 runs the first half (CUDA tests to the Python package's tests), =2 the
-# rest (the Python benches, HIP, the sim passes, the repeat runs), each within one device call:
-# part 1 writes suite.log and bench.json, part 2 suite-part2.log. Unset (or "all"), everything
-# runs and writes suite.log.
+# MEMAREA_SUITE_PART=1 runs the CUDA tests, topo and the benches; =2 MPI, the examples, AML and
+# the Python package (tests, then benches); =3 HIP, the sim passes and the benches' repeat runs:
+# each within one device call on up to four GPUs. Part 1 writes suite.log and bench.json, part 2
+# suite-part2.log, part 3 suite-part3.log. Unset (or "all"), everything runs into suite.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 usage() {
@@ -38,7 +38,7 @@ esac
 # A kind is one path component: letters, digits, dots, dashes and underscores.
 [[ $KIND =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || usage
 PART=${MEMAREA_SUITE_PART:-all}
-case "$PART" in all|1|2) ;; *) echo "MEMAREA_SUITE_PART must be 1, 2 or all, not '$PART'" >&2; exit 2 ;; esac
+case "$PART" in all|1|2|3) ;; *) echo "MEMAREA_SUITE_PART must be 1, 2, 3 or all, not '$PART'" >&2; exit 2 ;; esac
 in_part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 BIN=${1:-out/gpu-bin}
 RES="${2:-${OUT:-bench/results}}/$KIND"
@@ -61,6 +61,7 @@ export MEMAREA_TEST_CLI="$PWD/$BIN/memarea"
 BIN_LIBS="$PWD/$BIN"
 LOG="$RES/suite.log"
 [ "$PART" = 2 ] && LOG="$RES/suite-part2.log"
+[ "$PART" = 3 ] && LOG="$RES/suite-part3.log"
 : >"$LOG"
 status=0
 NO_RESET='--gtest_filter=-DeviceReset*'
@@ -147,6 +148,10 @@ if [ -x "$BIN/stream_context_calls" ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)
   section "named-stream calls and the current context"
   run "$BIN/stream_context_calls"
 fi
+
+fi  # part 1
+
+if in_part 2; then
 
 # libmemarea_mpi (docs/mpi.md): the sim CI's MPI tests on CUDA with 2 ranks (both on device 0
 # of one GPU; 3 where a rank is killed, so that two survive), the example, then the bench.
@@ -250,7 +255,7 @@ fi
 
 # The Python package (python/, docs/python.md) with the image's python3 (PyTorch, CuPy, JAX):
 # the CI suite on CUDA plus the interop and framework-allocator tests, the example (two
-# processes); its benches open part 2.
+# processes), then the benches (per call; PyTorch with memarea's allocator against its own).
 if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
   py=(env MEMAREA_BACKEND=cuda "MEMAREA_LIBRARY=$PWD/$BIN/libmemarea.so.0"
       "PYTHONPATH=$PWD/$BIN/python" PYTHONDONTWRITEBYTECODE=1)
@@ -266,25 +271,18 @@ if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
       "$BIN/python/tests/test_native.py" "$BIN/python/tests/test_buffers.py"
   section "Python example: a torch tensor's memory shared with another process"
   run "${py[@]}" timeout 300 python3 "$BIN/python/examples/share_tensor.py"
+  section "Python bench (per call; torch.empty and cupy.empty in the same run)"
+  run "${py[@]}" timeout 600 python3 "$BIN/python/bench/bench_python.py" --json "$EXTRA/bench-python.json"
+  section "PyTorch with memarea's allocator against its own (python/bench/bench_frameworks.py)"
+  run "${py[@]}" timeout 1200 python3 "$BIN/python/bench/bench_frameworks.py" --json "$EXTRA/bench-frameworks.json"
 else
   section "Python package"
   echo "NOT RUN: no $BIN/python/memarea (scripts/gpu-build.sh copies it) or no python3" | tee -a "$LOG"
   status=1
 fi
-fi  # part 1
+fi  # part 2
 
-if in_part 2; then
-
-# The Python benches (per call; PyTorch with memarea's allocator against its own): in part 2, so
-# that part 1 fits one device call on two GPUs (it ran past 580 s there with them).
-if [ -d "$BIN/python/memarea" ] && command -v python3 >/dev/null; then
-  py=(env MEMAREA_BACKEND=cuda "MEMAREA_LIBRARY=$PWD/$BIN/libmemarea.so.0"
-      "PYTHONPATH=$PWD/$BIN/python" PYTHONDONTWRITEBYTECODE=1)
-  section "Python bench (per call; torch.empty and cupy.empty in the same run)"
-  run "${py[@]}" timeout 600 python3 "$BIN/python/bench/bench_python.py" --json "$EXTRA/bench-python.json"
-  section "PyTorch with memarea's allocator against its own (python/bench/bench_frameworks.py)"
-  run "${py[@]}" timeout 1200 python3 "$BIN/python/bench/bench_frameworks.py" --json "$EXTRA/bench-frameworks.json"
-fi
+if in_part 3; then
 
 # The HIP backend, over HIP's NVIDIA platform built into a libamdhip64.so.5 (tools/hip-nvidia-shim,
 # docs/hip-nvidia.md): the same API suite a second time, through memarea's HIP code paths on these
@@ -343,7 +341,7 @@ grep "memarea ipc timing:" "$LOG" > "$EXTRA/ipc-timing.txt" || true
 
 section "memarea ipc gc (what dead processes left in /dev/shm)"
 run "$BIN/memarea" ipc gc
-fi  # part 2
+fi  # part 3
 
 section "summary"
 echo "suite status (part $PART): $([ $status -eq 0 ] && echo PASS || echo FAIL)" | tee -a "$LOG"
