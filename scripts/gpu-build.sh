@@ -40,6 +40,11 @@ g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/stream_contex
 # own context (bench/experiments/per_thread_stream_calls.cpp).
 g++ -O2 -std=c++20 -isystem /usr/local/cuda/include -o out/gpu-bin/per_thread_stream_calls \
     bench/experiments/per_thread_stream_calls.cpp -ldl
+# Where memset_async's fixed cost over the driver's call goes
+# (bench/experiments/memset_fixed_cost.cpp: the public call, the driver layer, the lookup).
+g++ -O2 -std=c++20 -DFMT_HEADER_ONLY=1 -DMEMAREA_HAVE_CUDA -Iinclude -Isrc -isystem /usr/local/cuda/include \
+    -o out/gpu-bin/memset_fixed_cost bench/experiments/memset_fixed_cost.cpp build/gpu/src/libmemarea.a \
+    -lnuma -ldl -lpthread -lrt
 strip out/gpu-bin/*
 # HIP's NVIDIA platform as libamdhip64.so.5 (tools/hip-nvidia-shim), alone in its directory: the
 # suite's HIP pass puts that directory first on LD_LIBRARY_PATH. Copied after the strip above,

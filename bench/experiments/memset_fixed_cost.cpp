@@ -13,8 +13,8 @@
 // Prints the median of each side and its difference from raw's, per turn too (min/median/max of
 // the per-turn median differences). Sides write buffers of their own; afterwards each buffer's
 // 4 KiB is read back and checked against the last value written, the bytes after it untouched.
-// Build (from the repository root, after scripts/gpu-build.sh, whose build/gpu holds the
-// Release static library; the CUDA headers only):
+// scripts/gpu-build.sh builds it into out/gpu-bin; by hand (from the repository root, after
+// that script, whose build/gpu holds the Release static library; the CUDA headers only):
 //   g++ -std=c++20 -O2 -DFMT_HEADER_ONLY=1 -DMEMAREA_HAVE_CUDA -Iinclude -Isrc
 //       -isystem /usr/local/cuda/include bench/experiments/memset_fixed_cost.cpp
 //       build/gpu/src/libmemarea.a -lnuma -ldl -lpthread -lrt -o out/gpu-bin/memset_fixed_cost
