@@ -539,18 +539,8 @@ class gpu_backend final : public gpu_contexts<gpu_backend<Vendor>, Vendor> {
     return fail(r, fn);
   }
 
-  /// The status of a failed vendor call: memarea's code, the vendor's code and name, and the
-  /// vendor's words with the call's name as detail. Cold and out of line: every call's success
-  /// path stays a compare.
-  [[gnu::cold, gnu::noinline]] dstatus fail(result r, std::string_view fn) const {
-    dstatus s;
-    s.native = static_cast<int>(r);
-    s.code = Vendor::code(r);
-    if (s.code == errc::success) s.code = errc::unknown;  // a failed call never reads as success
-    s.native_name = Vendor::error_name(r);
-    s.detail = v_.detail(r, fn);
-    return s;
-  }
+  /// The status of a failed vendor call (vendor_failure, gpu_contexts.hpp).
+  dstatus fail(result r, std::string_view fn) const { return vendor_failure(v_, r, fn); }
 
   /// A query's status: success, busy while work is pending (a state rather than a failure, so
   /// no message is made), else the failure. `query` is the query's own name: only its answer

@@ -27,6 +27,21 @@ struct context_entry_names {
   const char* disable_peer;
 };
 
+/// The status of a failed call of Vendor's: memarea's code (never success), the vendor's code and
+/// name, and the vendor's words with the call's name as detail. Cold and out of line, so that
+/// every call's success path stays a compare; gpu_backend's calls translate through it too.
+template <class Vendor>
+[[gnu::cold, gnu::noinline]] dstatus vendor_failure(const Vendor& v, typename Vendor::result r,
+                                                    std::string_view fn) {
+  dstatus s;
+  s.native = static_cast<int>(r);
+  s.code = Vendor::code(r);
+  if (s.code == errc::success) s.code = errc::unknown;  // a failed call never reads as success
+  s.native_name = Vendor::error_name(r);
+  s.detail = v.detail(r, fn);
+  return s;
+}
+
 /// Backend: gpu_backend<Vendor>, whose vendor() is the traits object.
 template <class Backend, class Vendor>
 class gpu_contexts : public driver {
@@ -111,13 +126,7 @@ class gpu_contexts : public driver {
   }
   dstatus call(result r, std::string_view fn) {
     if (r == Vendor::success) return {};
-    dstatus s;
-    s.native = static_cast<int>(r);
-    s.code = Vendor::code(r);
-    if (s.code == errc::success) s.code = errc::unknown;
-    s.native_name = Vendor::error_name(r);
-    s.detail = v().detail(r, fn);
-    return s;
+    return vendor_failure(v(), r, fn);
   }
 };
 
