@@ -93,10 +93,11 @@ int mps_enabled(int device) {
   if (!lib) return -1;
   using get_fn = int (*)(int*, int);
   using attr_fn = int (*)(int*, int, int);
+  constexpr int kMpsEnabled = 133;  // CU_DEVICE_ATTRIBUTE_MPS_ENABLED (cuda.h, CUDA 11.0+)
   auto get = reinterpret_cast<get_fn>(dlsym(lib, "cuDeviceGet"));
   auto attr = reinterpret_cast<attr_fn>(dlsym(lib, "cuDeviceGetAttribute"));
   int dev = 0, v = 0;
-  const bool ok = get && attr && get(&dev, device) == 0 && attr(&v, 133, dev) == 0;
+  const bool ok = get && attr && get(&dev, device) == 0 && attr(&v, kMpsEnabled, dev) == 0;
   dlclose(lib);
   return ok ? (v != 0 ? 1 : 0) : -1;
 }
